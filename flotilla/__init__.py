@@ -1,0 +1,1 @@
+"""Flotilla command line: `flotilla broker`, `flotilla operator`, `flotilla testenv`."""
