@@ -1,0 +1,261 @@
+"""Build (or reuse) the control-plane binaries into ~/.cache/flotilla/testenv/<version>/bin.
+
+Everything comes from the Go module proxy: no prebuilt release binaries are downloaded. A binary is
+reused when it exists and its stamp file names the same pin, so a warm cache costs a few stat calls.
+Builds run under `nice` with persistent GOMODCACHE and GOCACHE, so a rebuild after a pin change
+recompiles only what changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from . import gomod, versions
+from .versions import BINARIES, Binary
+
+HEARTBEAT_SECONDS = 30.0
+
+
+class BuildError(RuntimeError):
+    """The binaries could not be built; the message says what is missing or which step failed."""
+
+
+def log(message: str) -> None:
+    print(f"[testenv] {message}", file=sys.stderr, flush=True)
+
+
+# --- what is there -------------------------------------------------------------------------------
+
+
+def _stamp(bin_dir: Path, binary: Binary) -> Path:
+    return bin_dir / f".{binary.name}.pin"
+
+
+def is_built(bin_dir: Path, binary: Binary) -> bool:
+    exe = bin_dir / binary.name
+    stamp = _stamp(bin_dir, binary)
+    return (
+        exe.is_file()
+        and os.access(exe, os.X_OK)
+        and stamp.is_file()
+        and stamp.read_text().strip() == binary.pin
+    )
+
+
+def missing(bin_dir: Path | None = None) -> list[str]:
+    """Names of the pinned binaries not (or not at their pinned version) in bin_dir."""
+    bin_dir = bin_dir or versions.bin_dir()
+    return [b.name for b in BINARIES if not is_built(bin_dir, b)]
+
+
+# --- the Go toolchain ----------------------------------------------------------------------------
+
+
+def find_go() -> str:
+    """The `go` command, checked to be new enough; BuildError names what to install otherwise."""
+    go = shutil.which("go") or next(
+        (p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if os.access(p, os.X_OK)), None
+    )
+    need = ".".join(map(str, versions.MIN_GO))
+    if not go:
+        raise BuildError(f"go not found on PATH: install Go >= {need} to build the test control plane")
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+    m = re.match(r"go(\d+)\.(\d+)", out)
+    if not m or (int(m[1]), int(m[2])) < versions.MIN_GO:
+        raise BuildError(f"{go} is {out or 'of unknown version'}: install Go >= {need}")
+    return go
+
+
+def go_env(root: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        GOMODCACHE=str(versions.go_mod_cache(root)),
+        GOCACHE=str(versions.go_build_cache(root)),
+        GOFLAGS="-trimpath",
+        # Never fetch another toolchain: the pins build with any Go >= MIN_GO.
+        GOTOOLCHAIN="local",
+        CGO_ENABLED="0",
+    )
+    return env
+
+
+# --- running one step ----------------------------------------------------------------------------
+
+
+def _run(
+    what: str,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    log_file: Path,
+) -> str:
+    """Run one build command, nice'd, output to log_file; report elapsed time while it runs."""
+    if shutil.which("nice"):
+        argv = ["nice", "-n", "10", *argv]
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(HEARTBEAT_SECONDS):
+            log(f"  ... {what}: {time.monotonic() - started:.0f}s")
+
+    ticker = threading.Thread(target=heartbeat, daemon=True)
+    ticker.start()
+    try:
+        with open(log_file, "ab") as out:
+            out.write(f"\n$ (cd {cwd} && {' '.join(argv)})\n".encode())
+            out.flush()
+            proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=out)
+    finally:
+        done.set()
+    if proc.returncode != 0:
+        tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-25:])
+        raise BuildError(f"{what} failed (exit {proc.returncode}); last lines of {log_file}:\n{tail}")
+    return proc.stdout.decode()
+
+
+def _install(built: Path, bin_dir: Path, binary: Binary) -> None:
+    """Move a fresh binary into bin_dir atomically, then write its stamp."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    tmp = bin_dir / f".{binary.name}.tmp"
+    shutil.copy2(built, tmp)
+    tmp.chmod(0o755)
+    os.replace(tmp, bin_dir / binary.name)
+    _stamp(bin_dir, binary).write_text(binary.pin + "\n")
+
+
+def _write_module(moddir: Path, go_mod: str) -> None:
+    """Write a generated go.mod unless the same one was written before.
+
+    `go build -mod=mod` adds the indirect requirements to go.mod and fills go.sum; both are kept
+    while the generated text (remembered in go.mod.generated) stays the same.
+    """
+    generated = moddir / "go.mod.generated"
+    if generated.exists() and generated.read_text() == go_mod and (moddir / "go.mod").exists():
+        return
+    (moddir / "go.mod").write_text(go_mod)
+    (moddir / "go.sum").unlink(missing_ok=True)
+    generated.write_text(go_mod)
+
+
+# --- the builds ----------------------------------------------------------------------------------
+
+
+class Builder:
+    """Builds the pinned binaries that are missing. `root` is the cache root (tests use a temp dir)."""
+
+    def __init__(self, root: Path | None = None, go: str | None = None) -> None:
+        self.root = root or versions.cache_root()
+        self.bin_dir = versions.bin_dir(self.root)
+        self.src_dir = versions.src_dir(self.root)
+        self.log_file = versions.version_dir(self.root) / "build.log"
+        self.go = go or find_go()
+        self.env = go_env(self.root)
+
+    def run(self, what: str, argv: Sequence[str], cwd: Path) -> str:
+        return _run(what, argv, cwd=cwd, env=self.env, log_file=self.log_file)
+
+    def _timed(self, label: str, step: Callable[[], None]) -> None:
+        log(f"building {label} ...")
+        started = time.monotonic()
+        step()
+        log(f"built {label} in {time.monotonic() - started:.0f}s")
+
+    def build_missing(self) -> Path:
+        todo = [b for b in BINARIES if not is_built(self.bin_dir, b)]
+        if not todo:
+            log(f"all binaries present in {self.bin_dir}")
+            return self.bin_dir
+        log(f"building {', '.join(b.name for b in todo)} into {self.bin_dir} (log: {self.log_file})")
+        log("the first build downloads modules and compiles Kubernetes: expect 20-40 min on 2 cores")
+        total = time.monotonic()
+        kube = [b for b in todo if b.name in versions.KUBE_BINARIES]
+        if kube:
+            self.build_kubernetes(kube)
+        for b in todo:
+            if b.name == "etcd":
+                self._timed(f"etcd {versions.ETCD_VERSION}", lambda b=b: self.build_etcd(b))
+            elif b.name == "kwok":
+                self._timed(f"kwok {versions.KWOK_VERSION}", lambda b=b: self.build_kwok(b))
+            elif b.name == "helm":
+                self._timed(f"helm {versions.HELM_VERSION}", lambda b=b: self.build_helm(b))
+        log(f"done in {time.monotonic() - total:.0f}s: {self.bin_dir}")
+        return self.bin_dir
+
+    def build_kubernetes(self, binaries: list[Binary]) -> None:
+        version = versions.KUBERNETES_VERSION
+        moddir = self.src_dir / "kubernetes"
+        moddir.mkdir(parents=True, exist_ok=True)
+        log(f"fetching k8s.io/kubernetes {version} metadata from the module proxy ...")
+        info = json.loads(
+            self.run("go mod download k8s.io/kubernetes", [self.go, "mod", "download", "-json",
+                     f"k8s.io/kubernetes@{version}"], cwd=moddir)
+        )
+        upstream = Path(info["GoMod"]).read_text()
+        _write_module(moddir, gomod.kubernetes_go_mod(upstream, version))
+        # The release date, not today's: identical flags keep the link step cached across rebuilds.
+        ldflags = gomod.kubernetes_ldflags(version, build_date=info.get("Time", ""))
+        with tempfile.TemporaryDirectory(dir=self.src_dir) as out:
+            for b in binaries:
+                self._timed(
+                    f"{b.name} {version}",
+                    lambda b=b: self.run(
+                        f"go build {b.name}",
+                        [self.go, "build", "-mod=mod", "-ldflags", ldflags, "-o",
+                         str(Path(out) / b.name), f"k8s.io/kubernetes/cmd/{b.name}"],
+                        cwd=moddir,
+                    ),
+                )
+                _install(Path(out) / b.name, self.bin_dir, b)
+
+    def build_etcd(self, binary: Binary) -> None:
+        moddir = self.src_dir / "etcd"
+        moddir.mkdir(parents=True, exist_ok=True)
+        _write_module(moddir, gomod.etcd_go_mod(versions.ETCD_VERSION))
+        (moddir / "main.go").write_text(gomod.ETCD_MAIN_GO)
+        with tempfile.TemporaryDirectory(dir=self.src_dir) as out:
+            self.run("go build etcd", [self.go, "build", "-mod=mod", "-ldflags", "-s -w", "-o",
+                                       str(Path(out) / "etcd"), "."], cwd=moddir)
+            _install(Path(out) / "etcd", self.bin_dir, binary)
+
+    def _go_install(self, binary: Binary, package: str, version: str, ldflags: str) -> None:
+        self.src_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.src_dir) as out:
+            env_before = self.env
+            self.env = {**self.env, "GOBIN": out}
+            try:
+                self.run(f"go install {package}", [self.go, "install", "-ldflags", ldflags,
+                                                   f"{package}@{version}"], cwd=Path(out))
+            finally:
+                self.env = env_before
+            _install(Path(out) / binary.name, self.bin_dir, binary)
+
+    def build_kwok(self, binary: Binary) -> None:
+        v = versions.KWOK_VERSION
+        self._go_install(binary, "sigs.k8s.io/kwok/cmd/kwok", v,
+                         f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={v}")
+
+    def build_helm(self, binary: Binary) -> None:
+        v = versions.HELM_VERSION
+        self._go_install(binary, "helm.sh/helm/v3/cmd/helm", v,
+                         f"-s -w -X helm.sh/helm/v3/internal/version.version={v}")
+
+
+def ensure_built(root: Path | None = None) -> Path:
+    """Build whatever is missing and return the bin directory; fast when everything is cached."""
+    bin_dir = versions.bin_dir(root)
+    if not missing(bin_dir):
+        return bin_dir
+    return Builder(root).build_missing()

@@ -1,0 +1,120 @@
+"""pytest fixtures over the same code as `flotilla testenv`.
+
+- `kube_env` (session): one control plane per test session in a temporary directory, stopped at
+  the end. With FLOTILLA_KUBECONFIG set it uses that cluster instead (e.g. a kind cluster) and starts
+  nothing.
+- `kube_namespace` (function): a fresh namespace, deleted afterwards without waiting for it to go.
+
+Missing binaries make `kube_env` fail (not skip), saying to run `flotilla testenv build`.
+
+Enable with `pytest_plugins = ["flotilla.testenv.pytest_plugin"]` or `-p flotilla.testenv.pytest_plugin`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from . import build, versions
+from .control_plane import ControlPlane
+
+EXTERNAL_KUBECONFIG = "FLOTILLA_KUBECONFIG"
+
+
+class CommandError(subprocess.CalledProcessError):
+    """A failed kubectl/helm call whose message includes what the command printed."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\nstdout: {self.stdout}\nstderr: {self.stderr}"
+
+
+@dataclass
+class KubeEnv:
+    """A running cluster and the tools to talk to it."""
+
+    kubeconfig: Path
+    bin_dir: Path
+    env: dict[str, str]
+    control_plane: ControlPlane | None = None
+
+    def _tool(self, name: str) -> str:
+        candidate = self.bin_dir / name
+        return str(candidate) if candidate.is_file() else (shutil.which(name, path=self.env["PATH"]) or name)
+
+    def run(self, tool: str, *args: str, input: str | None = None, check: bool = True,
+            timeout: float = 120) -> subprocess.CompletedProcess:
+        argv = [self._tool(tool), *args]
+        proc = subprocess.run(argv, input=input, capture_output=True, text=True, env=self.env,
+                              timeout=timeout)
+        if check and proc.returncode != 0:
+            raise CommandError(proc.returncode, argv, proc.stdout, proc.stderr)
+        return proc
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess:
+        return self.run("kubectl", *args, input=input, check=check, timeout=timeout)
+
+    def helm(self, *args: str, input: str | None = None, check: bool = True,
+             timeout: float = 300) -> subprocess.CompletedProcess:
+        return self.run("helm", *args, input=input, check=check, timeout=timeout)
+
+
+def _env_for(kubeconfig: Path, bin_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["KUBECONFIG"] = str(kubeconfig)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "kube: needs the test control plane (kube-apiserver + etcd)")
+
+
+@pytest.fixture(scope="session")
+def kube_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEnv]:
+    bin_dir = versions.bin_dir()
+    external = os.environ.get(EXTERNAL_KUBECONFIG)
+    if external:
+        kubeconfig = Path(external).expanduser().resolve()
+        if not kubeconfig.is_file():
+            pytest.fail(f"{EXTERNAL_KUBECONFIG}={external}: no such file")
+        yield KubeEnv(kubeconfig, bin_dir, _env_for(kubeconfig, bin_dir))
+        return
+    missing = build.missing(bin_dir)
+    if missing:
+        pytest.fail(
+            f"test control plane binaries missing in {bin_dir}: {', '.join(missing)}. "
+            "Run `flotilla testenv build` (slow the first time, cached afterwards).",
+            pytrace=False,
+        )
+    cp = ControlPlane(directory=tmp_path_factory.mktemp("testenv"), bin_dir=bin_dir)
+    cp.up()
+    try:
+        yield KubeEnv(cp.kubeconfig, bin_dir, cp.env(), control_plane=cp)
+    finally:
+        cp.down()
+
+
+def _namespace_name(test_name: str) -> str:
+    """A valid, unique namespace name (DNS label, at most 63 characters) derived from the test."""
+    base = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:48].strip("-") or "test"
+    return f"{base}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def kube_namespace(kube_env: KubeEnv, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = _namespace_name(request.node.name)
+    kube_env.kubectl("create", "namespace", name)
+    try:
+        yield name
+    finally:
+        kube_env.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found",
+                         check=False, timeout=30)
