@@ -1,1 +1,26 @@
+"""One module per Kafka API; `all_handlers()` is the list the dispatcher serves."""
 
+from __future__ import annotations
+
+import importlib
+
+_MODULES = (
+    "api_versions", "metadata", "produce", "fetch", "list_offsets",
+    "create_topics", "delete_topics", "create_partitions", "describe_configs", "describe_cluster",
+    "init_producer_id",
+    "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
+    "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups",
+)
+
+
+def all_handlers() -> list[type]:
+    out = []
+    for name in _MODULES:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"{__name__}.{name}":
+                continue  # not written yet
+            raise
+        out.append(module.HANDLER)
+    return out

@@ -1,0 +1,269 @@
+"""Broker settings under Apache Kafka's own key names, so users bring what they already know.
+
+Every key is declared once in `KEYS` with its type, default and a docstring. A properties file
+and `--override key=value` pairs are merged and validated here; an unknown key or a bad value
+stops start-up with a message that names the key (`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown or its value is invalid; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One `NAME://host:port` entry of `listeners` / `advertised.listeners`."""
+
+    name: str
+    host: str
+    port: int
+
+
+def _parse_listeners(value: str) -> tuple[Listener, ...]:
+    out = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        if "://" not in item:
+            raise ValueError(f"{item!r} is not of the form NAME://host:port")
+        name, rest = item.split("://", 1)
+        parts = urlsplit("//" + rest)
+        if parts.port is None:
+            raise ValueError(f"{item!r} has no port")
+        out.append(Listener(name=name.upper(), host=parts.hostname or "", port=parts.port))
+    if not out:
+        raise ValueError("no listener given")
+    return tuple(out)
+
+
+def _parse_host_port(value: str) -> tuple[str, int] | None:
+    value = value.strip()
+    if not value:
+        return None
+    host, _, port = value.rpartition(":")
+    if not port.isdigit():
+        raise ValueError(f"{value!r} is not host:port")
+    return host or "0.0.0.0", int(port)
+
+
+def _parse_bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "1", "yes"):
+        return True
+    if v in ("false", "0", "no"):
+        return False
+    raise ValueError(f"{value!r} is not true or false")
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        n = int(value.strip())
+        if n < minimum:
+            raise ValueError(f"{n} is below the minimum {minimum}")
+        return n
+
+    return parse
+
+
+def _retention(value: str) -> int:
+    n = int(value.strip())
+    if n < -1:
+        raise ValueError(f"{n} must be -1 (unlimited) or positive")
+    return n
+
+
+def _dirs(value: str) -> tuple[Path, ...]:
+    dirs = tuple(Path(v.strip()).expanduser() for v in value.split(",") if v.strip())
+    if not dirs:
+        raise ValueError("no directory given")
+    return dirs
+
+
+def _compression(value: str) -> str:
+    v = value.strip().lower()
+    if v != "producer":
+        raise ValueError("only 'producer' is supported: the broker stores batches as clients send them")
+    return v
+
+
+@dataclass(frozen=True)
+class Key:
+    """Declaration of one configuration key."""
+
+    name: str
+    default: str
+    parse: Callable[[str], Any]
+    doc: str
+
+
+KEYS: tuple[Key, ...] = (
+    Key("node.id", "1", _int_at_least(0), "Unique id of this broker in the cluster."),
+    Key("cluster.id", "", str, "Cluster id; generated and stored in meta.properties when empty."),
+    Key("listeners", "PLAINTEXT://127.0.0.1:9092", _parse_listeners,
+        "Addresses the broker binds, as NAME://host:port (comma separated)."),
+    Key("advertised.listeners", "", lambda v: _parse_listeners(v) if v.strip() else (),
+        "Addresses given to clients in Metadata; defaults to `listeners`."),
+    Key("log.dirs", "./data", _dirs, "Directories holding partition logs and checkpoint files."),
+    Key("num.partitions", "1", _int_at_least(1), "Partitions of an auto-created topic."),
+    Key("default.replication.factor", "1", _int_at_least(1),
+        "Replication factor of auto-created topics (a single broker serves factor 1)."),
+    Key("auto.create.topics.enable", "true", _parse_bool,
+        "Create a topic when a client asks for an unknown one in Metadata."),
+    Key("delete.topic.enable", "true", _parse_bool, "Whether DeleteTopics may delete topics."),
+    Key("log.segment.bytes", str(1024 ** 3), _int_at_least(14),
+        "Roll to a new segment file when the active one would exceed this size."),
+    Key("log.roll.ms", str(7 * 24 * 3600 * 1000), _int_at_least(1),
+        "Roll to a new segment once the active one is this old."),
+    Key("log.retention.ms", str(7 * 24 * 3600 * 1000), _retention,
+        "Delete segments whose newest record is older than this (-1: keep forever)."),
+    Key("log.retention.bytes", "-1", _retention,
+        "Delete oldest segments while a partition is larger than this (-1: unlimited)."),
+    Key("log.retention.check.interval.ms", "300000", _int_at_least(1),
+        "How often retention runs."),
+    Key("log.flush.interval.messages", str(2 ** 63 - 1), _int_at_least(1),
+        "fsync a partition after this many messages (default: leave it to the OS, as Kafka does)."),
+    Key("log.flush.interval.ms", "", lambda v: int(v) if v.strip() else None,
+        "fsync a partition when its oldest unflushed write is this old (empty: never by time)."),
+    Key("log.index.interval.bytes", "4096", _int_at_least(0),
+        "Bytes of log between two entries of the sparse offset and time indexes."),
+    Key("message.max.bytes", str(1048588), _int_at_least(0),
+        "Largest record batch the broker accepts."),
+    Key("socket.request.max.bytes", str(100 * 1024 * 1024), _int_at_least(1),
+        "Largest request frame; a larger length prefix closes the connection."),
+    Key("connections.max.idle.ms", "600000", _int_at_least(1),
+        "Close connections idle for longer than this."),
+    Key("compression.type", "producer", _compression,
+        "Broker-side compression; 'producer' keeps batches as the client compressed them."),
+    Key("group.initial.rebalance.delay.ms", "3000", _int_at_least(0),
+        "Wait this long for more members before the first rebalance of an empty group."),
+    Key("group.min.session.timeout.ms", "6000", _int_at_least(1),
+        "Smallest session timeout a consumer may ask for."),
+    Key("group.max.session.timeout.ms", "1800000", _int_at_least(1),
+        "Largest session timeout a consumer may ask for."),
+    Key("offsets.topic.num.partitions", "50", _int_at_least(1),
+        "Partitions of the internal __consumer_offsets topic."),
+    Key("offsets.retention.minutes", "10080", _int_at_least(1),
+        "Keep committed offsets of empty groups this long."),
+    Key("producer.id.expiration.ms", "86400000", _int_at_least(1),
+        "Forget an idle idempotent producer's state after this long."),
+    Key("flotilla.metrics.listener", "127.0.0.1:9404", _parse_host_port,
+        "host:port of the HTTP endpoint serving Prometheus /metrics and /healthz (empty: off)."),
+)
+_BY_NAME = {k.name: k for k in KEYS}
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Validated broker settings; attribute names are the Kafka keys with dots as underscores."""
+
+    values: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def node_id(self) -> int:
+        return self.values["node.id"]
+
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        return self.values["listeners"]
+
+    @property
+    def advertised_listeners(self) -> tuple[Listener, ...]:
+        adv = self.values["advertised.listeners"]
+        if adv:
+            return adv
+        return tuple(
+            dataclasses.replace(l, host=l.host if l.host not in ("", "0.0.0.0", "::") else "127.0.0.1")
+            for l in self.listeners
+        )
+
+    @property
+    def log_dirs(self) -> tuple[Path, ...]:
+        return self.values["log.dirs"]
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> "BrokerConfig":
+        raw = dict(self.values["__raw__"])
+        raw.update(overrides)
+        return parse_config(raw)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties subset: `key=value` or `key: value`, # and ! comments, blank lines."""
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in s:
+                k, v = s.split(sep, 1)
+                out[k.strip()] = v.strip()
+                break
+        else:
+            raise ConfigError(f"line {lineno}: {s!r} is not key=value")
+    return out
+
+
+def parse_override(item: str) -> tuple[str, str]:
+    if "=" not in item:
+        raise ConfigError(f"--override {item!r}: expected key=value")
+    k, v = item.split("=", 1)
+    return k.strip(), v
+
+
+def parse_config(raw: Mapping[str, str]) -> BrokerConfig:
+    """Validate `raw` (key -> string value) into a BrokerConfig, or raise ConfigError naming the key."""
+    unknown = sorted(k for k in raw if k not in _BY_NAME)
+    if unknown:
+        raise ConfigError(
+            f"unknown configuration key {unknown[0]!r}"
+            + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "")
+        )
+    values: dict[str, Any] = {}
+    for key in KEYS:
+        text = raw.get(key.name, key.default)
+        try:
+            values[key.name] = key.parse(text)
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"invalid value {text!r} for configuration key {key.name!r}: {e}") from None
+    values["__raw__"] = dict(raw)
+    return BrokerConfig(values=values)
+
+
+def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:
+    raw: dict[str, str] = {}
+    if path is not None:
+        try:
+            raw.update(parse_properties(Path(path).read_text()))
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    for item in overrides:
+        k, v = parse_override(item)
+        raw[k] = v
+    return parse_config(raw)
+
+
+def topic_config_entries(config: BrokerConfig) -> dict[str, str]:
+    """Topic-level settings as DescribeConfigs shows them (Kafka's topic key names)."""
+    return {
+        "retention.ms": str(config["log.retention.ms"]),
+        "retention.bytes": str(config["log.retention.bytes"]),
+        "segment.bytes": str(config["log.segment.bytes"]),
+        "segment.ms": str(config["log.roll.ms"]),
+        "max.message.bytes": str(config["message.max.bytes"]),
+        "cleanup.policy": "delete",
+        "compression.type": config["compression.type"],
+        "message.timestamp.type": "CreateTime",
+        "flush.messages": str(config["log.flush.interval.messages"]),
+        "index.interval.bytes": str(config["log.index.interval.bytes"]),
+    }

@@ -1,0 +1,328 @@
+"""The log of one partition: an ordered list of segments, offsets, flush, roll and retention.
+
+Offsets the log tracks, as in Kafka:
+  log_start_offset  first offset a consumer may read (advanced by retention and, later, KIP-107)
+  log_end_offset    offset the next appended record gets
+  high_watermark    last offset + 1 that all in-sync replicas have (== LEO on a single broker)
+  recovery_point    everything below it is known to be fsynced; recovery scans from here
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.log.producer_state import ProducerStateManager, SequenceCheck
+from broker.log.segment import FileRegion, Segment
+from broker.protocol import records
+from broker.protocol.records import BatchHeader
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Topic-level settings (Kafka's topic config names in comments)."""
+
+    segment_bytes: int = 1024**3  # segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms
+    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms
+    retention_bytes: int = -1  # retention.bytes
+    flush_messages: int = 2**63 - 1  # flush.messages
+    flush_ms: int | None = None  # flush.ms
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    max_message_bytes: int = 1048588  # max.message.bytes
+    cleanup_policy: str = "delete"  # cleanup.policy
+
+
+class LogError(Exception):
+    """Base of errors a Produce or Fetch turns into a Kafka error code."""
+
+
+class StorageError(LogError):
+    """The disk refused a write (full, read-only, I/O error): KAFKA_STORAGE_ERROR."""
+
+
+class OffsetOutOfRange(LogError):
+    pass
+
+
+class DuplicateSequence(LogError):
+    def __init__(self, base_offset: int) -> None:
+        super().__init__(f"duplicate batch, originally at offset {base_offset}")
+        self.base_offset = base_offset
+
+
+class OutOfOrderSequence(LogError):
+    pass
+
+
+class ProducerFenced(LogError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+class Log:
+    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.segments: list[Segment] = []
+        self.log_start_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.producer_state = ProducerStateManager(directory)
+        self._unflushed_messages = 0
+        self._first_unflushed_at: float | None = None
+
+    # -- opening -----------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+    ) -> "Log":
+        directory.mkdir(parents=True, exist_ok=True)
+        self = cls(directory, topic, partition, config)
+        for tmp in directory.glob("*.tmp"):
+            tmp.unlink()
+        bases = sorted(int(p.stem) for p in directory.glob("*.log") if p.stem.isdigit())
+        for i, base in enumerate(bases):
+            seg = Segment(directory, base, config.index_interval_bytes)
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            needs_recovery = next_base is None or next_base > recovery_point
+            if needs_recovery:
+                cut = seg.recover()
+                if cut:
+                    log.warning("%s-%d: truncated %d bytes of torn or corrupt data from %s",
+                                topic, partition, cut, seg.log_path.name)
+            else:
+                seg.load_indexes()
+            self.segments.append(seg)
+        if not self.segments:
+            self.segments.append(Segment(directory, log_start_offset, config.index_interval_bytes))
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        leo = self.log_end_offset
+        self.recovery_point = min(recovery_point, leo)
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
+        # Producer state: newest snapshot, then replay batch headers after it.
+        snap = self.producer_state.load_snapshot(leo)
+        for seg in self.segments:
+            if seg.next_offset <= snap:
+                continue
+            for _, h in seg.iter_headers(seg.offset_index.lookup(max(0, snap - seg.base_offset))):
+                if h.last_offset >= snap:
+                    self.producer_state.record(h)
+        return self
+
+    # -- offsets -----------------------------------------------------------------------------
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active.next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # -- appending ---------------------------------------------------------------------------
+    def append(self, payload: bytes, headers: list[BatchHeader], leader_epoch: int = 0) -> AppendResult:
+        """Assign offsets to validated batches and write them; idempotence is checked first."""
+        for h in headers:
+            check = self.producer_state.check(h)
+            if check.outcome == SequenceCheck.DUPLICATE:
+                assert check.duplicate is not None
+                raise DuplicateSequence(check.duplicate.base_offset)
+            if check.outcome == SequenceCheck.OUT_OF_ORDER:
+                raise OutOfOrderSequence(check.message)
+            if check.outcome == SequenceCheck.FENCED:
+                raise ProducerFenced(check.message)
+        buf = bytearray(payload)
+        next_offset = self.log_end_offset
+        assigned: list[BatchHeader] = []
+        pos = 0
+        for h in headers:
+            records.rebase(buf, pos, next_offset)
+            records.set_leader_epoch(buf, pos, leader_epoch)
+            assigned.append(dataclasses.replace(h, base_offset=next_offset, partition_leader_epoch=leader_epoch))
+            next_offset += h.last_offset_delta + 1
+            pos += h.size
+        self._maybe_roll(len(buf), next_offset)
+        try:
+            self.active.append(buf, assigned)
+        except OSError as e:
+            raise StorageError(f"{self.topic}-{self.partition}: write failed: {os.strerror(e.errno or errno.EIO)}") from e
+        for h in assigned:
+            self.producer_state.record(h)
+        self._unflushed_messages += sum(h.records_count for h in assigned)
+        if self._first_unflushed_at is None:
+            self._first_unflushed_at = time.monotonic()
+        self._maybe_flush()
+        return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset)
+
+    def _maybe_roll(self, incoming: int, next_offset: int) -> None:
+        seg = self.active
+        if seg.size == 0:
+            return
+        too_big = seg.size + incoming > self.config.segment_bytes
+        too_old = seg.age_seconds * 1000 >= self.config.segment_ms
+        offsets_overflow = next_offset - seg.base_offset > 2**31 - 1
+        if too_big or too_old or offsets_overflow:
+            self.roll()
+
+    def roll(self) -> None:
+        base = self.log_end_offset
+        try:
+            new = Segment(self.directory, base, self.config.index_interval_bytes)
+        except OSError as e:
+            raise StorageError(f"{self.topic}-{self.partition}: cannot roll segment: {e.strerror}") from e
+        self.flush()
+        self.segments.append(new)
+        try:
+            self.producer_state.take_snapshot(base)
+        except OSError as e:
+            log.warning("%s-%d: producer snapshot failed: %s", self.topic, self.partition, e)
+
+    def _maybe_flush(self) -> None:
+        due_count = self._unflushed_messages >= self.config.flush_messages
+        due_time = (
+            self.config.flush_ms is not None
+            and self._first_unflushed_at is not None
+            and (time.monotonic() - self._first_unflushed_at) * 1000 >= self.config.flush_ms
+        )
+        if due_count or due_time:
+            self.flush()
+
+    def flush(self) -> None:
+        """fsync everything written so far and move the recovery point up to the log end."""
+        for seg in self.segments:
+            if seg.base_offset >= self.recovery_point or seg is self.active or seg.next_offset > self.recovery_point:
+                seg.flush()
+        self.recovery_point = self.log_end_offset
+        self._unflushed_messages = 0
+        self._first_unflushed_at = None
+
+    # -- reading -----------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, upper_bound: int, min_one: bool = True) -> FileRegion | None:
+        """Batches from `offset` (inclusive) below `upper_bound` (e.g. the high watermark)."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] of {self.topic}-{self.partition}")
+        if offset >= upper_bound:
+            return None
+        for i, seg in enumerate(self.segments):
+            nxt = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+            if nxt is not None and offset >= nxt:
+                continue
+            max_position = None
+            if upper_bound < seg.next_offset:
+                found = seg.find_position(upper_bound)
+                max_position = found[0] if found else None
+            region = seg.read(offset, max_bytes, max_position, min_one)
+            if region is not None:
+                return region
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first batch whose max timestamp >= `timestamp`."""
+        for seg in self.segments:
+            if seg.max_timestamp < timestamp:
+                continue
+            off = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if off is not None:
+                found = seg.find_position(off)
+                return off, (found[1].max_timestamp if found else timestamp)
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(offset, timestamp) of the record with the largest timestamp, or (-1, -1)."""
+        best = (-1, -1)
+        for seg in self.segments:
+            if seg.max_timestamp > best[1]:
+                best = (seg.offset_of_max_timestamp, seg.max_timestamp)
+        return best
+
+    # -- retention and deletion --------------------------------------------------------------
+    def advance_log_start_offset(self, offset: int) -> int:
+        """Move the log start offset forward (retention, and DeleteRecords later); never back."""
+        offset = min(offset, self.high_watermark)
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._delete_segments_below(offset)
+        return self.log_start_offset
+
+    def _delete_segments_below(self, offset: int) -> None:
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            seg = self.segments.pop(0)
+            seg.delete()
+
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole segments past retention.ms or beyond retention.bytes; return how many."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        deleted = 0
+        cfg = self.config
+        while len(self.segments) > 0:
+            seg = self.segments[0]
+            if seg.size == 0 or seg.next_offset > self.high_watermark:
+                break
+            expired = cfg.retention_ms >= 0 and seg.max_timestamp >= 0 and now_ms - seg.max_timestamp > cfg.retention_ms
+            oversized = cfg.retention_bytes >= 0 and self.size_bytes - seg.size >= cfg.retention_bytes
+            if not (expired or oversized):
+                break
+            if seg is self.active:
+                self.roll()
+            self.segments.pop(0)
+            seg.delete()
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            deleted += 1
+        return deleted
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at or beyond `offset` (replica divergence; not used by clients)."""
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+        self.active.truncate_to(offset)
+        self.producer_state.truncate_after(offset)
+        self.high_watermark = min(self.high_watermark, offset)
+        self.recovery_point = min(self.recovery_point, offset)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush, snapshot producer state at the log end, and close files (clean shutdown)."""
+        try:
+            self.flush()
+            self.producer_state.take_snapshot(self.log_end_offset)
+        except OSError as e:
+            log.error("%s-%d: flush on close failed: %s", self.topic, self.partition, e)
+        for seg in self.segments:
+            seg.close()
+
+    def delete(self) -> None:
+        for seg in self.segments:
+            seg.delete()
+        self.producer_state.delete_snapshots()
+        self.segments.clear()
+        for p in self.directory.iterdir():
+            p.unlink(missing_ok=True)
+        self.directory.rmdir()

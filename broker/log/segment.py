@@ -1,0 +1,223 @@
+"""One log segment: a file of RecordBatch v2 bytes plus its offset and time indexes.
+
+Files are named after the segment's base offset, as Kafka names them
+(00000000000000000000.log / .index / .timeindex). The log file holds the client's batches
+byte for byte, with broker-assigned base offsets, so fetches can sendfile() them unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c
+
+from broker.log.index import OffsetIndex, TimeIndex
+from broker.protocol import records
+from broker.protocol.records import BatchHeader
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """Bytes `[position, position+length)` of an open segment file, sent with sendfile()."""
+
+    fd: int
+    position: int
+    length: int
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log_path = directory / segment_name(base_offset, ".log")
+        self.offset_index = OffsetIndex(directory / segment_name(base_offset, ".index"))
+        self.time_index = TimeIndex(directory / segment_name(base_offset, ".timeindex"))
+        self.index_interval_bytes = index_interval_bytes
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.created_at = time.time()
+        self._bytes_since_index = 0
+
+    # -- writing -----------------------------------------------------------------------------
+    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
+        """Append already re-based batches. On an OS error the file is cut back, nothing half-written stays."""
+        position = self.size
+        try:
+            written = os.pwrite(self.fd, data, position)
+            if written != len(data):
+                raise OSError(28, "short write")
+        except OSError:
+            os.ftruncate(self.fd, position)
+            raise
+        for h in headers:
+            self._index_batch(h, position)
+            position += h.size
+        self.size = position
+
+    def _index_batch(self, h: BatchHeader, position: int) -> None:
+        if self._bytes_since_index >= self.index_interval_bytes or position == 0:
+            self.offset_index.append(h.base_offset - self.base_offset, position)
+            self._bytes_since_index = 0
+        self._bytes_since_index += h.size
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = h.last_offset
+            self.time_index.append(h.max_timestamp, h.last_offset - self.base_offset)
+        self.next_offset = h.last_offset + 1
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    # -- reading -----------------------------------------------------------------------------
+    def read_header_at(self, position: int) -> BatchHeader | None:
+        buf = os.pread(self.fd, records.HEADER_SIZE, position)
+        if len(buf) < records.HEADER_SIZE:
+            return None
+        h = records.read_header(buf)
+        if position + h.size > self.size:
+            return None
+        return h
+
+    def iter_headers(self, position: int = 0):
+        while position < self.size:
+            h = self.read_header_at(position)
+            if h is None:
+                return
+            yield position, h
+            position += h.size
+
+    def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= `offset`."""
+        start = self.offset_index.lookup(offset - self.base_offset)
+        for position, h in self.iter_headers(start):
+            if h.last_offset >= offset:
+                return position, h
+        return None
+
+    def read(self, offset: int, max_bytes: int, max_position: int | None, min_one: bool) -> FileRegion | None:
+        """Whole batches from the one holding `offset`, up to `max_bytes` (at least one if `min_one`)."""
+        found = self.find_position(offset)
+        if found is None:
+            return None
+        start, first = found
+        end_limit = self.size if max_position is None else min(self.size, max_position)
+        if start >= end_limit:
+            return None
+        end = start
+        for position, h in self.iter_headers(start):
+            if position + h.size > end_limit:
+                break
+            if position + h.size - start > max_bytes and not (min_one and position == start):
+                break
+            end = position + h.size
+        if end == start:
+            return None
+        return FileRegion(self.fd, start, end - start)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> int | None:
+        """Base offset of the first batch at or after `start_offset` with max_timestamp >= `timestamp`."""
+        rel = self.time_index.lookup(timestamp)
+        found = self.find_position(max(self.base_offset + rel, start_offset))
+        if found is None:
+            return None
+        for _, h in self.iter_headers(found[0]):
+            if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
+                return max(h.base_offset, start_offset)
+        return None
+
+    # -- recovery ----------------------------------------------------------------------------
+    def load_indexes(self) -> None:
+        """Trust index files of a cleanly closed segment; recompute the in-memory summary."""
+        self.offset_index.load()
+        self.time_index.load()
+        if self.offset_index.values and self.offset_index.values[-1] >= self.size:
+            self.offset_index.truncate_to_position(self.size)
+        last = None
+        start = self.offset_index.values[-1] if self.offset_index.values else 0
+        for _, h in self.iter_headers(start):
+            last = h
+        if last is not None:
+            self.next_offset = last.last_offset + 1
+        if self.time_index.keys:
+            self.max_timestamp = self.time_index.keys[-1]
+            self.offset_of_max_timestamp = self.base_offset + self.time_index.values[-1]
+        self._bytes_since_index = self.index_interval_bytes  # index the next append
+
+    def recover(self) -> int:
+        """Validate every batch (size, magic, CRC), rebuild the indexes and cut a torn tail.
+
+        Returns the number of bytes truncated.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.next_offset = self.base_offset
+        self._bytes_since_index = 0
+        position = 0
+        file_size = self.size
+        expected_offset = self.base_offset
+        while position < file_size:
+            head = os.pread(self.fd, records.LOG_OVERHEAD, position)
+            size = records.peek_size(head)
+            if size is None or size < records.HEADER_SIZE or position + size > file_size:
+                break
+            data = os.pread(self.fd, size, position)
+            h = records.read_header(data)
+            if h.magic != 2 or crc32c.crc32c(memoryview(data)[records.ATTRIBUTES_OFFSET:]) != h.crc:
+                break
+            if h.base_offset < expected_offset:
+                break
+            self._index_batch(h, position)
+            expected_offset = h.last_offset + 1
+            position += size
+        truncated = file_size - position
+        if truncated:
+            os.ftruncate(self.fd, position)
+        self.size = position
+        return truncated
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch with base offset >= `offset` (used when replicas diverge)."""
+        found = self.find_position(offset)
+        if found is None:
+            return
+        position, h = found
+        if h.base_offset < offset:
+            position += h.size
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(offset - self.base_offset)
+        self.next_offset = offset if position > 0 or offset > self.base_offset else self.base_offset
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def age_seconds(self) -> float:
+        return time.time() - self.created_at
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+    def delete(self) -> None:
+        self.close()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()

@@ -1,0 +1,87 @@
+"""The dispatcher: api key -> handler, as Kafka's KafkaApis does, with metrics around each call.
+
+socket -> codec (header, body) -> handler -> response bytes. Unsupported versions follow
+Kafka: ApiVersions answers UNSUPPORTED_VERSION in a v0 body listing what is supported (KIP-511);
+any other API at an unknown version, or an unknown API key, closes the connection.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from typing import TYPE_CHECKING, Iterable
+
+from kio.schema.errors import ErrorCode
+
+from broker.network.response import Response
+from broker.protocol import codec
+from broker.server.handlers.base import Handler, RequestContext
+
+if TYPE_CHECKING:
+    from broker.network.connection import Connection
+    from broker.server.metrics import BrokerMetrics
+
+log = logging.getLogger(__name__)
+
+
+class RequestDispatcher:
+    def __init__(self, handlers: Iterable[Handler], metrics: "BrokerMetrics") -> None:
+        self.handlers: dict[int, Handler] = {}
+        self.supported: dict[int, tuple[int, int]] = {}
+        for h in handlers:
+            kio_range = codec.kio_versions(h.api_key)
+            assert kio_range is not None, h
+            lo, hi = max(h.min_version, kio_range[0]), min(h.max_version, kio_range[1])
+            self.handlers[h.api_key] = h
+            self.supported[h.api_key] = (lo, hi)
+        self.metrics = metrics
+
+    async def dispatch(self, conn: "Connection", frame: bytes) -> Response | None:
+        try:
+            header = codec.parse_header(frame, self.supported)
+        except codec.UnsupportedVersion as e:
+            if e.api_key == codec.API_VERSIONS_KEY:
+                return self._unsupported_api_versions(frame)
+            self.metrics.malformed_frames.inc()
+            raise codec.MalformedRequest(f"{codec.api_name(e.api_key)}: {e}") from None
+        except codec.MalformedRequest:
+            self.metrics.malformed_frames.inc()
+            raise
+        body = codec.parse_body(frame, header)
+        api = codec.api_name(header.api_key)
+        handler = self.handlers[header.api_key]
+        started = time.perf_counter()
+        self.metrics.requests.labels(api).inc()
+        try:
+            result = await handler.handle(RequestContext(header, conn), body)
+        except Exception:
+            self.metrics.request_errors.labels(api).inc()
+            log.exception("%s v%d from %s failed", api, header.api_version, conn.peer)
+            raise
+        finally:
+            self.metrics.request_latency.labels(api).observe(time.perf_counter() - started)
+        if result is None:
+            return None
+        if isinstance(result, Response):
+            return result
+        body_bytes = codec.encode_body(header.api_key, header.api_version, result)
+        return Response([codec.frame_response(header, body_bytes)])
+
+    def _unsupported_api_versions(self, frame: bytes) -> Response:
+        """KIP-511: answer an ApiVersions request of a version we don't know with a v0 body."""
+        import struct
+
+        correlation_id = struct.unpack_from(">i", frame, 4)[0]
+        m = codec.response_module(codec.API_VERSIONS_KEY, 0)
+        body = m.ApiVersionsResponse(
+            error_code=ErrorCode.unsupported_version,
+            api_keys=tuple(m.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                           for k, (lo, hi) in sorted(self.supported.items())),
+        )
+        header = codec.RequestHeader(codec.API_VERSIONS_KEY, 0, correlation_id, None, 0)
+        return Response([codec.frame_response(header, codec.encode_body(codec.API_VERSIONS_KEY, 0, body))])
+
+
+def throttle(ms: int = 0) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=ms)

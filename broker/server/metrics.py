@@ -1,0 +1,59 @@
+"""Prometheus metrics of one broker, in its own registry, served over HTTP by metrics_http.
+
+Request rate/latency per API, bytes in/out per topic and open connections are updated as they
+happen; per-partition log size and offsets are read from the logs at scrape time (a collector),
+so the hot path does no extra work for them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from broker.server.replica_manager import ReplicaManager
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class _LogCollector(Collector):
+    def __init__(self, replicas: Callable[[], "ReplicaManager | None"]) -> None:
+        self._replicas = replicas
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        size = GaugeMetricFamily("flotilla_log_size_bytes", "Bytes on disk of a partition's log", labels=["topic", "partition"])
+        leo = GaugeMetricFamily("flotilla_log_end_offset", "Next offset to be written in a partition", labels=["topic", "partition"])
+        lso = GaugeMetricFamily("flotilla_log_start_offset", "First readable offset of a partition", labels=["topic", "partition"])
+        segs = GaugeMetricFamily("flotilla_log_segments", "Segment files of a partition", labels=["topic", "partition"])
+        rm = self._replicas()
+        if rm is not None:
+            for (topic, partition), p in rm.partitions.items():
+                labels = [topic, str(partition)]
+                size.add_metric(labels, p.log.size_bytes)
+                leo.add_metric(labels, p.log.log_end_offset)
+                lso.add_metric(labels, p.log.log_start_offset)
+                segs.add_metric(labels, len(p.log.segments))
+        yield from (size, leo, lso, segs)
+
+
+class BrokerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("flotilla_requests", "Requests handled, per API", ["api"], registry=r)
+        self.request_errors = Counter("flotilla_request_errors", "Requests that raised inside a handler, per API", ["api"], registry=r)
+        self.request_latency = Histogram("flotilla_request_latency_seconds", "Time from request parsed to response ready, per API",
+                                         ["api"], buckets=LATENCY_BUCKETS, registry=r)
+        self.bytes_in = Counter("flotilla_topic_bytes_in", "Record bytes appended, per topic", ["topic"], registry=r)
+        self.bytes_out = Counter("flotilla_topic_bytes_out", "Record bytes sent to fetchers, per topic", ["topic"], registry=r)
+        self.messages_in = Counter("flotilla_topic_messages_in", "Records appended, per topic", ["topic"], registry=r)
+        self.connections = Gauge("flotilla_connections", "Open client connections", registry=r)
+        self.malformed_frames = Counter("flotilla_malformed_frames", "Connections closed for a malformed or oversized frame", registry=r)
+        self._replicas: "ReplicaManager | None" = None
+        r.register(_LogCollector(lambda: self._replicas))
+
+    def watch_logs(self, replicas: "ReplicaManager") -> None:
+        self._replicas = replicas

@@ -1,0 +1,30 @@
+"""HTTP endpoint of a broker: Prometheus /metrics and a /healthz probe (aiohttp)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from broker.server.metrics import BrokerMetrics
+
+
+async def start_metrics_server(metrics: BrokerMetrics, host: str, port: int, healthy: Callable[[], bool]) -> tuple[web.AppRunner, int]:
+    async def handle_metrics(_request: web.Request) -> web.Response:
+        body = generate_latest(metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def handle_health(_request: web.Request) -> web.Response:
+        ok = healthy()
+        return web.Response(status=200 if ok else 503, text="ok\n" if ok else "starting or stopping\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", handle_metrics)
+    app.router.add_get("/healthz", handle_health)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    await site.start()
+    bound_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, bound_port

@@ -1,0 +1,80 @@
+"""One purgatory for every request that waits: long-poll fetches today; acks=all produce,
+DeleteRecords waiting for followers and quota throttling plug into the same mechanism.
+
+A delayed operation completes exactly once: when `try_complete()` finds its condition met
+(checked at once, and again whenever something happens under one of its watch keys, such as
+an append to a topic-partition) or when its timeout expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Hashable, Iterable
+
+
+class DelayedOperation:
+    def __init__(self) -> None:
+        self._done = asyncio.get_running_loop().create_future()
+
+    def can_complete(self) -> bool:
+        """Whether the operation's condition holds now (overridden by each kind of operation)."""
+        raise NotImplementedError
+
+    def try_complete(self) -> bool:
+        if self._done.done():
+            return True
+        if self.can_complete():
+            self._done.set_result(True)
+            return True
+        return False
+
+    def force_complete(self) -> None:
+        if not self._done.done():
+            self._done.set_result(True)
+
+    @property
+    def completed(self) -> bool:
+        return self._done.done()
+
+
+class Purgatory:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._watchers: dict[Hashable, set[DelayedOperation]] = defaultdict(set)
+
+    async def wait(self, op: DelayedOperation, keys: Iterable[Hashable], timeout_s: float) -> bool:
+        """Wait until `op` completes or times out. Returns True if its condition was met."""
+        if op.try_complete():
+            return True
+        keys = list(keys)
+        for k in keys:
+            self._watchers[k].add(op)
+        try:
+            await asyncio.wait_for(asyncio.shield(op._done), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return op.try_complete()
+        finally:
+            for k in keys:
+                ws = self._watchers.get(k)
+                if ws is not None:
+                    ws.discard(op)
+                    if not ws:
+                        del self._watchers[k]
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Something changed under `key`: complete every watcher whose condition now holds."""
+        ops = self._watchers.get(key)
+        if not ops:
+            return 0
+        return sum(1 for op in list(ops) if op.try_complete())
+
+    def watched(self) -> int:
+        return sum(len(v) for v in self._watchers.values())
+
+    def complete_all(self) -> None:
+        """Shutting down: release every waiter now."""
+        for ops in list(self._watchers.values()):
+            for op in list(ops):
+                op.force_complete()

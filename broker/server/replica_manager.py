@@ -1,0 +1,190 @@
+"""Owns the partitions this broker holds: opening logs, appending, reading and checkpointing.
+
+Today every partition has one replica (this broker) and the high watermark follows the log end.
+Replication (followers fetching with KIP-227 sessions, ISR, acks=all waiting) and DeleteRecords
+(KIP-107) hook in here: `append` is where acks=all will wait in the purgatory, and
+`Log.advance_log_start_offset` is what DeleteRecords calls once followers have caught up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.config import BrokerConfig
+from broker.log import checkpoints
+from broker.log.log import AppendResult, Log, LogConfig
+from broker.log.segment import FileRegion
+from broker.metadata.store import MetadataStore, TopicRecord
+from broker.protocol.records import BatchHeader
+from broker.server.purgatory import Purgatory
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class Partition:
+    topic: str
+    index: int
+    topic_id: object
+    log: Log
+    leader_epoch: int = 0
+
+
+def log_config_for(config: BrokerConfig, topic_configs: dict[str, str]) -> LogConfig:
+    """Broker defaults overridden by the topic's own settings (Kafka's topic key names)."""
+    def pick(topic_key: str, broker_key: str) -> int:
+        v = topic_configs.get(topic_key)
+        return int(v) if v is not None else config[broker_key]
+
+    return LogConfig(
+        segment_bytes=pick("segment.bytes", "log.segment.bytes"),
+        segment_ms=pick("segment.ms", "log.roll.ms"),
+        retention_ms=pick("retention.ms", "log.retention.ms"),
+        retention_bytes=pick("retention.bytes", "log.retention.bytes"),
+        flush_messages=pick("flush.messages", "log.flush.interval.messages"),
+        flush_ms=int(topic_configs["flush.ms"]) if "flush.ms" in topic_configs else config["log.flush.interval.ms"],
+        index_interval_bytes=pick("index.interval.bytes", "log.index.interval.bytes"),
+        max_message_bytes=pick("max.message.bytes", "message.max.bytes"),
+        cleanup_policy=topic_configs.get("cleanup.policy", "delete"),
+    )
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class ReplicaManager:
+    def __init__(self, config: BrokerConfig, store: MetadataStore, fetch_purgatory: Purgatory) -> None:
+        self.config = config
+        self.store = store
+        self.fetch_purgatory = fetch_purgatory
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.log_dirs = list(config.log_dirs)
+
+    # -- start-up ----------------------------------------------------------------------------
+    def load(self) -> None:
+        """Open the log of every partition the metadata lists, recovering where needed."""
+        marks: dict[str, dict[TopicPartition, int]] = {}
+        for d in self.log_dirs:
+            for name in (checkpoints.RECOVERY_POINT, checkpoints.LOG_START_OFFSET, checkpoints.HIGH_WATERMARK):
+                try:
+                    marks.setdefault(name, {}).update(checkpoints.read_checkpoint(d / name))
+                except ValueError as e:
+                    log.warning("ignoring unreadable checkpoint: %s", e)
+        started = time.monotonic()
+        for topic in self.store.topics().values():
+            for p in range(topic.partitions):
+                tp = (topic.name, p)
+                self._open_partition(
+                    topic, p,
+                    recovery_point=marks.get(checkpoints.RECOVERY_POINT, {}).get(tp, 0),
+                    log_start=marks.get(checkpoints.LOG_START_OFFSET, {}).get(tp, 0),
+                    high_watermark=marks.get(checkpoints.HIGH_WATERMARK, {}).get(tp, 0),
+                )
+        if self.partitions:
+            log.info("loaded %d partitions in %.2fs", len(self.partitions), time.monotonic() - started)
+
+    def _dir_for(self, topic: str, partition: int) -> Path:
+        name = partition_dir_name(topic, partition)
+        for d in self.log_dirs:
+            if (d / name).exists():
+                return d / name
+        counts = {d: sum(1 for _ in d.glob("*-*")) if d.exists() else 0 for d in self.log_dirs}
+        return min(self.log_dirs, key=lambda d: counts[d]) / name
+
+    def _open_partition(self, topic: TopicRecord, p: int, recovery_point: int = 0, log_start: int = 0, high_watermark: int = 0) -> Partition:
+        log_ = Log.open(self._dir_for(topic.name, p), topic.name, p, log_config_for(self.config, topic.configs),
+                        recovery_point=recovery_point, log_start_offset=log_start, high_watermark=high_watermark)
+        # A single replica: everything in the log is committed.
+        log_.high_watermark = log_.log_end_offset
+        part = Partition(topic.name, p, topic.topic_id, log_)
+        self.partitions[(topic.name, p)] = part
+        return part
+
+    # -- topic lifecycle ---------------------------------------------------------------------
+    def create_logs(self, topic: TopicRecord) -> None:
+        for p in range(topic.partitions):
+            if (topic.name, p) not in self.partitions:
+                self._open_partition(topic, p)
+
+    def delete_logs(self, topic: str) -> None:
+        for tp in [tp for tp in self.partitions if tp[0] == topic]:
+            part = self.partitions.pop(tp)
+            directory = part.log.directory
+            part.log.close()
+            shutil.rmtree(directory, ignore_errors=True)
+        self.write_checkpoints()
+
+    def reconfigure(self, topic: TopicRecord) -> None:
+        cfg = log_config_for(self.config, topic.configs)
+        for (name, _), part in self.partitions.items():
+            if name == topic.name:
+                part.log.config = cfg
+
+    # -- data path ---------------------------------------------------------------------------
+    def get(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def append(self, part: Partition, payload: bytes, headers: list[BatchHeader]) -> AppendResult:
+        result = part.log.append(payload, headers, leader_epoch=part.leader_epoch)
+        part.log.high_watermark = part.log.log_end_offset
+        self.fetch_purgatory.check_and_complete((part.topic, part.index))
+        return result
+
+    def read(self, part: Partition, offset: int, max_bytes: int, min_one: bool) -> FileRegion | None:
+        return part.log.read(offset, max_bytes, upper_bound=part.log.high_watermark, min_one=min_one)
+
+    # -- housekeeping ------------------------------------------------------------------------
+    def write_checkpoints(self) -> None:
+        by_dir: dict[Path, dict[str, dict[TopicPartition, int]]] = {d: {} for d in self.log_dirs}
+        for tp, part in self.partitions.items():
+            d = part.log.directory.parent
+            marks = by_dir.setdefault(d, {})
+            marks.setdefault(checkpoints.RECOVERY_POINT, {})[tp] = part.log.recovery_point
+            marks.setdefault(checkpoints.LOG_START_OFFSET, {})[tp] = part.log.log_start_offset
+            marks.setdefault(checkpoints.HIGH_WATERMARK, {})[tp] = part.log.high_watermark
+        for d, marks in by_dir.items():
+            d.mkdir(parents=True, exist_ok=True)
+            for name in (checkpoints.RECOVERY_POINT, checkpoints.LOG_START_OFFSET, checkpoints.HIGH_WATERMARK):
+                checkpoints.write_checkpoint(d / name, marks.get(name, {}))
+
+    def enforce_retention(self) -> int:
+        deleted = 0
+        for part in self.partitions.values():
+            if part.log.config.cleanup_policy == "delete":
+                deleted += part.log.enforce_retention()
+        return deleted
+
+    def flush_due(self) -> None:
+        for part in self.partitions.values():
+            part.log._maybe_flush()
+
+    async def housekeeping_loop(self) -> None:
+        """Retention, time-based flush and checkpoints, on Kafka's intervals."""
+        retention_every = self.config["log.retention.check.interval.ms"] / 1000
+        next_retention = time.monotonic() + retention_every
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                self.flush_due()
+                if time.monotonic() >= next_retention:
+                    n = self.enforce_retention()
+                    if n:
+                        log.info("retention deleted %d segments", n)
+                    next_retention = time.monotonic() + retention_every
+                self.write_checkpoints()
+            except OSError as e:
+                log.error("housekeeping failed: %s", e)
+
+    def close(self) -> None:
+        """Clean shutdown: flush every log, snapshot producer state, write checkpoints."""
+        for part in self.partitions.values():
+            part.log.close()
+        self.write_checkpoints()
