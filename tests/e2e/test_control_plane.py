@@ -1,0 +1,205 @@
+"""The test control plane is a real one: API server validation, controllers, scheduler, kwok.
+
+Runs against the control plane `kube_env` starts (or FLOTILLA_KUBECONFIG's cluster).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+
+import pytest
+
+from flotilla.testenv import versions
+
+pytestmark = pytest.mark.kube
+
+# kwok never pulls or runs images; on a kind cluster (tests/kind/run-e2e.sh) pods really run, so
+# use the broker image loaded into it.
+IMAGE = os.environ.get("FLOTILLA_IMAGE", "flotilla:never-pulled")
+
+GROUP = "testenv.flotilla.io"
+CRD_NAME = f"widgets.{GROUP}"
+
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": CRD_NAME},
+    "spec": {
+        "group": GROUP,
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "required": ["size"],
+                                "properties": {
+                                    "size": {"type": "integer", "minimum": 1, "maximum": 9},
+                                    "colour": {"type": "string", "enum": ["red", "blue"]},
+                                },
+                            }
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def wait_for(what: str, check, timeout: float = 120.0, interval: float = 0.5):
+    """Poll check() until it returns something truthy; fail naming `what` and the last value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+def get_json(kube_env, *args: str) -> dict:
+    return json.loads(kube_env.kubectl("get", *args, "-o", "json").stdout)
+
+
+def widget(name: str, namespace: str, spec: dict) -> str:
+    return json.dumps({"apiVersion": f"{GROUP}/v1", "kind": "Widget",
+                       "metadata": {"name": name, "namespace": namespace}, "spec": spec})
+
+
+@pytest.fixture(scope="module")
+def widget_crd(kube_env):
+    kube_env.kubectl("apply", "-f", "-", input=json.dumps(CRD))
+    kube_env.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    yield CRD_NAME
+    kube_env.kubectl("delete", "crd", CRD_NAME, "--wait=false", "--ignore-not-found", check=False)
+
+
+def test_server_reports_the_pinned_version(kube_env):
+    if kube_env.control_plane is None:
+        pytest.skip("an external cluster (FLOTILLA_KUBECONFIG) runs its own version")
+    server = json.loads(kube_env.kubectl("version", "-o", "json").stdout)["serverVersion"]
+    assert server["gitVersion"] == versions.KUBERNETES_VERSION
+
+
+def test_crd_apply_and_create_an_instance(kube_env, kube_namespace, widget_crd):
+    kube_env.kubectl("apply", "-f", "-", input=widget("w1", kube_namespace, {"size": 3, "colour": "red"}))
+    got = get_json(kube_env, "widget", "w1", "-n", kube_namespace)
+    assert got["spec"] == {"size": 3, "colour": "red"}
+    assert got["metadata"]["uid"]
+    listed = get_json(kube_env, "widgets", "-n", kube_namespace)
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["w1"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [({"size": 42}, "spec.size"), ({"size": 2, "colour": "green"}, "spec.colour"), ({}, "spec.size")],
+    ids=["above-maximum", "not-in-enum", "required-missing"],
+)
+def test_server_side_validation_rejects_an_invalid_instance(kube_env, kube_namespace, widget_crd, spec, field):
+    proc = kube_env.kubectl("create", "-f", "-", input=widget("bad", kube_namespace, spec), check=False)
+    assert proc.returncode != 0
+    assert "is invalid" in proc.stderr
+    assert field in proc.stderr
+    gone = kube_env.kubectl("get", "widget", "bad", "-n", kube_namespace, check=False)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr
+
+
+def test_statefulset_pods_are_created_scheduled_and_ready(kube_env, kube_namespace):
+    ns = kube_namespace
+    labels = {"app": "sts-proof"}
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "sts-proof", "namespace": ns},
+               "spec": {"clusterIP": "None", "selector": labels, "ports": [{"port": 9092}]}}
+    sts = {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "sts-proof", "namespace": ns},
+        "spec": {
+            "serviceName": "sts-proof", "replicas": 3, "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "broker", "image": IMAGE,
+                                         "imagePullPolicy": "IfNotPresent"}]},
+            },
+        },
+    }
+    kube_env.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                           "items": [service, sts]}))
+
+    def ready_replicas():
+        status = get_json(kube_env, "statefulset", "sts-proof", "-n", ns).get("status", {})
+        return status.get("readyReplicas", 0) == 3 and status
+
+    wait_for("3 ready replicas", ready_replicas)
+    pods = get_json(kube_env, "pods", "-n", ns, "-l", "app=sts-proof")["items"]
+    assert sorted(p["metadata"]["name"] for p in pods) == ["sts-proof-0", "sts-proof-1", "sts-proof-2"]
+    node_names = {n["metadata"]["name"] for n in get_json(kube_env, "nodes")["items"]}
+    for pod in pods:
+        owner = pod["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"]) == ("StatefulSet", "sts-proof")  # controller-manager
+        assert pod["spec"]["nodeName"] in node_names  # scheduler
+        assert pod["status"]["phase"] == "Running"  # kwok
+        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert ready["Ready"] == "True"
+        assert pod["status"].get("podIP")
+
+
+def test_garbage_collector_deletes_dependents(kube_env, kube_namespace):
+    ns = kube_namespace
+    kube_env.kubectl("create", "configmap", "owner", "-n", ns)
+    uid = get_json(kube_env, "configmap", "owner", "-n", ns)["metadata"]["uid"]
+    dependent = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "dependent", "namespace": ns,
+                              "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                                   "name": "owner", "uid": uid}]}}
+    kube_env.kubectl("create", "-f", "-", input=json.dumps(dependent))
+    kube_env.kubectl("delete", "configmap", "owner", "-n", ns)
+    wait_for("the dependent ConfigMap to be garbage-collected",
+             lambda: kube_env.kubectl("get", "configmap", "dependent", "-n", ns,
+                                      check=False).returncode != 0, timeout=60)
+
+
+def test_deleting_a_namespace_removes_it_and_its_pods(kube_env):
+    ns = f"doomed-{uuid.uuid4().hex[:8]}"
+    kube_env.kubectl("create", "namespace", ns)
+    kube_env.kubectl("create", "deployment", "web", f"--image={IMAGE}", "--replicas=2", "-n", ns)
+    wait_for("2 running pods", lambda: len([
+        p for p in get_json(kube_env, "pods", "-n", ns)["items"] if p["status"].get("phase") == "Running"
+    ]) == 2)
+    kube_env.kubectl("delete", "namespace", ns, "--wait=false")
+    phase = get_json(kube_env, "namespace", ns)["status"]["phase"]
+    assert phase == "Terminating"
+
+    def gone():
+        proc = kube_env.kubectl("get", "namespace", ns, check=False)
+        return proc.returncode != 0 and "NotFound" in proc.stderr
+
+    wait_for(f"namespace {ns} to be finalised", gone)
+    assert "doomed" not in kube_env.kubectl("get", "pods", "-A").stdout
+
+
+def test_helm_installs_a_chart(kube_env, kube_namespace, tmp_path):
+    chart = tmp_path / "proof"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: proof\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text("greeting: hello\n")
+    (chart / "templates" / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\n"
+        "data:\n  greeting: {{ .Values.greeting | quote }}\n"
+    )
+    kube_env.helm("install", "proof", str(chart), "-n", kube_namespace, "--set", "greeting=hi", "--wait")
+    cm = get_json(kube_env, "configmap", "proof-cm", "-n", kube_namespace)
+    assert cm["data"] == {"greeting": "hi"}
+    assert "proof" in kube_env.helm("list", "-n", kube_namespace, "-q").stdout.split()
