@@ -1,0 +1,142 @@
+"""Talking to the API server: server-side apply of built objects, reads, and status patches.
+
+A thin wrapper over kubernetes_asyncio's ApiClient, so that any kind (including our own) goes
+through one path: PATCH with `application/apply-patch+yaml`, a field manager and force=true
+(the operator owns every field it sets; a user's edit of one of them is drift and is undone).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+# kind -> (apiVersion, plural) of everything the operator reads or writes.
+KINDS: dict[str, tuple[str, str]] = {
+    "ServiceAccount": ("v1", "serviceaccounts"),
+    "ConfigMap": ("v1", "configmaps"),
+    "Service": ("v1", "services"),
+    "Role": ("rbac.authorization.k8s.io/v1", "roles"),
+    "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
+    "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
+    "StatefulSet": ("apps/v1", "statefulsets"),
+    "KafkaCluster": ("flotilla.io/v1alpha1", "kafkaclusters"),
+    "ClientQuota": ("flotilla.io/v1alpha1", "clientquotas"),
+    "RecordDeletion": ("flotilla.io/v1alpha1", "recorddeletions"),
+}
+
+
+def object_path(kind: str, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
+    api_version, plural = KINDS[kind]
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    path = f"{base}/namespaces/{namespace}/{plural}"
+    if name:
+        path += f"/{name}"
+    if subresource:
+        path += f"/{subresource}"
+    return path
+
+
+class ApiError(Exception):
+    """An API call failed; `status` is the HTTP status and `reason` the server's message."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"HTTP {status}: {reason}")
+        self.status, self.reason = status, reason
+
+
+def _error(exc: ApiException) -> ApiError:
+    import json
+
+    message = exc.reason or ""
+    try:
+        message = json.loads(exc.body).get("message", message)
+    except Exception:
+        pass
+    return ApiError(exc.status or 0, message)
+
+
+async def load_api_client() -> client.ApiClient:
+    """In a pod: its service account; elsewhere: the current kubeconfig context."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    ):
+        config.load_incluster_config()
+        return client.ApiClient()
+    cfg = client.Configuration()
+    await config.load_kube_config(client_configuration=cfg)
+    return client.ApiClient(configuration=cfg)
+
+
+class Kube:
+    """The few API calls the handlers make."""
+
+    def __init__(self, api: client.ApiClient, field_manager: str) -> None:
+        self.api = api
+        self.field_manager = field_manager
+
+    async def _call(self, method: str, path: str, *, body: Any = None, query: list | None = None, content_type: str | None = None) -> Any:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        try:
+            return await self.api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params=headers,
+                body=body,
+                response_types_map={200: "object", 201: "object"},
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+            )
+        except ApiException as exc:
+            raise _error(exc) from exc
+
+    async def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply `obj`; returns the object as stored (with its status)."""
+        meta = obj["metadata"]
+        return await self._call(
+            "PATCH",
+            object_path(obj["kind"], meta["namespace"], meta["name"]),
+            body=obj,
+            query=[("fieldManager", self.field_manager), ("force", "true")],
+            content_type="application/apply-patch+yaml",
+        )
+
+    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self._call("GET", object_path(kind, namespace, name))
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    async def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Every object of `kind` in `namespace` (or in all namespaces)."""
+        api_version, plural = KINDS[kind]
+        if namespace:
+            path = object_path(kind, namespace)
+        else:
+            path = ("/api/v1" if api_version == "v1" else f"/apis/{api_version}") + f"/{plural}"
+        result = await self._call("GET", path)
+        return list((result or {}).get("items") or [])
+
+    async def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
+        """Merge-patch .status through the status subresource; None if the object is gone."""
+        try:
+            return await self._call(
+                "PATCH",
+                object_path(kind, namespace, name, "status"),
+                body={"status": status},
+                content_type="application/merge-patch+json",
+            )
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    async def close(self) -> None:
+        await self.api.close()

@@ -1,0 +1,111 @@
+"""Names, labels and owner references shared by every builder. Pure: no I/O, no kopf."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import API_VERSION
+
+MANAGED_BY = "flotilla-operator"
+CONFIG_HASH_ANNOTATION = "flotilla.io/config-hash"
+DATA_DIR = "/var/lib/flotilla/data"
+CONFIG_DIR = "/etc/flotilla"
+CONFIG_FILE = "server.properties"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The KafkaCluster that owns the objects being built."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int = 1
+
+    @classmethod
+    def from_body(cls, body: Any) -> Owner:
+        meta = body["metadata"]
+        return cls(
+            name=meta["name"],
+            namespace=meta["namespace"],
+            uid=meta["uid"],
+            generation=int(meta.get("generation") or 1),
+        )
+
+
+# Every derived name. metadata.name is limited to 40 characters by the CRD, so all of these fit
+# the 63-character DNS label limit, with room for the StatefulSet's `-<ordinal>` and revision hash.
+def statefulset_name(owner: Owner) -> str:
+    return f"{owner.name}-broker"
+
+
+def headless_service_name(owner: Owner) -> str:
+    return f"{owner.name}-brokers"
+
+
+def bootstrap_service_name(owner: Owner) -> str:
+    return f"{owner.name}-bootstrap"
+
+
+def configmap_name(owner: Owner) -> str:
+    return f"{owner.name}-config"
+
+
+def service_account_name(owner: Owner) -> str:
+    return f"{owner.name}-broker"
+
+
+def role_name(owner: Owner) -> str:
+    return f"{owner.name}-broker"
+
+
+def pdb_name(owner: Owner) -> str:
+    return f"{owner.name}-broker"
+
+
+def bootstrap_address(owner: Owner, port: int) -> str:
+    return f"{bootstrap_service_name(owner)}.{owner.namespace}.svc:{port}"
+
+
+def selector_labels(owner: Owner) -> dict[str, str]:
+    """Labels that select the broker pods; never change them (a StatefulSet selector is immutable)."""
+    return {
+        "app.kubernetes.io/name": "flotilla",
+        "app.kubernetes.io/instance": owner.name,
+        "app.kubernetes.io/component": "broker",
+    }
+
+
+def labels(owner: Owner) -> dict[str, str]:
+    return {
+        **selector_labels(owner),
+        "app.kubernetes.io/part-of": "flotilla",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+
+
+def selector_string(owner: Owner) -> str:
+    return ",".join(f"{k}={v}" for k, v in selector_labels(owner).items())
+
+
+def owner_reference(owner: Owner) -> dict[str, Any]:
+    """A controller owner reference: deleting the KafkaCluster garbage-collects the object."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "KafkaCluster",
+        "name": owner.name,
+        "uid": owner.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def metadata(owner: Owner, name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": owner.namespace,
+        "labels": labels(owner),
+        "ownerReferences": [owner_reference(owner)],
+        **extra,
+    }

@@ -1,0 +1,67 @@
+"""The ConfigMap holding server.properties, the brokers' shared configuration (Kafka key names)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import uuid
+from typing import Any
+
+from ..models import METRICS_PORT, KafkaClusterSpec
+from .common import CONFIG_FILE, DATA_DIR, Owner, configmap_name, metadata
+
+
+def _value(value: int | str) -> str:
+    text = str(value)
+    # java.util.Properties escapes: a value may not span lines.
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def kafka_cluster_id(owner: Owner) -> str:
+    """Kafka's cluster.id for this fleet: the KafkaCluster's uid as 22 base64url characters, as Kafka
+    writes a UUID. Stable for the life of the object, different for a re-created one."""
+    try:
+        raw = uuid.UUID(owner.uid).bytes
+    except ValueError:
+        raw = hashlib.sha256(owner.uid.encode()).digest()[:16]
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def operator_config(owner: Owner, spec: KafkaClusterSpec) -> dict[str, str]:
+    """The keys the operator owns and sets for every broker (per-pod keys are --override flags)."""
+    listeners = spec.listeners
+    config = {
+        "cluster.id": kafka_cluster_id(owner),
+        "listeners": ",".join(f"{l.name}://0.0.0.0:{l.port}" for l in listeners),
+        "log.dirs": DATA_DIR,
+        "flotilla.metrics.listener": f"0.0.0.0:{METRICS_PORT}",
+    }
+    if any(l.name != l.protocol for l in listeners):
+        config["listener.security.protocol.map"] = ",".join(f"{l.name}:{l.protocol}" for l in listeners)
+    if len(listeners) > 1 or listeners[0].name != listeners[0].protocol:
+        config["inter.broker.listener.name"] = listeners[0].name
+    return config
+
+
+def server_properties(owner: Owner, spec: KafkaClusterSpec) -> str:
+    """server.properties: the operator's keys, then the user's spec.config, each block sorted."""
+    lines = [
+        f"# Rendered by the Flotilla operator for KafkaCluster {owner.namespace}/{owner.name}.",
+        "# Per-broker keys are passed on the command line: --override node.id=<ordinal>",
+        "# --override advertised.listeners=<listener>://<pod>.<headless service>.<namespace>.svc:<port>",
+        "# Set by the operator:",
+    ]
+    lines += [f"{k}={_value(v)}" for k, v in sorted(operator_config(owner, spec).items())]
+    if spec.config:
+        lines.append("# From spec.config:")
+        lines += [f"{k}={_value(v)}" for k, v in sorted(spec.config.items())]
+    return "\n".join(lines) + "\n"
+
+
+def build_configmap(owner: Owner, spec: KafkaClusterSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(owner, configmap_name(owner)),
+        "data": {CONFIG_FILE: server_properties(owner, spec)},
+    }

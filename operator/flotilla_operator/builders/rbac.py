@@ -1,0 +1,48 @@
+"""The brokers' ServiceAccount, Role and RoleBinding.
+
+Least privilege: the brokers will keep cluster metadata (broker registry, controller election,
+topics, partition state) in ConfigMaps and Leases of their own namespace, so that is all they get.
+The operator must itself hold every permission it grants here (Kubernetes forbids escalation), and
+the chart's ClusterRole is written to match `BROKER_RULES`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import Owner, metadata, role_name, service_account_name
+
+_RW = ["get", "list", "watch", "create", "update", "patch", "delete"]
+
+BROKER_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": list(_RW)},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": list(_RW)},
+]
+
+
+def build_service_account(owner: Owner) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata(owner, service_account_name(owner)),
+        "automountServiceAccountToken": True,
+    }
+
+
+def build_role(owner: Owner) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": metadata(owner, role_name(owner)),
+        "rules": BROKER_RULES,
+    }
+
+
+def build_role_binding(owner: Owner) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": metadata(owner, role_name(owner)),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name(owner)},
+        "subjects": [{"kind": "ServiceAccount", "name": service_account_name(owner), "namespace": owner.namespace}],
+    }

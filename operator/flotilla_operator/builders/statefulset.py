@@ -1,0 +1,179 @@
+"""The brokers' StatefulSet: stable names and volumes, one broker rolled at a time."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from ..models import METRICS_PORT, KafkaClusterSpec
+from .common import (
+    CONFIG_DIR,
+    CONFIG_FILE,
+    CONFIG_HASH_ANNOTATION,
+    DATA_DIR,
+    Owner,
+    configmap_name,
+    headless_service_name,
+    labels,
+    metadata,
+    selector_labels,
+    service_account_name,
+    statefulset_name,
+)
+
+BROKER_CONTAINER = "broker"
+BROKER_UID = 10001
+
+
+def port_name(index: int) -> str:
+    """Container and Service port name of the index-th listener (at most 15 characters)."""
+    return "kafka" if index == 0 else f"kafka-{index}"
+
+
+def broker_command(owner: Owner, spec: KafkaClusterSpec) -> list[str]:
+    """The container command: a tiny shell wrapper that derives node.id and advertised.listeners from
+    the pod's own name (<statefulset>-<ordinal>), then execs the broker so it gets SIGTERM directly."""
+    host = f"${{HOSTNAME}}.{headless_service_name(owner)}.{owner.namespace}.svc"
+    advertised = ",".join(f"{l.name}://{host}:{l.port}" for l in spec.listeners)
+    config = shlex.quote(f"{CONFIG_DIR}/{CONFIG_FILE}")
+    script = (
+        "set -eu\n"
+        'ordinal="${HOSTNAME##*-}"\n'
+        f"exec flotilla broker --config {config} \\\n"
+        '  --override "node.id=${ordinal}" \\\n'
+        f'  --override "advertised.listeners={advertised}"\n'
+    )
+    return ["/bin/sh", "-c", script]
+
+
+def _container(owner: Owner, spec: KafkaClusterSpec, image: str, pull_policy: str) -> dict[str, Any]:
+    ports = [
+        {"name": port_name(i), "containerPort": l.port, "protocol": "TCP"} for i, l in enumerate(spec.listeners)
+    ]
+    ports.append({"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"})
+    container: dict[str, Any] = {
+        "name": BROKER_CONTAINER,
+        "image": image,
+        "imagePullPolicy": spec.image_pull_policy or pull_policy,
+        "command": broker_command(owner, spec),
+        "ports": ports,
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "FLOTILLA_CLUSTER", "value": owner.name},
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
+        ],
+        # Ready when the Kafka listener accepts connections; alive while the metrics server answers.
+        "readinessProbe": {
+            "tcpSocket": {"port": spec.listeners[0].port},
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "metrics"},
+            "initialDelaySeconds": 15,
+            "periodSeconds": 10,
+            "failureThreshold": 6,
+        },
+        "volumeMounts": [
+            {"name": "data", "mountPath": DATA_DIR},
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    if spec.resources is not None:
+        container["resources"] = spec.resources.to_k8s()
+    return container
+
+
+def build_statefulset(
+    owner: Owner,
+    spec: KafkaClusterSpec,
+    *,
+    image: str,
+    config_hash: str,
+    pull_policy: str = "IfNotPresent",
+) -> dict[str, Any]:
+    """The StatefulSet of brokers. `config_hash` goes on the pod template: a new hash rolls the pods."""
+    template = spec.template
+    user_meta = template.metadata
+    pod_labels = {**((user_meta.labels if user_meta else None) or {}), **labels(owner)}
+    pod_annotations = {
+        **((user_meta.annotations if user_meta else None) or {}),
+        CONFIG_HASH_ANNOTATION: config_hash,
+    }
+    volumes: list[dict[str, Any]] = [
+        {"name": "config", "configMap": {"name": configmap_name(owner)}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+    ]
+    claim_templates: list[dict[str, Any]] = []
+    storage = spec.storage
+    if storage.type == "ephemeral":
+        volumes.append({"name": "data", "emptyDir": {"sizeLimit": storage.size}})
+    else:
+        claim_spec: dict[str, Any] = {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": storage.size}},
+        }
+        if storage.storage_class_name:
+            claim_spec["storageClassName"] = storage.storage_class_name
+        claim_templates.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "data", "labels": labels(owner)},
+                "spec": claim_spec,
+            }
+        )
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": service_account_name(owner),
+        "terminationGracePeriodSeconds": template.termination_grace_period_seconds,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": BROKER_UID,
+            "runAsGroup": BROKER_UID,
+            "fsGroup": BROKER_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [_container(owner, spec, image, pull_policy)],
+        "volumes": volumes,
+    }
+    if template.affinity:
+        pod_spec["affinity"] = template.affinity
+    if template.tolerations:
+        pod_spec["tolerations"] = template.tolerations
+    if template.node_selector:
+        pod_spec["nodeSelector"] = template.node_selector
+    if template.priority_class_name:
+        pod_spec["priorityClassName"] = template.priority_class_name
+    sts_spec: dict[str, Any] = {
+        "replicas": spec.replicas,
+        "serviceName": headless_service_name(owner),
+        "selector": {"matchLabels": selector_labels(owner)},
+        # OrderedReady: brokers start (and scale) one after the other. Updates are RollingUpdate,
+        # which replaces one pod at a time, highest ordinal first, waiting for each to be Ready.
+        "podManagementPolicy": "OrderedReady",
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+        "revisionHistoryLimit": 10,
+        "template": {
+            "metadata": {"labels": pod_labels, "annotations": pod_annotations},
+            "spec": pod_spec,
+        },
+    }
+    if claim_templates:
+        sts_spec["volumeClaimTemplates"] = claim_templates
+        sts_spec["persistentVolumeClaimRetentionPolicy"] = {
+            "whenDeleted": "Delete" if storage.delete_claim else "Retain",
+            "whenScaled": "Retain",
+        }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": metadata(owner, statefulset_name(owner)),
+        "spec": sts_spec,
+    }

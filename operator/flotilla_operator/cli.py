@@ -1,0 +1,90 @@
+"""`flotilla operator`: run the operator (kopf) against the current kubeconfig or in a pod."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import replace
+
+from .settings import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-n", "--namespace", action="append", default=None, metavar="NS",
+        help="watch this namespace (repeatable); default: every namespace, or $FLOTILLA_OPERATOR_NAMESPACES",
+    )
+    parser.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="watch every namespace (the default without --namespace)"
+    )
+    parser.add_argument(
+        "--metrics-address", metavar="HOST:PORT",
+        help="Prometheus endpoint (default 127.0.0.1:9405, 'off' to disable)",
+    )
+    parser.add_argument(
+        "--liveness-address", metavar="HOST:PORT",
+        help="kopf liveness endpoint /healthz (default 127.0.0.1:8080, 'off' to disable)",
+    )
+    parser.add_argument("--resync-seconds", type=float, help="re-apply every KafkaCluster this often (default 60)")
+    parser.add_argument("--broker-image", help="broker image for clusters without spec.image")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log kopf's details")
+
+
+def settings_from_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> Settings:
+    s = Settings.from_env(env)
+    if args.namespace and not args.all_namespaces:
+        s = replace(s, namespaces=tuple(args.namespace))
+    elif args.all_namespaces:
+        s = replace(s, namespaces=())
+    if args.metrics_address is not None:
+        s = s.with_metrics(args.metrics_address)
+    if args.liveness_address is not None:
+        s = s.with_liveness(args.liveness_address)
+    if args.resync_seconds is not None:
+        s = replace(s, resync_seconds=args.resync_seconds)
+    if args.broker_image:
+        s = replace(s, broker_image=args.broker_image)
+    return s
+
+
+def describe_kube_context() -> str:
+    """Where the operator will connect, in words."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    ):
+        return f"in-cluster (service account), API https://{os.environ['KUBERNETES_SERVICE_HOST']}"
+    try:
+        from kubernetes import config as kconfig
+
+        contexts, active = kconfig.list_kube_config_contexts()
+        loader = kconfig.kube_config._get_kube_config_loader(config_file=os.environ.get("KUBECONFIG"))
+        cluster = loader._cluster.get("server", "?") if getattr(loader, "_cluster", None) else "?"
+        where = os.environ.get("KUBECONFIG", "~/.kube/config")
+        return f"kube context {active['name']!r} (server {cluster}, kubeconfig {where})"
+    except Exception as exc:  # noqa: BLE001 - an explanation is all we want here
+        return f"no usable kubeconfig ({exc})"
+
+
+def run(args: argparse.Namespace) -> int:
+    import kopf
+
+    settings = settings_from_args(args)
+    print(f"flotilla operator: {describe_kube_context()}", flush=True)
+    print(
+        "flotilla operator: watching "
+        + (f"namespaces {', '.join(settings.namespaces)}" if settings.namespaces else "all namespaces"),
+        flush=True,
+    )
+    print(f"flotilla operator: metrics {settings.metrics_url or 'off'}, liveness {settings.liveness_url or 'off'}", flush=True)
+
+    from . import handlers  # noqa: F401  (registers the handlers)
+
+    kopf.configure(verbose=args.verbose)
+    kopf.run(
+        standalone=True,
+        clusterwide=settings.clusterwide,
+        namespaces=list(settings.namespaces),
+        liveness_endpoint=settings.liveness_url,
+        memo=kopf.Memo(settings=settings),
+    )
+    return 0

@@ -1,0 +1,262 @@
+"""kopf handlers: thin. They fetch, call the pure builders and status functions, and send.
+
+- KafkaCluster create/update/resume -> `reconcile`: build every child, server-side apply it
+  (children carry a controller ownerReference, so deleting the cluster garbage-collects them),
+  then write .status from what the StatefulSet reports.
+- StatefulSet events (ours, by label) -> `refresh_status`: status follows the roll and the pods'
+  readiness without polling; a deleted StatefulSet is re-created.
+- A resync loop (one task for the whole operator, so no per-object finalizer is needed) re-applies
+  every KafkaCluster every `resync_seconds`, repairing drift in any child.
+- ClientQuota and RecordDeletion: validated and given a Ready=False/NotImplemented condition until
+  the broker features they drive exist.
+
+One asyncio.Lock per KafkaCluster serialises all of these, and each run reads the latest object
+first, so a slow run can never apply an older spec over a newer one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+
+from . import GROUP, VERSION
+from . import metrics
+from .apply import ApiError, Kube, load_api_client
+from .builders import build_all
+from .builders.common import MANAGED_BY, Owner
+from .models import CLIENT_QUOTA, KAFKA_CLUSTER, RECORD_DELETION, KafkaClusterSpec, Resource, parse_spec
+from .preflight import check_server_properties
+from .settings import Settings
+from .status import kafka_cluster_status, not_implemented_status, same_status
+
+log = logging.getLogger("flotilla_operator")
+
+RETRY_DELAY = 10.0
+
+
+# ------------------------------------------------------------------------------------------
+# Start and stop
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    op: Settings = memo.get("settings") or Settings.from_env()
+    memo["settings"] = op
+    # Keep kopf's bookkeeping in annotations under our own prefix, and out of .status, whose
+    # schema is ours.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.flotilla.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="kopf.flotilla.io", key="last-handled-configuration"
+    )
+    settings.peering.standalone = True
+    settings.posting.level = logging.WARNING
+    memo["kube"] = Kube(await load_api_client(), op.field_manager)
+    memo["locks"] = {}
+    if op.metrics_port >= 0:
+        server = metrics.MetricsServer(op.metrics_host, op.metrics_port)
+        memo["metrics_server"] = server
+        logger.info(f"metrics: {server.start()}")
+    memo["resync_task"] = asyncio.create_task(_resync_loop(memo), name="flotilla-resync")
+    logger.info(
+        f"flotilla operator started: namespaces={','.join(op.namespaces) or '(all)'} "
+        f"resync={op.resync_seconds}s default broker image={op.broker_image}"
+    )
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    task = memo.get("resync_task")
+    if task is not None:
+        task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, Exception):
+            pass
+    server = memo.get("metrics_server")
+    if server is not None:
+        server.stop()
+    kube = memo.get("kube")
+    if kube is not None:
+        await kube.close()
+
+
+@kopf.on.probe(id="kafkaclusters")
+def probe_clusters(memo: kopf.Memo, **_: Any) -> int:
+    """Liveness detail: how many clusters the operator currently serialises access to."""
+    return len(memo.get("locks") or {})
+
+
+# ------------------------------------------------------------------------------------------
+# KafkaCluster
+
+
+def _lock(memo: kopf.Memo, namespace: str, name: str) -> asyncio.Lock:
+    locks: dict[tuple[str, str], asyncio.Lock] = memo["locks"]
+    return locks.setdefault((namespace, name), asyncio.Lock())
+
+
+async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> dict[str, Any] | None:
+    """Apply every child of one KafkaCluster and write its status. Returns the status written."""
+    kube: Kube = memo["kube"]
+    op: Settings = memo["settings"]
+    async with _lock(memo, namespace, name):
+        with metrics.observe(KAFKA_CLUSTER.kind):
+            body = await kube.get(KAFKA_CLUSTER.kind, namespace, name)
+            if body is None or body["metadata"].get("deletionTimestamp"):
+                return None
+            owner = Owner.from_body(body)
+            previous = body.get("status") or {}
+            try:
+                spec = parse_spec(KAFKA_CLUSTER, body.get("spec") or {})
+            except ValueError as exc:
+                status = kafka_cluster_status(
+                    owner, replicas=0, port=9092, config_hash=None, statefulset=None,
+                    previous=previous, error=str(exc), error_reason="InvalidSpec",
+                )
+                await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+                raise kopf.PermanentError(f"invalid spec: {exc}") from exc
+            assert isinstance(spec, KafkaClusterSpec)
+            desired = build_all(owner, spec, image=op.broker_image, pull_policy=op.image_pull_policy)
+            problem = check_server_properties(desired.server_properties)
+            if problem:
+                # Apply nothing: the running brokers keep their configuration.
+                message = f"spec.config: the broker would refuse it: {problem}"
+                current = await kube.get("StatefulSet", namespace, desired.statefulset["metadata"]["name"])
+                status = kafka_cluster_status(
+                    owner, replicas=spec.replicas, port=spec.listeners[0].port,
+                    config_hash=None, statefulset=current, previous=previous,
+                    error=message, error_reason="InvalidConfig",
+                )
+                await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+                raise kopf.PermanentError(message)
+            sts = None
+            try:
+                for obj in desired.objects:
+                    applied = await kube.apply(obj)
+                    if obj["kind"] == "StatefulSet":
+                        sts = applied
+            except ApiError as err:
+                message = f"applying {obj['kind']} {obj['metadata']['name']}: {err.reason}"
+                current = await kube.get("StatefulSet", namespace, desired.statefulset["metadata"]["name"])
+                status = kafka_cluster_status(
+                    owner, replicas=spec.replicas, port=spec.listeners[0].port,
+                    config_hash=desired.config_hash, statefulset=current, previous=previous,
+                    error=message, error_reason="ApplyFailed",
+                )
+                await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+                raise kopf.TemporaryError(message, delay=RETRY_DELAY) from err
+            status = kafka_cluster_status(
+                owner, replicas=spec.replicas, port=spec.listeners[0].port,
+                config_hash=desired.config_hash, statefulset=sts, previous=previous,
+            )
+            if not same_status(previous, status):
+                await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+            metrics.READY_BROKERS.labels(namespace, name).set(status["readyReplicas"])
+            log.debug("reconciled %s/%s (%s): %s", namespace, name, why, status["conditions"][0]["reason"])
+            return status
+
+
+async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset: dict[str, Any]) -> None:
+    """Recompute a KafkaCluster's status from an event of its StatefulSet."""
+    kube: Kube = memo["kube"]
+    op: Settings = memo["settings"]
+    async with _lock(memo, namespace, name):
+        body = await kube.get(KAFKA_CLUSTER.kind, namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return
+        try:
+            spec = parse_spec(KAFKA_CLUSTER, body.get("spec") or {})
+        except ValueError:
+            return  # reconcile() reports it
+        assert isinstance(spec, KafkaClusterSpec)
+        owner = Owner.from_body(body)
+        previous = body.get("status") or {}
+        # An older generation's status stays until reconcile() has applied the new spec.
+        if previous.get("observedGeneration") != owner.generation:
+            return
+        desired = build_all(owner, spec, image=op.broker_image, pull_policy=op.image_pull_policy)
+        status = kafka_cluster_status(
+            owner, replicas=spec.replicas, port=spec.listeners[0].port,
+            config_hash=desired.config_hash, statefulset=statefulset, previous=previous,
+        )
+        if not same_status(previous, status):
+            await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+        metrics.READY_BROKERS.labels(namespace, name).set(status["readyReplicas"])
+
+
+@kopf.on.resume(GROUP, VERSION, KAFKA_CLUSTER.plural)
+@kopf.on.create(GROUP, VERSION, KAFKA_CLUSTER.plural)
+@kopf.on.update(GROUP, VERSION, KAFKA_CLUSTER.plural)
+async def kafkacluster_changed(namespace: str, name: str, memo: kopf.Memo, reason: str, **_: Any) -> None:
+    await reconcile(memo, namespace, name, why=str(reason))
+
+
+@kopf.on.event("apps", "v1", "statefulsets", labels={"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "broker"})
+async def statefulset_event(event: dict[str, Any], body: kopf.Body, namespace: str, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    owner_name = (body.get("metadata", {}).get("labels") or {}).get("app.kubernetes.io/instance")
+    if not owner_name or "kube" not in memo:
+        return
+    try:
+        if event.get("type") == "DELETED":
+            await reconcile(memo, namespace, owner_name, why="statefulset deleted")
+        else:
+            await refresh_status(memo, namespace, owner_name, dict(body))
+    except (ApiError, kopf.TemporaryError, kopf.PermanentError) as exc:
+        logger.warning(f"status of KafkaCluster {namespace}/{owner_name}: {exc}")
+
+
+async def _resync_loop(memo: kopf.Memo) -> None:
+    """Re-apply every KafkaCluster periodically: repairs edited or deleted children."""
+    op: Settings = memo["settings"]
+    kube: Kube = memo["kube"]
+    while True:
+        await asyncio.sleep(op.resync_seconds)
+        try:
+            clusters: list[dict[str, Any]] = []
+            for ns in op.namespaces or (None,):
+                clusters += await kube.list(KAFKA_CLUSTER.kind, ns)
+        except Exception as exc:  # keep the loop alive through API hiccups
+            log.warning("resync: listing KafkaClusters failed: %s", exc)
+            continue
+        for cluster in clusters:
+            meta = cluster["metadata"]
+            try:
+                await reconcile(memo, meta["namespace"], meta["name"], why="resync")
+            except Exception as exc:
+                log.warning("resync of %s/%s failed: %s", meta["namespace"], meta["name"], exc)
+
+
+# ------------------------------------------------------------------------------------------
+# ClientQuota and RecordDeletion: validated now, reconciled once the broker supports them
+
+
+async def _not_implemented(resource: Resource, memo: kopf.Memo, body: kopf.Body) -> None:
+    kube: Kube = memo["kube"]
+    meta = body["metadata"]
+    with metrics.observe(resource.kind):
+        invalid = None
+        try:
+            parse_spec(resource, dict(body.get("spec") or {}))
+        except ValueError as exc:
+            invalid = str(exc)
+        previous = dict(body.get("status") or {})
+        status = not_implemented_status(resource.kind, int(meta.get("generation") or 1), previous=previous, invalid=invalid)
+        if not same_status(previous, status):
+            await kube.patch_status(resource.kind, meta["namespace"], meta["name"], status)
+
+
+@kopf.on.resume(GROUP, VERSION, CLIENT_QUOTA.plural)
+@kopf.on.create(GROUP, VERSION, CLIENT_QUOTA.plural)
+@kopf.on.update(GROUP, VERSION, CLIENT_QUOTA.plural)
+async def clientquota_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _not_implemented(CLIENT_QUOTA, memo, body)
+
+
+@kopf.on.resume(GROUP, VERSION, RECORD_DELETION.plural)
+@kopf.on.create(GROUP, VERSION, RECORD_DELETION.plural)
+@kopf.on.update(GROUP, VERSION, RECORD_DELETION.plural)
+async def recorddeletion_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _not_implemented(RECORD_DELETION, memo, body)

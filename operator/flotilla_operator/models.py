@@ -1,0 +1,661 @@
+"""The operator's API (group flotilla.io, version v1alpha1), modelled once.
+
+These pydantic models are the single source of truth: `crd_render` turns them into the CRD YAML
+under `crds/` (OpenAPI schema, defaults, CEL rules) and the handlers parse every spec with them, so
+the API server and the operator agree on what is valid. Every field has a description, which is
+what `kubectl explain` shows.
+
+Python attributes are snake_case; the Kubernetes spelling (camelCase) is the alias. Rules that the
+API server enforces through CEL (`x-kubernetes-validations`) are also checked here, with the same
+messages, so that a unit test (or a user of the models) sees the same error as `kubectl apply`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from . import API_VERSION
+
+# Kubernetes' own regular expression for a resource.Quantity ("10Gi", "500m", "1.5", "1e3").
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+# Kafka's legal topic name characters (max 249).
+TOPIC_PATTERN = r"^[a-zA-Z0-9._-]+$"
+# A Go-style duration such as 30s, 10m, 1h30m.
+DURATION_PATTERN = r"^([0-9]+(ms|s|m|h))+$"
+# A Kafka listener name as used in `listeners` (PLAINTEXT, INTERNAL, ...).
+LISTENER_NAME_PATTERN = r"^[A-Z][A-Z0-9_]{0,31}$"
+# A Kafka configuration key (log.retention.ms, flotilla.something, ...).
+CONFIG_KEY_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+# metadata.name of a KafkaCluster: a DNS-1035 label short enough for every derived name
+# (`<name>-broker-<ordinal>`, `<name>-bootstrap`, the StatefulSet's controller-revision-hash label).
+CLUSTER_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+CLUSTER_NAME_MAX = 40
+
+BROKER_PORT = 9092
+METRICS_PORT = 9404
+
+# Broker configuration keys that the operator sets itself, per pod or from other spec fields. A user
+# who sets one in spec.config would silently fight the operator; the API server rejects it instead.
+OPERATOR_OWNED_CONFIG_KEYS: tuple[str, ...] = (
+    "node.id",
+    "broker.id",
+    "cluster.id",
+    "listeners",
+    "advertised.listeners",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+    "log.dirs",
+    "log.dir",
+    "flotilla.metrics.listener",
+)
+
+
+def _cel_list(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+OWNED_KEYS_MESSAGE = (
+    "spec.config must not set keys the operator owns ("
+    + ", ".join(OPERATOR_OWNED_CONFIG_KEYS)
+    + "); use spec.listeners and spec.storage instead"
+)
+STORAGE_IMMUTABLE_MESSAGE = (
+    "spec.storage is immutable: a StatefulSet cannot change its volume claims (create a new cluster instead)"
+)
+CONFIG_KEY_MESSAGE = "spec.config keys must be Kafka configuration key names (lower case, e.g. log.retention.ms)"
+
+
+def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
+    """One `x-kubernetes-validations` entry."""
+    out = {"rule": rule, "message": message}
+    if field_path:
+        out["fieldPath"] = field_path
+    return out
+
+
+class ApiModel(BaseModel):
+    """Base for every API object: camelCase on the wire, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=False,
+    )
+
+    def to_k8s(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+IntOrString = int | str
+
+
+# --------------------------------------------------------------------------------------------
+# Shared pieces
+
+
+class ClusterReference(ApiModel):
+    """The KafkaCluster (in the same namespace) that this object applies to."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=CLUSTER_NAME_MAX,
+        pattern=CLUSTER_NAME_PATTERN,
+        description="Name of a KafkaCluster in this object's namespace.",
+    )
+
+
+class Condition(ApiModel):
+    """A status condition, shaped like Kubernetes' metav1.Condition."""
+
+    type: str = Field(description="Condition type: Ready, Reconciling or Degraded.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str | None = Field(default=None, description="One CamelCase word saying why.")
+    message: str | None = Field(default=None, description="A human readable explanation.")
+    last_transition_time: datetime | None = Field(
+        default=None, description="When status last changed (RFC 3339)."
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation this condition was computed for."
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# KafkaCluster
+
+
+class Storage(ApiModel):
+    """Where each broker keeps its log directory (log.dirs, mounted at /var/lib/flotilla/data)."""
+
+    type: Literal["persistent-claim", "ephemeral"] = Field(
+        default="persistent-claim",
+        description=(
+            "persistent-claim gives every broker its own PersistentVolumeClaim (from the StatefulSet's "
+            "volumeClaimTemplates); ephemeral uses an emptyDir that is lost with the pod (tests only)."
+        ),
+    )
+    size: str = Field(
+        default="10Gi",
+        pattern=QUANTITY_PATTERN,
+        description="Requested volume size per broker, as a Kubernetes quantity (e.g. 10Gi). For ephemeral storage: the emptyDir size limit.",
+    )
+    storage_class_name: str | None = Field(
+        default=None,
+        min_length=1,
+        description="StorageClass of the claims; the cluster default when unset.",
+    )
+    delete_claim: bool = Field(
+        default=False,
+        description="Delete the brokers' claims when the KafkaCluster is deleted (data is kept by default).",
+    )
+
+
+class ResourceRequirements(ApiModel):
+    """CPU and memory for each broker container (the container's resources)."""
+
+    requests: dict[str, IntOrString] | None = Field(
+        default=None, description="Minimum resources, e.g. {cpu: 500m, memory: 1Gi}."
+    )
+    limits: dict[str, IntOrString] | None = Field(
+        default=None, description="Maximum resources, e.g. {memory: 2Gi}."
+    )
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _quantities(cls, value: dict[str, IntOrString] | None) -> dict[str, IntOrString] | None:
+        for key, quantity in (value or {}).items():
+            if isinstance(quantity, str) and not re.match(QUANTITY_PATTERN, quantity):
+                raise ValueError(f"{key}: {quantity!r} is not a Kubernetes quantity (e.g. 500m, 1Gi)")
+        return value
+
+
+class Listener(ApiModel):
+    """A Kafka listener the brokers open, and the Service port clients reach it on."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    f"self.port != {METRICS_PORT}",
+                    f"spec.listeners[].port must not be {METRICS_PORT}: the metrics port",
+                    ".port",
+                )
+            ]
+        }
+    )
+
+    name: str = Field(
+        default="PLAINTEXT",
+        pattern=LISTENER_NAME_PATTERN,
+        description="Kafka listener name (upper case), as in the listeners broker setting.",
+    )
+    port: int = Field(
+        default=BROKER_PORT, ge=1024, le=65535, description="Port the brokers listen on and the Services expose."
+    )
+    protocol: Literal["PLAINTEXT"] = Field(
+        default="PLAINTEXT",
+        description="Security protocol. Only PLAINTEXT for now.",
+    )
+
+    @field_validator("port")
+    @classmethod
+    def _not_metrics(cls, port: int) -> int:
+        if port == METRICS_PORT:
+            raise ValueError(f"spec.listeners[].port must not be {METRICS_PORT}: the metrics port")
+        return port
+
+
+class PodMetadata(ApiModel):
+    """Extra labels and annotations for the broker pods."""
+
+    labels: dict[str, str] | None = Field(
+        default=None, description="Labels added to every broker pod (the operator's own labels win)."
+    )
+    annotations: dict[str, str] | None = Field(
+        default=None, description="Annotations added to every broker pod."
+    )
+
+
+class PodTemplate(ApiModel):
+    """Overrides for the broker pods' template."""
+
+    metadata: PodMetadata | None = Field(default=None, description="Extra pod labels and annotations.")
+    affinity: dict[str, Any] | None = Field(
+        default=None,
+        description="Pod affinity (a core/v1 Affinity), e.g. podAntiAffinity to spread brokers over nodes.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+    tolerations: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Pod tolerations (core/v1 Toleration objects).",
+    )
+    node_selector: dict[str, str] | None = Field(
+        default=None, description="Node labels the broker pods must run on."
+    )
+    priority_class_name: str | None = Field(default=None, description="PriorityClass of the broker pods.")
+    termination_grace_period_seconds: int = Field(
+        default=120,
+        ge=0,
+        le=3600,
+        description="Seconds a broker gets after SIGTERM to flush and close its logs before it is killed.",
+    )
+
+
+class KafkaClusterSpec(ApiModel):
+    """Desired state of a Flotilla broker fleet."""
+
+    replicas: int = Field(default=3, ge=1, le=64, description="Number of brokers (node.id 0..replicas-1).")
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Broker container image; the operator's default (its own version) when unset.",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
+        default=None, description="Image pull policy of the broker container."
+    )
+    resources: ResourceRequirements | None = Field(
+        default=None, description="CPU and memory requests and limits of each broker."
+    )
+    storage: Storage = Field(
+        default_factory=Storage,
+        description="Each broker's log directory volume. Immutable once created.",
+        json_schema_extra={
+            "default": {},
+            "x-kubernetes-validations": [cel("self == oldSelf", STORAGE_IMMUTABLE_MESSAGE)],
+        },
+    )
+    config: dict[str, IntOrString] = Field(
+        default_factory=dict,
+        description=(
+            "Broker configuration with Kafka's key names, e.g. log.retention.ms: \"604800000\". Written to "
+            "server.properties; a change rolls the brokers one at a time. Keys the operator sets itself "
+            "(" + ", ".join(OPERATOR_OWNED_CONFIG_KEYS) + ") are rejected."
+        ),
+        json_schema_extra={
+            "default": {},
+            "x-kubernetes-validations": [
+                cel(f"!self.exists(k, k in {_cel_list(OPERATOR_OWNED_CONFIG_KEYS)})", OWNED_KEYS_MESSAGE),
+                cel(f"self.all(k, k.matches('{CONFIG_KEY_PATTERN}'))", CONFIG_KEY_MESSAGE),
+            ],
+        },
+    )
+    listeners: list[Listener] = Field(
+        default_factory=lambda: [Listener()],
+        min_length=1,
+        max_length=4,
+        description="Kafka listeners. The first one is the bootstrap and inter-broker listener.",
+        json_schema_extra={
+            "default": [{"name": "PLAINTEXT", "port": BROKER_PORT, "protocol": "PLAINTEXT"}],
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+            "x-kubernetes-validations": [
+                cel("self.all(l, self.exists_one(m, m.port == l.port))", "spec.listeners ports must be unique"),
+            ],
+        },
+    )
+    template: PodTemplate = Field(
+        default_factory=PodTemplate,
+        description="Overrides for the broker pods: affinity, tolerations, labels, annotations.",
+        json_schema_extra={"default": {}},
+    )
+
+    @field_validator("config")
+    @classmethod
+    def _config_keys(cls, config: dict[str, IntOrString]) -> dict[str, IntOrString]:
+        owned = sorted(k for k in config if k in OPERATOR_OWNED_CONFIG_KEYS)
+        if owned:
+            raise ValueError(f"{OWNED_KEYS_MESSAGE}; got {', '.join(owned)}")
+        bad = sorted(k for k in config if not re.match(CONFIG_KEY_PATTERN, k))
+        if bad:
+            raise ValueError(f"{CONFIG_KEY_MESSAGE}; got {', '.join(bad)}")
+        return config
+
+    @field_validator("listeners")
+    @classmethod
+    def _unique_listeners(cls, listeners: list[Listener]) -> list[Listener]:
+        names = [l.name for l in listeners]
+        ports = [l.port for l in listeners]
+        if len(set(names)) != len(names):
+            raise ValueError("spec.listeners names must be unique")
+        if len(set(ports)) != len(ports):
+            raise ValueError("spec.listeners ports must be unique")
+        return listeners
+
+
+class KafkaClusterStatus(ApiModel):
+    """Observed state of the broker fleet, written by the operator."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation the operator last reconciled."
+    )
+    conditions: list[Condition] | None = Field(
+        default=None,
+        description="Ready, Reconciling and Degraded conditions.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    replicas: int | None = Field(default=None, description="Brokers that exist (pods of the StatefulSet).")
+    ready_replicas: int | None = Field(default=None, description="Brokers whose readiness probe passes.")
+    updated_replicas: int | None = Field(
+        default=None, description="Brokers already running the current configuration."
+    )
+    bootstrap_servers: str | None = Field(
+        default=None, description="Address clients bootstrap from: <name>-bootstrap.<namespace>.svc:<port>."
+    )
+    config_hash: str | None = Field(
+        default=None, description="Hash of the rendered broker configuration the pods should run."
+    )
+    selector: str | None = Field(default=None, description="Label selector of the broker pods (for kubectl scale).")
+
+
+# --------------------------------------------------------------------------------------------
+# ClientQuota (KIP-13)
+
+
+ENTITY_MESSAGE = "spec.entity: set exactly one of clientId or default: true"
+RATES_MESSAGE = "spec: set at least one of producerByteRate or consumerByteRate"
+
+
+class QuotaEntity(ApiModel):
+    """Who the quota applies to: one client-id, or the default for every client-id without its own quota."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel("has(self.clientId) != (has(self.default) && self.default)", ENTITY_MESSAGE),
+            ]
+        }
+    )
+
+    client_id: str | None = Field(
+        default=None,
+        max_length=255,
+        description="The client.id the quota applies to (the empty string is the clients that send none).",
+    )
+    default: bool | None = Field(
+        default=None, description="true: the default quota for every client-id that has no quota of its own."
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> QuotaEntity:
+        if (self.client_id is not None) == bool(self.default):
+            raise ValueError(ENTITY_MESSAGE)
+        return self
+
+
+class ClientQuotaSpec(ApiModel):
+    """Byte-rate quotas (KIP-13) that every broker of the cluster enforces for a client-id."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel("has(self.producerByteRate) || has(self.consumerByteRate)", RATES_MESSAGE),
+            ]
+        }
+    )
+
+    cluster_ref: ClusterReference = Field(description="The KafkaCluster whose brokers enforce this quota.")
+    entity: QuotaEntity = Field(description="The client-id (or the default) the quota applies to.")
+    producer_byte_rate: int | None = Field(
+        default=None,
+        ge=1,
+        description="Kafka's producer_byte_rate: bytes per second a client may produce, per broker.",
+    )
+    consumer_byte_rate: int | None = Field(
+        default=None,
+        ge=1,
+        description="Kafka's consumer_byte_rate: bytes per second a client may fetch, per broker.",
+    )
+
+    @model_validator(mode="after")
+    def _some_rate(self) -> ClientQuotaSpec:
+        if self.producer_byte_rate is None and self.consumer_byte_rate is None:
+            raise ValueError(RATES_MESSAGE)
+        return self
+
+
+class ClientQuotaStatus(ApiModel):
+    """Observed state of a ClientQuota."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    observed_generation: int | None = Field(default=None, description="The metadata.generation last handled.")
+    conditions: list[Condition] | None = Field(
+        default=None,
+        description="The Ready condition.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# RecordDeletion (KIP-107)
+
+
+BEFORE_MESSAGE = "spec.before: set exactly one of offset, timestamp or committedByGroups"
+
+
+class DeleteBefore(ApiModel):
+    """Where deletion stops: records below this point are deleted (the log start offset moves up to it)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "[has(self.offset), has(self.timestamp), has(self.committedByGroups)]"
+                    ".filter(x, x).size() == 1",
+                    BEFORE_MESSAGE,
+                )
+            ]
+        }
+    )
+
+    offset: int | None = Field(
+        default=None, ge=0, description="Delete records with offsets below this offset in every chosen partition."
+    )
+    timestamp: datetime | None = Field(
+        default=None, description="Delete records older than this time (RFC 3339), found by the time index."
+    )
+    committed_by_groups: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "Delete what every one of these consumer groups has committed: per partition, "
+            "below the lowest committed offset among them."
+        ),
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> DeleteBefore:
+        chosen = [self.offset is not None, self.timestamp is not None, self.committed_by_groups is not None]
+        if sum(chosen) != 1:
+            raise ValueError(BEFORE_MESSAGE)
+        return self
+
+
+class RecordDeletionSpec(ApiModel):
+    """Delete records from a topic (KIP-107 DeleteRecords), once or on an interval."""
+
+    cluster_ref: ClusterReference = Field(description="The KafkaCluster that holds the topic.")
+    topic: str = Field(min_length=1, max_length=249, pattern=TOPIC_PATTERN, description="Topic to delete records from.")
+    partitions: list[int] | None = Field(
+        default=None,
+        description="Partitions to delete from; every partition of the topic when unset.",
+        json_schema_extra={"x-kubernetes-list-type": "set", "items": {"type": "integer", "minimum": 0}},
+    )
+    before: DeleteBefore = Field(description="Delete records before an offset, a timestamp, or what groups committed.")
+    interval: str | None = Field(
+        default=None,
+        pattern=DURATION_PATTERN,
+        description="Repeat every interval (e.g. 10m, 1h); once when unset.",
+    )
+
+    @field_validator("partitions")
+    @classmethod
+    def _non_negative(cls, partitions: list[int] | None) -> list[int] | None:
+        if partitions is not None and any(p < 0 for p in partitions):
+            raise ValueError("spec.partitions entries must be >= 0")
+        return partitions
+
+
+class PartitionLowWatermark(ApiModel):
+    """The log start offset a partition reached."""
+
+    partition: int = Field(description="Partition index.")
+    low_watermark: int = Field(description="The partition's new log start offset (lowest over its replicas).")
+
+
+class RecordDeletionStatus(ApiModel):
+    """Observed state of a RecordDeletion."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    observed_generation: int | None = Field(default=None, description="The metadata.generation last handled.")
+    conditions: list[Condition] | None = Field(
+        default=None,
+        description="The Ready condition.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    last_run_time: datetime | None = Field(default=None, description="When the last deletion ran.")
+    low_watermarks: list[PartitionLowWatermark] | None = Field(
+        default=None, description="Per partition, the log start offset after the last deletion."
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The resources, as the CRD renderer and the handlers see them
+
+
+class Resource:
+    """What the CRD renderer needs to know about one custom resource."""
+
+    def __init__(
+        self,
+        kind: str,
+        plural: str,
+        short_names: list[str],
+        spec: type[ApiModel],
+        status: type[ApiModel],
+        description: str,
+        printer_columns: list[dict[str, Any]],
+        root_validations: list[dict[str, str]] | None = None,
+        scale: bool = False,
+    ) -> None:
+        self.kind = kind
+        self.plural = plural
+        self.singular = kind.lower()
+        self.short_names = short_names
+        self.spec = spec
+        self.status = status
+        self.description = description
+        self.printer_columns = printer_columns
+        self.root_validations = root_validations or []
+        self.scale = scale
+
+
+def _ready_columns() -> list[dict[str, Any]]:
+    return [
+        {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+        {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
+    ]
+
+
+_AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+KAFKA_CLUSTER = Resource(
+    kind="KafkaCluster",
+    plural="kafkaclusters",
+    short_names=["kc"],
+    spec=KafkaClusterSpec,
+    status=KafkaClusterStatus,
+    description="A fleet of Flotilla brokers speaking the Kafka protocol, run as a StatefulSet.",
+    printer_columns=[
+        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+        {"name": "Ready-Brokers", "type": "integer", "jsonPath": ".status.readyReplicas"},
+        *_ready_columns(),
+        {"name": "Bootstrap", "type": "string", "jsonPath": ".status.bootstrapServers", "priority": 1},
+        _AGE,
+    ],
+    root_validations=[
+        cel(
+            f"self.metadata.name.size() <= {CLUSTER_NAME_MAX} && self.metadata.name.matches('{CLUSTER_NAME_PATTERN}')",
+            f"metadata.name must be a DNS-1035 label (lower case letters, digits, '-') of at most "
+            f"{CLUSTER_NAME_MAX} characters, so that the names derived from it fit",
+        )
+    ],
+    scale=True,
+)
+
+CLIENT_QUOTA = Resource(
+    kind="ClientQuota",
+    plural="clientquotas",
+    short_names=["cq"],
+    spec=ClientQuotaSpec,
+    status=ClientQuotaStatus,
+    description="Produce and fetch byte-rate quotas for a client-id (KIP-13), enforced by every broker.",
+    printer_columns=[
+        {"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterRef.name"},
+        {"name": "Client-ID", "type": "string", "jsonPath": ".spec.entity.clientId"},
+        {"name": "Produce-B/s", "type": "integer", "jsonPath": ".spec.producerByteRate"},
+        {"name": "Consume-B/s", "type": "integer", "jsonPath": ".spec.consumerByteRate"},
+        *_ready_columns(),
+        _AGE,
+    ],
+)
+
+RECORD_DELETION = Resource(
+    kind="RecordDeletion",
+    plural="recorddeletions",
+    short_names=["rdel"],
+    spec=RecordDeletionSpec,
+    status=RecordDeletionStatus,
+    description="Deletes a topic's records before an offset, a timestamp or what consumer groups committed (KIP-107).",
+    printer_columns=[
+        {"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterRef.name"},
+        {"name": "Topic", "type": "string", "jsonPath": ".spec.topic"},
+        {"name": "Interval", "type": "string", "jsonPath": ".spec.interval"},
+        *_ready_columns(),
+        _AGE,
+    ],
+)
+
+RESOURCES: tuple[Resource, ...] = (KAFKA_CLUSTER, CLIENT_QUOTA, RECORD_DELETION)
+
+
+def describe_errors(exc: ValidationError, prefix: str = "spec") -> str:
+    """A ValidationError as one line per problem, each naming the field in Kubernetes spelling."""
+    lines = []
+    for err in exc.errors():
+        path = prefix
+        for part in err["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{path}: {msg}")
+    return "; ".join(lines)
+
+
+def parse_spec(resource: Resource, spec: dict[str, Any]) -> ApiModel:
+    """Validate a spec as the API server stored it; raise ValueError naming the bad field."""
+    try:
+        return resource.spec.model_validate(spec)
+    except ValidationError as exc:
+        raise ValueError(describe_errors(exc)) from exc
+
+
+__all__ = [
+    "API_VERSION",
+    "ClientQuotaSpec",
+    "KafkaClusterSpec",
+    "RecordDeletionSpec",
+    "RESOURCES",
+    "parse_spec",
+]

@@ -1,0 +1,185 @@
+"""Status of a KafkaCluster, computed from what its StatefulSet reports. Pure: no I/O.
+
+Three conditions, shaped like metav1.Condition, each with its observedGeneration:
+
+- Ready: every broker exists, runs the current configuration and passes its readiness probe.
+- Reconciling: the operator (or the StatefulSet controller) is still moving towards the spec:
+  creating, scaling, or rolling brokers one at a time.
+- Degraded: something is wrong that waiting will not fix by itself: an error while applying the
+  objects, an invalid spec, or a broker not ready although nothing is rolling.
+
+lastTransitionTime changes only when a condition's status changes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from .builders.common import CONFIG_HASH_ANNOTATION, Owner, bootstrap_address, selector_string
+
+READY = "Ready"
+RECONCILING = "Reconciling"
+DEGRADED = "Degraded"
+
+
+def _ts(now: datetime) -> str:
+    return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(
+    type_: str,
+    status: bool,
+    reason: str,
+    message: str,
+    *,
+    generation: int,
+    now: datetime,
+    previous: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """One condition; keeps the previous lastTransitionTime when the status did not change."""
+    value = "True" if status else "False"
+    last = _ts(now)
+    for old in previous or []:
+        if old.get("type") == type_ and old.get("status") == value and old.get("lastTransitionTime"):
+            last = old["lastTransitionTime"]
+    return {
+        "type": type_,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": last,
+        "observedGeneration": generation,
+    }
+
+
+def kafka_cluster_status(
+    owner: Owner,
+    *,
+    replicas: int,
+    port: int,
+    config_hash: str | None,
+    statefulset: dict[str, Any] | None,
+    previous: dict[str, Any] | None = None,
+    error: str | None = None,
+    error_reason: str = "ReconcileFailed",
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The whole .status of a KafkaCluster."""
+    now = now or datetime.now(timezone.utc)
+    prev_conditions = (previous or {}).get("conditions") or []
+    gen = owner.generation
+    sts = statefulset or {}
+    st = sts.get("status") or {}
+    sts_gen = (sts.get("metadata") or {}).get("generation")
+    have = int(st.get("replicas") or 0)
+    ready = int(st.get("readyReplicas") or 0)
+    updated = int(st.get("updatedReplicas") or 0)
+    observed = st.get("observedGeneration")
+    template_hash = (
+        ((sts.get("spec") or {}).get("template") or {}).get("metadata", {}).get("annotations", {}).get(CONFIG_HASH_ANNOTATION)
+    )
+
+    exists = bool(sts)
+    seen = exists and observed is not None and sts_gen is not None and observed >= sts_gen
+    current_template = config_hash is None or template_hash == config_hash
+    rolled = seen and st.get("updateRevision") is not None and st.get("currentRevision") == st.get("updateRevision")
+    rolled = rolled and updated >= replicas
+    scaled = seen and have == replicas
+    all_ready = ready >= replicas and have == replicas
+
+    if not exists:
+        progress, progress_msg = "Creating", "creating the broker StatefulSet"
+    elif not seen or not current_template:
+        progress, progress_msg = "ApplyingChanges", "waiting for the StatefulSet controller to see the new spec"
+    elif not scaled:
+        progress, progress_msg = "Scaling", f"{have} brokers, want {replicas}"
+    elif not rolled:
+        progress, progress_msg = "RollingUpdate", f"{updated}/{replicas} brokers updated, one at a time"
+    else:
+        progress, progress_msg = None, ""
+
+    if error:
+        ready_c = condition(READY, False, error_reason, error, generation=gen, now=now, previous=prev_conditions)
+    elif progress is None and all_ready:
+        ready_c = condition(
+            READY, True, "BrokersReady", f"{ready}/{replicas} brokers ready", generation=gen, now=now, previous=prev_conditions
+        )
+    else:
+        reason = progress or "BrokersNotReady"
+        msg = progress_msg or f"{ready}/{replicas} brokers ready"
+        ready_c = condition(READY, False, reason, msg, generation=gen, now=now, previous=prev_conditions)
+
+    reconciling_c = condition(
+        RECONCILING,
+        progress is not None,
+        progress or "Converged",
+        progress_msg or "the brokers match the spec",
+        generation=gen,
+        now=now,
+        previous=prev_conditions,
+    )
+
+    if error:
+        degraded_c = condition(DEGRADED, True, error_reason, error, generation=gen, now=now, previous=prev_conditions)
+    elif progress is None and not all_ready:
+        degraded_c = condition(
+            DEGRADED,
+            True,
+            "BrokersNotReady",
+            f"{ready}/{replicas} brokers ready while nothing is rolling",
+            generation=gen,
+            now=now,
+            previous=prev_conditions,
+        )
+    else:
+        degraded_c = condition(DEGRADED, False, "AsExpected", "", generation=gen, now=now, previous=prev_conditions)
+
+    status: dict[str, Any] = {
+        "observedGeneration": gen,
+        "conditions": [ready_c, reconciling_c, degraded_c],
+        "replicas": have,
+        "readyReplicas": ready,
+        "updatedReplicas": updated,
+        "bootstrapServers": bootstrap_address(owner, port),
+        "selector": selector_string(owner),
+    }
+    if config_hash is not None:
+        status["configHash"] = config_hash
+    return status
+
+
+AWAITING_BROKER = "awaiting broker support"
+
+
+def not_implemented_status(
+    kind: str,
+    generation: int,
+    *,
+    previous: dict[str, Any] | None = None,
+    invalid: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Status for the kinds whose reconcilers come with the broker features they drive."""
+    now = now or datetime.now(timezone.utc)
+    prev = (previous or {}).get("conditions") or []
+    if invalid:
+        ready = condition(READY, False, "InvalidSpec", invalid, generation=generation, now=now, previous=prev)
+    else:
+        ready = condition(
+            READY,
+            False,
+            "NotImplemented",
+            f"{kind} is validated and stored, {AWAITING_BROKER}: the operator applies it once brokers implement it",
+            generation=generation,
+            now=now,
+            previous=prev,
+        )
+    return {"observedGeneration": generation, "conditions": [ready]}
+
+
+def same_status(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+    """True when writing `new` would change nothing a reader cares about."""
+    if not old:
+        return False
+    return all(old.get(k) == v for k, v in new.items())
