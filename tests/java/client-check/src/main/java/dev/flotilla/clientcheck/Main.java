@@ -1,0 +1,373 @@
+package dev.flotilla.clientcheck;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeSet;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * A small Kafka client driven by Flotilla's interop tests. Every subcommand prints JSON lines on
+ * stdout; diagnostics go to stderr; a non-zero exit code means failure.
+ *
+ * <pre>
+ * produce        --bootstrap B --topic T [--compression none|gzip|snappy|lz4|zstd] [--acks 0|1|all]
+ *                [--idempotent true|false]   reads "key\tvalue" lines on stdin, prints one
+ *                {"partition","offset","key","value"} per record, in input order
+ * consume        --bootstrap B --topic T [--group G] [--offset-reset earliest|latest] [--max N]
+ *                [--timeout-ms MS] [--commit]   prints {"event":"assigned"|"revoked"|"record"|...};
+ *                stdin commands: "commit" (commitSync of what was printed), "exit" or EOF (close)
+ * list-topics    --bootstrap B                  prints {"topics":[...]}
+ * describe-cluster --bootstrap B                prints {"clusterId","controller","nodes":[...]}
+ * create-topic   --bootstrap B --topic T [--partitions P]  prints {"created":T,"partitions":P}
+ * </pre>
+ */
+public final class Main {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final PrintStream OUT =
+      new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, StandardCharsets.UTF_8);
+
+  private Main() {}
+
+  public static void main(String[] argv) throws Exception {
+    if (argv.length == 0) {
+      System.err.println("usage: client-check produce|consume|list-topics|describe-cluster|create-topic --bootstrap B ...");
+      System.exit(2);
+    }
+    Map<String, String> opts = parse(argv);
+    String bootstrap = need(opts, "bootstrap");
+    int rc;
+    switch (argv[0]) {
+      case "produce" -> rc = produce(bootstrap, opts);
+      case "consume" -> rc = consume(bootstrap, opts);
+      case "list-topics" -> rc = listTopics(bootstrap);
+      case "describe-cluster" -> rc = describeCluster(bootstrap);
+      case "create-topic" -> rc = createTopic(bootstrap, opts);
+      default -> {
+        System.err.println("unknown subcommand " + argv[0]);
+        rc = 2;
+      }
+    }
+    System.exit(rc);
+  }
+
+  private static Map<String, String> parse(String[] argv) {
+    Map<String, String> opts = new HashMap<>();
+    for (int i = 1; i < argv.length; i++) {
+      String a = argv[i];
+      if (!a.startsWith("--")) {
+        throw new IllegalArgumentException("unexpected argument " + a);
+      }
+      String key = a.substring(2);
+      if (i + 1 < argv.length && !argv[i + 1].startsWith("--")) {
+        opts.put(key, argv[++i]);
+      } else {
+        opts.put(key, "true");
+      }
+    }
+    return opts;
+  }
+
+  private static String need(Map<String, String> opts, String key) {
+    String v = opts.get(key);
+    if (v == null) {
+      throw new IllegalArgumentException("missing --" + key);
+    }
+    return v;
+  }
+
+  private static void emit(ObjectNode node) {
+    OUT.println(node.toString());
+  }
+
+  private static String str(byte[] b) {
+    return b == null ? null : new String(b, StandardCharsets.UTF_8);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  private static int produce(String bootstrap, Map<String, String> opts) throws Exception {
+    String topic = need(opts, "topic");
+    Properties p = new Properties();
+    p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, opts.getOrDefault("compression", "none"));
+    p.put(ProducerConfig.ACKS_CONFIG, opts.getOrDefault("acks", "all"));
+    boolean idempotent = Boolean.parseBoolean(opts.getOrDefault("idempotent", "false"));
+    p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, Boolean.toString(idempotent));
+    p.put(ProducerConfig.LINGER_MS_CONFIG, opts.getOrDefault("linger-ms", "5"));
+    p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, opts.getOrDefault("delivery-timeout-ms", "30000"));
+    p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+    p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
+    p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+
+    List<String[]> input = new ArrayList<>();
+    try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+      String line;
+      while ((line = in.readLine()) != null) {
+        int tab = line.indexOf('\t');
+        input.add(tab < 0 ? new String[] {null, line} : new String[] {line.substring(0, tab), line.substring(tab + 1)});
+      }
+    }
+    List<Future<RecordMetadata>> futures = new ArrayList<>();
+    try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+      for (String[] kv : input) {
+        byte[] key = kv[0] == null ? null : kv[0].getBytes(StandardCharsets.UTF_8);
+        futures.add(producer.send(new ProducerRecord<>(topic, key, kv[1].getBytes(StandardCharsets.UTF_8))));
+      }
+      producer.flush();
+      for (int i = 0; i < futures.size(); i++) {
+        RecordMetadata md = futures.get(i).get(30, TimeUnit.SECONDS);
+        ObjectNode n = JSON.createObjectNode();
+        n.put("partition", md.partition());
+        n.put("offset", md.offset());
+        n.put("key", input.get(i)[0]);
+        n.put("value", input.get(i)[1]);
+        emit(n);
+      }
+    }
+    return 0;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  private static int consume(String bootstrap, Map<String, String> opts) throws Exception {
+    String topic = need(opts, "topic");
+    String group = opts.get("group");
+    String reset = opts.getOrDefault("offset-reset", "earliest");
+    long max = Long.parseLong(opts.getOrDefault("max", "-1"));
+    long timeoutMs = Long.parseLong(opts.getOrDefault("timeout-ms", "60000"));
+    boolean commitAtEnd = opts.containsKey("commit");
+
+    Properties p = new Properties();
+    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, reset);
+    p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+    p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
+    p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    if (group != null) {
+      p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+    }
+
+    ConcurrentLinkedQueue<String> commands = new ConcurrentLinkedQueue<>();
+    Thread stdin = new Thread(() -> {
+      try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+        String line;
+        while ((line = in.readLine()) != null) {
+          commands.add(line.trim());
+        }
+      } catch (Exception e) {
+        // treat as EOF
+      }
+      commands.add("exit");
+    }, "stdin");
+    stdin.setDaemon(true);
+    stdin.start();
+
+    long deadline = System.currentTimeMillis() + timeoutMs;
+    long seen = 0;
+    Map<TopicPartition, Long> next = new HashMap<>();
+    try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+      if (group != null) {
+        consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+          @Override
+          public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+            emit(partitionsEvent("revoked", parts, null));
+          }
+
+          @Override
+          public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+            emit(partitionsEvent("assigned", parts, consumer));
+            emitAssignment(consumer);
+          }
+
+          @Override
+          public void onPartitionsLost(Collection<TopicPartition> parts) {
+            emit(partitionsEvent("lost", parts, null));
+          }
+        });
+      } else {
+        List<TopicPartition> parts = new ArrayList<>();
+        for (PartitionInfo info : consumer.partitionsFor(topic, Duration.ofSeconds(20))) {
+          parts.add(new TopicPartition(topic, info.partition()));
+        }
+        consumer.assign(parts);
+        if (reset.equals("latest")) {
+          consumer.seekToEnd(parts);
+        } else {
+          consumer.seekToBeginning(parts);
+        }
+        emit(partitionsEvent("assigned", parts, consumer));
+        emitAssignment(consumer);
+      }
+      boolean running = true;
+      while (running && System.currentTimeMillis() < deadline) {
+        String cmd;
+        while ((cmd = commands.poll()) != null) {
+          if (cmd.equals("commit")) {
+            consumer.commitSync(toCommit(next), Duration.ofSeconds(15));
+            ObjectNode n = JSON.createObjectNode();
+            n.put("event", "committed");
+            ObjectNode offs = n.putObject("offsets");
+            next.forEach((tp, off) -> offs.put(Integer.toString(tp.partition()), off));
+            emit(n);
+          } else if (cmd.equals("exit")) {
+            running = false;
+          } else if (cmd.equals("assignment")) {
+            emitAssignment(consumer);
+          }
+        }
+        if (!running) {
+          break;
+        }
+        for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(100))) {
+          ObjectNode n = JSON.createObjectNode();
+          n.put("event", "record");
+          n.put("partition", r.partition());
+          n.put("offset", r.offset());
+          n.put("key", str(r.key()));
+          n.put("value", str(r.value()));
+          emit(n);
+          next.put(new TopicPartition(r.topic(), r.partition()), r.offset() + 1);
+          seen++;
+          if (max >= 0 && seen >= max) {
+            running = false;
+            break;
+          }
+        }
+      }
+      if (commitAtEnd && group != null && !next.isEmpty()) {
+        consumer.commitSync(toCommit(next), Duration.ofSeconds(15));
+        ObjectNode n = JSON.createObjectNode();
+        n.put("event", "committed");
+        ObjectNode offs = n.putObject("offsets");
+        next.forEach((tp, off) -> offs.put(Integer.toString(tp.partition()), off));
+        emit(n);
+      }
+    }
+    ObjectNode n = JSON.createObjectNode();
+    n.put("event", "closed");
+    n.put("records", seen);
+    emit(n);
+    return (max >= 0 && seen < max) ? 3 : 0;
+  }
+
+  private static Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> toCommit(
+      Map<TopicPartition, Long> next) {
+    Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> m = new HashMap<>();
+    next.forEach((tp, off) -> m.put(tp, new org.apache.kafka.clients.consumer.OffsetAndMetadata(off)));
+    return m;
+  }
+
+  private static ObjectNode partitionsEvent(
+      String event, Collection<TopicPartition> parts, KafkaConsumer<byte[], byte[]> consumer) {
+    ObjectNode n = JSON.createObjectNode();
+    n.put("event", event);
+    ArrayNode a = n.putArray("partitions");
+    TreeSet<Integer> sorted = new TreeSet<>();
+    parts.forEach(tp -> sorted.add(tp.partition()));
+    sorted.forEach(a::add);
+    if (consumer != null) {
+      ObjectNode pos = n.putObject("positions");
+      for (TopicPartition tp : parts) {
+        pos.put(Integer.toString(tp.partition()), consumer.position(tp, Duration.ofSeconds(15)));
+      }
+    }
+    return n;
+  }
+
+  private static void emitAssignment(KafkaConsumer<byte[], byte[]> consumer) {
+    ObjectNode n = JSON.createObjectNode();
+    n.put("event", "assignment");
+    ArrayNode a = n.putArray("partitions");
+    TreeSet<Integer> sorted = new TreeSet<>();
+    consumer.assignment().forEach(tp -> sorted.add(tp.partition()));
+    sorted.forEach(a::add);
+    emit(n);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  private static Admin admin(String bootstrap) {
+    Properties p = new Properties();
+    p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+    p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+    return Admin.create(p);
+  }
+
+  private static int listTopics(String bootstrap) throws Exception {
+    try (Admin admin = admin(bootstrap)) {
+      ObjectNode n = JSON.createObjectNode();
+      ArrayNode a = n.putArray("topics");
+      new TreeSet<>(admin.listTopics().names().get(30, TimeUnit.SECONDS)).forEach(a::add);
+      emit(n);
+    }
+    return 0;
+  }
+
+  private static int describeCluster(String bootstrap) throws Exception {
+    try (Admin admin = admin(bootstrap)) {
+      DescribeClusterResult r = admin.describeCluster();
+      ObjectNode n = JSON.createObjectNode();
+      n.put("clusterId", r.clusterId().get(30, TimeUnit.SECONDS));
+      Node controller = r.controller().get(30, TimeUnit.SECONDS);
+      n.put("controller", controller == null ? -1 : controller.id());
+      ArrayNode nodes = n.putArray("nodes");
+      for (Node node : r.nodes().get(30, TimeUnit.SECONDS)) {
+        ObjectNode o = nodes.addObject();
+        o.put("id", node.id());
+        o.put("host", node.host());
+        o.put("port", node.port());
+      }
+      emit(n);
+    }
+    return 0;
+  }
+
+  private static int createTopic(String bootstrap, Map<String, String> opts) throws Exception {
+    String topic = need(opts, "topic");
+    int partitions = Integer.parseInt(opts.getOrDefault("partitions", "1"));
+    try (Admin admin = admin(bootstrap)) {
+      admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get(30, TimeUnit.SECONDS);
+      ObjectNode n = JSON.createObjectNode();
+      n.put("created", topic);
+      n.put("partitions", partitions);
+      emit(n);
+    }
+    return 0;
+  }
+}
