@@ -36,6 +36,10 @@ class RequestContext:
         """The kio response module of this request's API and version (its classes build the answer)."""
         return codec.response_module(self.header.api_key, self.header.api_version)
 
+    def has(self, class_name: str) -> bool:
+        """Whether this version of the response has a class of that name (fields come and go)."""
+        return hasattr(self.response, class_name)
+
     def build(self, class_name: str, **fields: Any) -> Any:
         """An instance of the response class `class_name` for this version, extra fields dropped."""
         return codec.build(getattr(self.response, class_name), **fields)

@@ -1,0 +1,30 @@
+"""CreatePartitions (key 37): grow a topic's partition count."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.server.topics import TopicError
+
+
+class CreatePartitionsHandler(Handler):
+    api_key = 37
+    min_version = 0
+    max_version = 3
+
+    async def handle(self, ctx: RequestContext, request):
+        out = []
+        for t in request.topics:
+            code, msg = ErrorCode.none, None
+            try:
+                if t.assignments:
+                    raise TopicError(ErrorCode.invalid_replica_assignment, "manual replica assignments are not supported")
+                self.broker.topics.add_partitions(t.name, t.count, validate_only=request.validate_only)
+            except TopicError as e:
+                code, msg = e.code, e.message
+            out.append(ctx.build("CreatePartitionsTopicResult", name=t.name, error_code=code, error_message=msg))
+        return ctx.build("CreatePartitionsResponse", throttle_time=NO_THROTTLE, results=tuple(out))
+
+
+HANDLER = CreatePartitionsHandler

@@ -1,0 +1,52 @@
+"""CreateTopics (key 19)."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from broker.config import topic_config_entries
+from broker.metadata.store import TopicExists
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.server.topics import TopicError
+
+ZERO_UUID = __import__("uuid").UUID(int=0)
+
+
+class CreateTopicsHandler(Handler):
+    api_key = 19
+    min_version = 2
+    max_version = 7
+
+    async def handle(self, ctx: RequestContext, request):
+        b = self.broker
+        results = []
+        seen: set[str] = set()
+        for t in request.topics:
+            configs = {c.name: c.value for c in t.configs}
+            code, msg, record, partitions, rf = ErrorCode.none, None, None, -1, -1
+            try:
+                if t.name in seen:
+                    raise TopicError(ErrorCode.invalid_request, f"topic {t.name!r} appears twice in the request")
+                seen.add(t.name)
+                if t.assignments:
+                    raise TopicError(ErrorCode.invalid_request, "manual replica assignments are not supported")
+                partitions, rf = b.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
+                if not request.validate_only:
+                    record = b.topics.create(t.name, partitions, rf, configs)
+            except TopicError as e:
+                code, msg = e.code, e.message
+            except TopicExists:
+                code, msg = ErrorCode.topic_already_exists, f"topic {t.name!r} already exists"
+            effective = {**topic_config_entries(b.config), **configs}
+            cfgs = tuple(ctx.build("CreatableTopicConfigs", name=k, value=v, read_only=False,
+                                   config_source=1 if k in configs else 5, is_sensitive=False)
+                         for k, v in sorted(effective.items())) if code == ErrorCode.none and ctx.has("CreatableTopicConfigs") else ()
+            results.append(ctx.build(
+                "CreatableTopicResult", name=t.name, topic_id=record.topic_id if record else ZERO_UUID,
+                error_code=code, error_message=msg, topic_config_error_code=ErrorCode.none,
+                num_partitions=partitions if code == ErrorCode.none else -1,
+                replication_factor=rf if code == ErrorCode.none else -1, configs=cfgs))
+        return ctx.build("CreateTopicsResponse", throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+HANDLER = CreateTopicsHandler

@@ -1,0 +1,46 @@
+"""DeleteTopics (key 20): by name, or by topic id from v6."""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.server.topics import TopicError
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class DeleteTopicsHandler(Handler):
+    api_key = 20
+    min_version = 1
+    max_version = 6
+
+    async def handle(self, ctx: RequestContext, request):
+        b = self.broker
+        if hasattr(request, "topic_names"):
+            wanted = [(n, None) for n in request.topic_names]
+        else:
+            wanted = [(t.name, t.topic_id) for t in request.topics]
+        out = []
+        for name, topic_id in wanted:
+            if name is None and topic_id not in (None, ZERO_UUID):
+                rec = b.store.topic_by_id(topic_id)
+                name = rec.name if rec else None
+            code, msg = ErrorCode.none, None
+            rec = b.store.topic(name) if name else None
+            if rec is None:
+                code = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
+                msg = "unknown topic"
+            else:
+                try:
+                    b.topics.delete(name)
+                except TopicError as e:
+                    code, msg = e.code, e.message
+            out.append(ctx.build("DeletableTopicResult", name=name, topic_id=rec.topic_id if rec else (topic_id or ZERO_UUID),
+                                 error_code=code, error_message=msg))
+        return ctx.build("DeleteTopicsResponse", throttle_time=NO_THROTTLE, responses=tuple(out))
+
+
+HANDLER = DeleteTopicsHandler

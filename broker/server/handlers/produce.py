@@ -1,0 +1,85 @@
+"""Produce (key 0): validate record batches by their headers and append them.
+
+acks=0 gets no response; acks=1 and acks=-1 answer once the batch is in the log (with one
+replica the ISR is this broker; replication will make acks=-1 wait in the purgatory).
+Idempotent producers' retries come back with their original offset instead of a second copy.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from broker.log.log import DuplicateSequence, OutOfOrderSequence, ProducerFenced, StorageError
+from broker.protocol import records
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+
+import logging
+
+log = logging.getLogger(__name__)
+
+
+class ProduceHandler(Handler):
+    api_key = 0
+    min_version = 3
+    max_version = 11
+
+    async def handle(self, ctx: RequestContext, request):
+        b = self.broker
+        acks = request.acks
+        topics_out = []
+        for topic_data in request.topic_data:
+            name = topic_data.name
+            record = b.store.topic(name)
+            parts_out = []
+            for pd in topic_data.partition_data:
+                if acks not in (0, 1, -1):
+                    code, base, start, msg = ErrorCode.invalid_required_acks, -1, -1, f"acks={acks} is not 0, 1 or -1"
+                else:
+                    code, base, start, msg = self._append(ctx, record, name, pd.index, pd.records, request)
+                parts_out.append(ctx.build(
+                    "PartitionProduceResponse", index=pd.index, error_code=code, base_offset=base,
+                    log_append_time=None, log_start_offset=start, record_errors=(), error_message=msg))
+            topics_out.append(ctx.build("TopicProduceResponse", name=name, partition_responses=tuple(parts_out)))
+        if acks == 0:
+            return None
+        return ctx.build("ProduceResponse", responses=tuple(topics_out), throttle_time=NO_THROTTLE)
+
+    def _append(self, ctx, record, name, index, payload, request):
+        b = self.broker
+        if record is None:
+            return ErrorCode.unknown_topic_or_partition, -1, -1, f"unknown topic {name!r}"
+        if record.is_internal:
+            return ErrorCode.invalid_topic_exception, -1, -1, f"{name} is an internal topic"
+        part = b.replicas.get(name, index)
+        if part is None:
+            return ErrorCode.unknown_topic_or_partition, -1, -1, f"unknown partition {name}-{index}"
+        if payload is None:
+            return ErrorCode.corrupt_message, -1, -1, "no records"
+        try:
+            headers = records.validate_batches(bytes(payload), part.log.config.max_message_bytes)
+        except records.RecordTooLargeError as e:
+            return ErrorCode.message_too_large, -1, -1, str(e)
+        except records.CorruptRecordError as e:
+            return ErrorCode.corrupt_message, -1, -1, str(e)
+        except records.InvalidRecordError as e:
+            return ErrorCode.invalid_record, -1, -1, str(e)
+        if any(h.is_transactional for h in headers) or request.transactional_id is not None:
+            return ErrorCode.invalid_request, -1, -1, "transactions are not supported yet"
+        try:
+            result = b.replicas.append(part, bytes(payload), headers)
+        except DuplicateSequence as e:
+            return ErrorCode.none, e.base_offset, part.log.log_start_offset, None
+        except OutOfOrderSequence as e:
+            return ErrorCode.out_of_order_sequence_number, -1, -1, str(e)
+        except ProducerFenced as e:
+            return ErrorCode.invalid_producer_epoch, -1, -1, str(e)
+        except StorageError as e:
+            log.error("%s", e)
+            return ErrorCode.kafka_storage_error, -1, -1, str(e)
+        size = len(payload)
+        b.metrics.bytes_in.labels(name).inc(size)
+        b.metrics.messages_in.labels(name).inc(sum(h.records_count for h in headers))
+        return ErrorCode.none, result.base_offset, result.log_start_offset, None
+
+
+HANDLER = ProduceHandler
