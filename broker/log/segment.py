@@ -7,6 +7,7 @@ byte for byte, with broker-assigned base offsets, so fetches can sendfile() them
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from dataclasses import dataclass
@@ -17,6 +18,25 @@ import crc32c
 from broker.log.index import OffsetIndex, TimeIndex
 from broker.protocol import records
 from broker.protocol.records import BatchHeader
+
+
+FILE_DELETE_DELAY_S = 60.0  # Kafka's file.delete.delay.ms default
+
+
+def _close_later(fd: int) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        os.close(fd)
+        return
+    loop.call_later(FILE_DELETE_DELAY_S, _close_quietly, fd)
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
@@ -217,7 +237,11 @@ class Segment:
             pass
 
     def delete(self) -> None:
-        self.close()
+        """Remove the files. The descriptor stays open a while: a fetch response may still be
+        sending from it with sendfile(), and an unlinked file stays readable through it."""
+        self.offset_index.close()
+        self.time_index.close()
+        _close_later(self.fd)
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()

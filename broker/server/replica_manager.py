@@ -26,6 +26,7 @@ from broker.server.purgatory import Purgatory
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+CHECKPOINT_INTERVAL_S = 5.0  # Kafka writes high-watermark checkpoints every 5 s
 
 
 @dataclass
@@ -170,6 +171,7 @@ class ReplicaManager:
         """Retention, time-based flush and checkpoints, on Kafka's intervals."""
         retention_every = self.config["log.retention.check.interval.ms"] / 1000
         next_retention = time.monotonic() + retention_every
+        next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
         while True:
             await asyncio.sleep(1.0)
             try:
@@ -179,7 +181,9 @@ class ReplicaManager:
                     if n:
                         log.info("retention deleted %d segments", n)
                     next_retention = time.monotonic() + retention_every
-                self.write_checkpoints()
+                if time.monotonic() >= next_checkpoint:
+                    self.write_checkpoints()
+                    next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
             except OSError as e:
                 log.error("housekeeping failed: %s", e)
 
