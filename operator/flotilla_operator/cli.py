@@ -6,6 +6,8 @@ import argparse
 import os
 from dataclasses import replace
 
+import yaml
+
 from .settings import Settings
 
 
@@ -53,16 +55,25 @@ def describe_kube_context() -> str:
         "/var/run/secrets/kubernetes.io/serviceaccount/token"
     ):
         return f"in-cluster (service account), API https://{os.environ['KUBERNETES_SERVICE_HOST']}"
-    try:
-        from kubernetes import config as kconfig
-
-        contexts, active = kconfig.list_kube_config_contexts()
-        loader = kconfig.kube_config._get_kube_config_loader(config_file=os.environ.get("KUBECONFIG"))
-        cluster = loader._cluster.get("server", "?") if getattr(loader, "_cluster", None) else "?"
-        where = os.environ.get("KUBECONFIG", "~/.kube/config")
-        return f"kube context {active['name']!r} (server {cluster}, kubeconfig {where})"
-    except Exception as exc:  # noqa: BLE001 - an explanation is all we want here
-        return f"no usable kubeconfig ({exc})"
+    paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p] or [
+        os.path.expanduser("~/.kube/config")
+    ]
+    docs = []
+    for path in paths:
+        try:
+            with open(path) as fh:
+                docs.append(yaml.safe_load(fh) or {})
+        except OSError:
+            continue
+    if not docs:
+        return f"no kubeconfig found ({os.pathsep.join(paths)})"
+    current = next((d.get("current-context") for d in docs if d.get("current-context")), None)
+    contexts = {c["name"]: c.get("context") or {} for d in docs for c in d.get("contexts") or []}
+    clusters = {c["name"]: c.get("cluster") or {} for d in docs for c in d.get("clusters") or []}
+    if not current or current not in contexts:
+        return f"kubeconfig {os.pathsep.join(paths)} has no usable current-context"
+    server = clusters.get(contexts[current].get("cluster"), {}).get("server", "?")
+    return f"kube context {current!r} (server {server}, kubeconfig {os.pathsep.join(paths)})"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                 status = 1
         else:
             for path in write_all(directory):
-                print(f"wrote {path.relative_to(REPO_ROOT)}")
+                print(f"wrote {path}")
     return status
 
 

@@ -1,0 +1,23 @@
+"""The brokers' ServiceAccount, Role and RoleBinding."""
+
+from flotilla_operator.builders.rbac import BROKER_RULES, build_role, build_role_binding, build_service_account
+
+
+def test_service_account(owner):
+    sa = build_service_account(owner)
+    assert sa["kind"] == "ServiceAccount" and sa["metadata"]["name"] == "demo-broker"
+
+
+def test_role_is_least_privilege(owner):
+    role = build_role(owner)
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == "kafka"
+    granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert granted == {("", "configmaps"), ("coordination.k8s.io", "leases")}
+    assert all("*" not in rule["verbs"] for rule in role["rules"])
+    assert role["rules"] == BROKER_RULES
+
+
+def test_role_binding(owner):
+    rb = build_role_binding(owner)
+    assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "demo-broker"}
+    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "demo-broker", "namespace": "kafka"}]

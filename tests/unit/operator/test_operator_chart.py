@@ -1,0 +1,87 @@
+"""The Helm chart: its crds/ folder matches crds/, its values schema accepts its values, and its
+RBAC grants what the operator uses (and what it must hold to grant the brokers their Role)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from flotilla_operator.apply import KINDS
+from flotilla_operator.builders.rbac import BROKER_RULES
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "charts" / "flotilla"
+
+
+def test_chart_crds_identical_to_top_level_crds():
+    top = {p.name: p.read_text() for p in (ROOT / "crds").glob("*.yaml")}
+    chart = {p.name: p.read_text() for p in (CHART / "crds").glob("*.yaml")}
+    assert top and top == chart
+
+
+def test_chart_metadata():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2" and chart["name"] == "flotilla" and chart["type"] == "application"
+
+
+def test_values_match_schema():
+    jsonschema = __import__("pytest").importorskip("jsonschema")
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    jsonschema.validate(values, schema)
+    bad = dict(values, replicaCount="two")
+    try:
+        jsonschema.validate(bad, schema)
+    except jsonschema.ValidationError:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("schema accepted replicaCount: two")
+
+
+def _cluster_role_rules() -> list[dict]:
+    text = (CHART / "templates" / "rbac.yaml").read_text()
+    start = text.index("# rules-begin")
+    end = text.index("# rules-end")
+    return yaml.safe_load(text[start:end])
+
+
+def _allowed(rules, group, resource, verb) -> bool:
+    return any(
+        group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules
+    )
+
+
+def test_rbac_covers_what_the_operator_does():
+    rules = _cluster_role_rules()
+    for kind, (api_version, plural) in KINDS.items():
+        group = api_version.rpartition("/")[0]
+        if group == "flotilla.io":
+            for verb in ("get", "list", "watch", "patch"):
+                assert _allowed(rules, group, plural, verb), (plural, verb)
+            assert _allowed(rules, group, f"{plural}/status", "patch")
+        else:
+            for verb in ("create", "patch"):  # server-side apply of a new object needs both
+                assert _allowed(rules, group, plural, verb), (plural, verb)
+    for verb in ("get", "list", "watch"):
+        assert _allowed(rules, "apps", "statefulsets", verb)
+    assert _allowed(rules, "", "events", "create")
+
+
+def test_rbac_holds_what_brokers_are_granted():
+    """Kubernetes refuses to let the operator create a Role with permissions it lacks."""
+    rules = _cluster_role_rules()
+    for rule in BROKER_RULES:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    assert _allowed(rules, group, resource, verb), (group, resource, verb)
+
+
+def test_rbac_grants_no_wildcards_or_deletes_beyond_broker_needs():
+    rules = _cluster_role_rules()
+    for r in rules:
+        assert "*" not in r["verbs"] and "*" not in r["resources"] and "*" not in r["apiGroups"]
+        if "delete" in r["verbs"]:
+            assert set(r["resources"]) <= {"configmaps", "leases"}, r

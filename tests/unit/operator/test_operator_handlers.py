@@ -1,0 +1,123 @@
+"""The handlers' logic, against a fake API (no kopf runner, no cluster)."""
+
+from __future__ import annotations
+
+import copy
+
+import kopf
+import pytest
+
+from flotilla_operator import handlers
+from flotilla_operator.apply import ApiError
+from flotilla_operator.settings import Settings
+
+
+class FakeKube:
+    def __init__(self, objects=None, fail_kind=None):
+        self.objects = {}
+        for obj in objects or []:
+            self.objects[(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+        self.applied = []
+        self.statuses = []
+        self.fail_kind = fail_kind
+
+    async def get(self, kind, namespace, name):
+        return copy.deepcopy(self.objects.get((kind, namespace, name)))
+
+    async def list(self, kind, namespace=None):
+        return [o for (k, ns, _), o in self.objects.items() if k == kind and namespace in (None, ns)]
+
+    async def apply(self, obj):
+        if obj["kind"] == self.fail_kind:
+            raise ApiError(422, f"{obj['kind']} is invalid")
+        self.applied.append(obj)
+        stored = copy.deepcopy(obj)
+        if obj["kind"] == "StatefulSet":
+            stored["metadata"]["generation"] = 1
+            stored["status"] = {"observedGeneration": 1, "replicas": 0, "readyReplicas": 0}
+        self.objects[(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])] = stored
+        return stored
+
+    async def patch_status(self, kind, namespace, name, status):
+        self.statuses.append((kind, name, status))
+        self.objects[(kind, namespace, name)]["status"] = status
+        return self.objects[(kind, namespace, name)]
+
+
+def cluster(spec=None, generation=2):
+    return {
+        "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaCluster",
+        "metadata": {"name": "demo", "namespace": "ns", "uid": "0b7f7d0e-6a11-4b8e-9a56-6f1c1c8e3b54", "generation": generation},
+        "spec": spec if spec is not None else {"replicas": 3},
+    }
+
+
+def memo_for(kube):
+    return kopf.Memo(kube=kube, settings=Settings(broker_image="flotilla:unit"), locks={})
+
+
+async def test_reconcile_applies_everything_and_writes_status():
+    kube = FakeKube([cluster()])
+    status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    assert [o["kind"] for o in kube.applied][-1] == "StatefulSet"
+    assert len(kube.applied) == 8
+    assert status["observedGeneration"] == 2
+    assert status["bootstrapServers"] == "demo-bootstrap.ns.svc:9092"
+    assert kube.statuses[-1][2] == status
+    ready = status["conditions"][0]
+    assert ready["type"] == "Ready" and ready["status"] == "False"
+
+
+async def test_reconcile_skips_unchanged_status():
+    kube = FakeKube([cluster()])
+    memo = memo_for(kube)
+    await handlers.reconcile(memo, "ns", "demo", why="first")
+    await handlers.reconcile(memo, "ns", "demo", why="second")
+    assert len(kube.statuses) == 1
+
+
+async def test_invalid_broker_config_applies_nothing():
+    kube = FakeKube([cluster({"replicas": 3, "config": {"no.such.key": "1"}})])
+    with pytest.raises(kopf.PermanentError):
+        await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    assert kube.applied == []
+    (kind, name, status) = kube.statuses[-1]
+    reasons = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+    assert reasons["Ready"] == ("False", "InvalidConfig") and reasons["Degraded"] == ("True", "InvalidConfig")
+    assert "no.such.key" in status["conditions"][0]["message"]
+
+
+async def test_apply_failure_reports_and_retries():
+    kube = FakeKube([cluster()], fail_kind="PodDisruptionBudget")
+    with pytest.raises(kopf.TemporaryError):
+        await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    status = kube.statuses[-1][2]
+    assert status["conditions"][0]["reason"] == "ApplyFailed"
+    assert "PodDisruptionBudget" in status["conditions"][0]["message"]
+
+
+async def test_reconcile_of_missing_cluster_is_a_no_op():
+    kube = FakeKube([])
+    assert await handlers.reconcile(memo_for(kube), "ns", "gone", why="test") is None
+    assert kube.applied == [] and kube.statuses == []
+
+
+async def test_refresh_status_follows_statefulset():
+    kube = FakeKube([cluster()])
+    memo = memo_for(kube)
+    await handlers.reconcile(memo, "ns", "demo", why="test")
+    sts = copy.deepcopy(kube.objects[("StatefulSet", "ns", "demo-broker")])
+    sts["status"] = {"observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 3,
+                     "currentRevision": "r1", "updateRevision": "r1"}
+    await handlers.refresh_status(memo, "ns", "demo", sts)
+    status = kube.objects[("KafkaCluster", "ns", "demo")]["status"]
+    assert status["conditions"][0]["status"] == "True" and status["readyReplicas"] == 3
+
+
+async def test_not_implemented_kinds():
+    quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1},
+             "spec": {"clusterRef": {"name": "demo"}, "entity": {"default": True}, "producerByteRate": 1024}}
+    kube = FakeKube([quota])
+    await handlers._not_implemented(handlers.CLIENT_QUOTA, memo_for(kube), quota)
+    status = kube.statuses[-1][2]
+    assert status["conditions"][0]["reason"] == "NotImplemented"

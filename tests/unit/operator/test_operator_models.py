@@ -1,0 +1,131 @@
+"""The API models: defaults, and validation errors that name the field."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from flotilla_operator.models import (
+    ClientQuotaSpec,
+    KafkaClusterSpec,
+    RecordDeletionSpec,
+    describe_errors,
+    parse_spec,
+    KAFKA_CLUSTER,
+    CLIENT_QUOTA,
+    RECORD_DELETION,
+    OPERATOR_OWNED_CONFIG_KEYS,
+)
+
+
+def errors(model, data) -> str:
+    with pytest.raises(ValidationError) as info:
+        model.model_validate(data)
+    return describe_errors(info.value)
+
+
+def test_kafkacluster_defaults():
+    spec = KafkaClusterSpec.model_validate({})
+    assert spec.replicas == 3
+    assert spec.storage.type == "persistent-claim" and spec.storage.size == "10Gi"
+    assert [(l.name, l.port, l.protocol) for l in spec.listeners] == [("PLAINTEXT", 9092, "PLAINTEXT")]
+    assert spec.config == {}
+    assert spec.template.termination_grace_period_seconds == 120
+
+
+def test_camel_case_on_the_wire():
+    spec = KafkaClusterSpec.model_validate(
+        {"storage": {"storageClassName": "fast", "deleteClaim": True}, "imagePullPolicy": "Always"}
+    )
+    assert spec.storage.storage_class_name == "fast" and spec.storage.delete_claim
+    dumped = spec.to_k8s()
+    assert dumped["storage"]["storageClassName"] == "fast"
+    assert dumped["imagePullPolicy"] == "Always"
+
+
+@pytest.mark.parametrize("key", OPERATOR_OWNED_CONFIG_KEYS)
+def test_owned_config_keys_rejected_by_name(key):
+    msg = errors(KafkaClusterSpec, {"config": {key: "x"}})
+    assert msg.startswith("spec.config: ")
+    assert f"got {key}" in msg
+
+
+def test_config_key_spelling():
+    msg = errors(KafkaClusterSpec, {"config": {"Log.Retention.Ms": "1"}})
+    assert "spec.config" in msg and "Log.Retention.Ms" in msg
+
+
+def test_config_accepts_ints_and_strings():
+    spec = KafkaClusterSpec.model_validate({"config": {"num.partitions": 6, "log.retention.ms": "1000"}})
+    assert spec.config == {"num.partitions": 6, "log.retention.ms": "1000"}
+
+
+def test_replicas_bounds_name_the_field():
+    assert errors(KafkaClusterSpec, {"replicas": 0}).startswith("spec.replicas: ")
+    assert "spec.replicas" in errors(KafkaClusterSpec, {"replicas": 65})
+
+
+def test_unknown_field_rejected():
+    assert "spec.replica" in errors(KafkaClusterSpec, {"replica": 3})
+
+
+def test_storage_size_must_be_a_quantity():
+    assert "spec.storage.size" in errors(KafkaClusterSpec, {"storage": {"size": "ten gigs"}})
+
+
+def test_resources_quantities():
+    assert "spec.resources.requests" in errors(KafkaClusterSpec, {"resources": {"requests": {"cpu": "lots"}}})
+    ok = KafkaClusterSpec.model_validate({"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": 2}}})
+    assert ok.resources.limits == {"cpu": 2}
+
+
+def test_listeners_unique_and_not_metrics_port():
+    dup = [{"name": "A", "port": 9092}, {"name": "A", "port": 9093}]
+    assert "spec.listeners" in errors(KafkaClusterSpec, {"listeners": dup})
+    same_port = [{"name": "A", "port": 9092}, {"name": "B", "port": 9092}]
+    assert "ports must be unique" in errors(KafkaClusterSpec, {"listeners": same_port})
+    assert "9404" in errors(KafkaClusterSpec, {"listeners": [{"name": "A", "port": 9404}]})
+    assert "spec.listeners[0].name" in errors(KafkaClusterSpec, {"listeners": [{"name": "lower", "port": 9092}]})
+    assert "spec.listeners" in errors(KafkaClusterSpec, {"listeners": []})
+
+
+def test_clientquota_entity_exactly_one():
+    base = {"clusterRef": {"name": "demo"}, "producerByteRate": 1024}
+    assert "spec.entity" in errors(ClientQuotaSpec, {**base, "entity": {}})
+    assert "spec.entity" in errors(ClientQuotaSpec, {**base, "entity": {"clientId": "a", "default": True}})
+    ClientQuotaSpec.model_validate({**base, "entity": {"clientId": "app"}})
+    ClientQuotaSpec.model_validate({**base, "entity": {"default": True}})
+    ClientQuotaSpec.model_validate({**base, "entity": {"clientId": ""}})  # clients without an id
+
+
+def test_clientquota_needs_a_rate():
+    msg = errors(ClientQuotaSpec, {"clusterRef": {"name": "demo"}, "entity": {"default": True}})
+    assert "producerByteRate or consumerByteRate" in msg
+    assert "spec.consumerByteRate" in errors(
+        ClientQuotaSpec, {"clusterRef": {"name": "demo"}, "entity": {"default": True}, "consumerByteRate": 0}
+    )
+
+
+def test_recorddeletion_before_exactly_one():
+    base = {"clusterRef": {"name": "demo"}, "topic": "events"}
+    assert "spec.before" in errors(RecordDeletionSpec, {**base, "before": {}})
+    assert "spec.before" in errors(RecordDeletionSpec, {**base, "before": {"offset": 5, "committedByGroups": ["g"]}})
+    ok = RecordDeletionSpec.model_validate({**base, "before": {"committedByGroups": ["etl", "audit"]}, "interval": "10m"})
+    assert ok.before.committed_by_groups == ["etl", "audit"] and ok.interval == "10m"
+    RecordDeletionSpec.model_validate({**base, "before": {"timestamp": "2026-01-01T00:00:00Z"}, "partitions": [0, 2]})
+
+
+def test_recorddeletion_field_checks():
+    base = {"clusterRef": {"name": "demo"}, "before": {"offset": 1}}
+    assert "spec.topic" in errors(RecordDeletionSpec, {**base, "topic": "no spaces"})
+    assert "spec.interval" in errors(RecordDeletionSpec, {**base, "topic": "t", "interval": "soon"})
+    assert "spec.partitions" in errors(RecordDeletionSpec, {**base, "topic": "t", "partitions": [-1]})
+    assert "spec.before.offset" in errors(RecordDeletionSpec, {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": -1}})
+
+
+def test_parse_spec_raises_valueerror_naming_field():
+    with pytest.raises(ValueError, match=r"spec\.replicas"):
+        parse_spec(KAFKA_CLUSTER, {"replicas": -1})
+    assert parse_spec(CLIENT_QUOTA, {"clusterRef": {"name": "d"}, "entity": {"default": True}, "producerByteRate": 1})
+    with pytest.raises(ValueError, match=r"spec\.clusterRef"):
+        parse_spec(RECORD_DELETION, {"topic": "t", "before": {"offset": 1}})
