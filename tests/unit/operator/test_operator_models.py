@@ -129,3 +129,18 @@ def test_parse_spec_raises_valueerror_naming_field():
     assert parse_spec(CLIENT_QUOTA, {"clusterRef": {"name": "d"}, "entity": {"default": True}, "producerByteRate": 1})
     with pytest.raises(ValueError, match=r"spec\.clusterRef"):
         parse_spec(RECORD_DELETION, {"topic": "t", "before": {"offset": 1}})
+
+
+def test_example_kafkacluster_is_valid():
+    from pathlib import Path
+
+    import yaml
+
+    from flotilla_operator.builders import Owner, build_all
+    from flotilla_operator.preflight import check_server_properties
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[3] / "examples" / "kafkacluster.yaml").read_text())
+    assert doc["apiVersion"] == "flotilla.io/v1alpha1" and doc["kind"] == "KafkaCluster"
+    spec = KafkaClusterSpec.model_validate(doc["spec"])
+    desired = build_all(Owner("demo", "default", "u"), spec, image="flotilla:x")
+    assert check_server_properties(desired.server_properties) is None
