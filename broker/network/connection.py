@@ -62,6 +62,7 @@ class Connection:
         self.busy = False  # a request is being handled or its response sent
         # Quota throttling (KIP-13) mutes a connection until this loop time.
         self.muted_until = 0.0
+        self.sendfile_bytes = dispatcher.metrics.sendfile_bytes.inc
 
     async def serve(self) -> None:
         try:
@@ -115,8 +116,10 @@ class Connection:
                 self.writer.write(chunk)
             else:
                 await self.writer.drain()
-                await loop.sendfile(self.writer.transport, _FdFile(chunk.fd), chunk.position, chunk.length,
-                                    fallback=True)
+                # fallback=False: record bytes must never be copied through Python buffers.
+                sent = await loop.sendfile(self.writer.transport, _FdFile(chunk.fd), chunk.position, chunk.length,
+                                           fallback=False)
+                self.sendfile_bytes(sent)
         await self.writer.drain()
 
     async def close(self) -> None:

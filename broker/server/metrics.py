@@ -50,6 +50,7 @@ class BrokerMetrics:
         self.bytes_in = Counter("flotilla_topic_bytes_in", "Record bytes appended, per topic", ["topic"], registry=r)
         self.bytes_out = Counter("flotilla_topic_bytes_out", "Record bytes sent to fetchers, per topic", ["topic"], registry=r)
         self.messages_in = Counter("flotilla_topic_messages_in", "Records appended, per topic", ["topic"], registry=r)
+        self.sendfile_bytes = Counter("flotilla_sendfile_bytes", "Record bytes sent from segment files with sendfile()", registry=r)
         self.connections = Gauge("flotilla_connections", "Open client connections", registry=r)
         self.malformed_frames = Counter("flotilla_malformed_frames", "Connections closed for a malformed or oversized frame", registry=r)
         self._replicas: "ReplicaManager | None" = None

@@ -1,14 +1,829 @@
-"""The group coordinator (classic protocol). Placeholder until the full version lands."""
+"""The group coordinator for the classic consumer group protocol (JoinGroup/SyncGroup).
+
+API logic as Kafka's GroupCoordinator has it: members join, the coordinator waits for every
+known member to rejoin (bounded by the rebalance timeout, with `group.initial.rebalance.delay.ms`
+for a group that starts empty), picks a protocol every member supports, answers all JoinGroups
+(the leader gets the member list), relays the leader's assignments in SyncGroup, and watches
+sessions with one timer per member. Static members (KIP-345) keep their place across restarts
+of the client. Groups and offsets are persisted in `__consumer_offsets` (see offsets_log).
+
+Everything runs on the event loop thread: state changes happen between awaits, so no locks.
+JoinGroup and SyncGroup return futures the handlers await; timers are `loop.call_later`.
+A single broker is coordinator of every group, so NOT_COORDINATOR never happens.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.group import codec
+from broker.coordinator.group.group_metadata import (
+    GroupMetadata,
+    GroupState,
+    JoinedMember,
+    MemberMetadata,
+    OffsetAndMetadata,
+)
+from broker.coordinator.group.offsets_log import OffsetsLog, StoreError
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+# A member that has not received its first JoinGroup answer cannot heartbeat; it is dropped if
+# the rebalance takes longer than this (Kafka's NewMemberJoinTimeoutMs).
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+# Largest metadata string kept with a committed offset (Kafka's offset.metadata.max.bytes).
+OFFSET_METADATA_MAX_BYTES = 4096
+# How often expired offsets of empty groups are removed (offsets.retention.check.interval.ms).
+OFFSETS_RETENTION_CHECK_S = 600.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class JoinResult:
+    error: ErrorCode
+    member_id: str = ""
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    members: list[JoinedMember] = field(default_factory=list)
+    skip_assignment: bool = False
+
+
+@dataclass
+class SyncResult:
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+@dataclass
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupSummary:
+    group_id: str
+    error: ErrorCode
+    state: str
+    protocol_type: str
+    protocol_data: str
+    members: list[MemberSummary]
+
+
+@dataclass
+class GroupOverview:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass
+class LeaveMember:
+    member_id: str
+    group_instance_id: str | None
+
+
+def _resolve(waiter: Any, result: Any) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(result)
+
+
+def _cancel(timer: Any) -> None:
+    if timer is not None:
+        timer.cancel()
+
 
 class GroupCoordinator:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
+        config = broker.config
+        self.initial_rebalance_delay_ms: int = config["group.initial.rebalance.delay.ms"]
+        self.min_session_timeout_ms: int = config["group.min.session.timeout.ms"]
+        self.max_session_timeout_ms: int = config["group.max.session.timeout.ms"]
+        self.offsets_retention_ms: int = config["offsets.retention.minutes"] * 60 * 1000
+        self.groups: dict[str, GroupMetadata] = {}
+        self.store = OffsetsLog(broker)
+        self.loading = True
+        self.active = False
+        self._expiry_task: asyncio.Task | None = None
 
+    # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        pass
+        self.store.ensure_topic()
+        started = time.monotonic()
+        self._load()
+        self.loading = False
+        self.active = True
+        self._expiry_task = asyncio.create_task(self._expiry_loop(), name="group-offset-expiry")
+        if self.groups:
+            log.info("loaded %d groups from %s in %.2fs", len(self.groups), "__consumer_offsets",
+                     time.monotonic() - started)
 
     async def stop(self) -> None:
-        pass
+        self.active = False
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            await asyncio.gather(self._expiry_task, return_exceptions=True)
+        for group in self.groups.values():
+            _cancel(group.join_timer)
+            _cancel(group.sync_timer)
+            for timer in group.pending_members.values():
+                _cancel(timer)
+            for m in group.members.values():
+                _cancel(m.heartbeat_timer)
+                # Clients find the coordinator again and rejoin (Kafka answers NOT_COORDINATOR
+                # when a coordinator moves away).
+                _resolve(m.join_waiter, JoinResult(ErrorCode.not_coordinator, m.member_id))
+                _resolve(m.sync_waiter, SyncResult(ErrorCode.not_coordinator))
+
+    def _load(self) -> None:
+        stored_groups: dict[str, codec.StoredGroup | None] = {}
+        offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        for rec in self.store.replay():
+            key = rec.key
+            try:
+                if isinstance(key, codec.OffsetKey):
+                    per_group = offsets.setdefault(key.group, {})
+                    if rec.value is None:
+                        per_group.pop((key.topic, key.partition), None)
+                    else:
+                        per_group[(key.topic, key.partition)] = codec.decode_offset_value(rec.value)
+                else:
+                    stored_groups[key.group] = None if rec.value is None else codec.decode_group_value(rec.value)
+            except codec.CodecError as e:
+                log.warning("skipping an unreadable record of group %s: %s", key.group, e)
+        for group_id in set(stored_groups) | set(offsets):
+            stored = stored_groups.get(group_id)
+            group_offsets = offsets.get(group_id) or {}
+            if stored is None and not group_offsets:
+                continue
+            group = self._group_from_stored(group_id, stored)
+            group.offsets = dict(group_offsets)
+            self.groups[group_id] = group
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member)
+
+    def _group_from_stored(self, group_id: str, stored: codec.StoredGroup | None) -> GroupMetadata:
+        if stored is None:
+            return GroupMetadata(group_id, GroupState.EMPTY, now_ms())
+        state = GroupState.STABLE if stored.members else GroupState.EMPTY
+        ts = stored.current_state_timestamp_ms if stored.current_state_timestamp_ms >= 0 else now_ms()
+        group = GroupMetadata(group_id, state, ts)
+        group.generation_id = stored.generation_id
+        group.protocol_type = stored.protocol_type or None
+        group.protocol_name = stored.protocol_name
+        for sm in stored.members:
+            member = MemberMetadata(
+                member_id=sm.member_id, group_instance_id=sm.group_instance_id, client_id=sm.client_id,
+                client_host=sm.client_host, rebalance_timeout_ms=sm.rebalance_timeout_ms,
+                session_timeout_ms=sm.session_timeout_ms, protocol_type=stored.protocol_type,
+                protocols=[(stored.protocol_name or "", sm.subscription)], assignment=sm.assignment)
+            group.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
+        group.leader_id = stored.leader_id if stored.leader_id in group.members else next(iter(group.members), None)
+        return group
+
+    # -- timers ------------------------------------------------------------------------------
+    def _later(self, delay_ms: int, fn: Callable[..., None], *args: Any) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, fn, *args)
+
+    def _schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None) -> None:
+        """Kafka's completeAndScheduleNextHeartbeatExpiration: a fresh session deadline."""
+        _cancel(member.heartbeat_timer)
+        member.heartbeat_timer = self._later(timeout_ms if timeout_ms is not None else member.session_timeout_ms,
+                                             self._on_heartbeat_expired, group, member)
+
+    def _on_heartbeat_expired(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        member.heartbeat_timer = None
+        if group.members.get(member.member_id) is not member or not member.expired_heartbeat_matters():
+            return
+        log.info("group %s: member %s missed its session timeout; removing it", group.group_id, member.member_id)
+        self._remove_member_and_update_group(group, member, "session timeout")
+
+    def _on_pending_member_expired(self, group: GroupMetadata, member_id: str) -> None:
+        if group.pending_members.pop(member_id, "absent") == "absent":
+            return
+        log.info("group %s: pending member %s never rejoined; forgetting it", group.group_id, member_id)
+        self._try_complete_join(group)
+
+    # -- validation helpers ------------------------------------------------------------------
+    def _validate_member(self, group: GroupMetadata, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        if group.is_static_member_fenced(member_id, instance_id):
+            return ErrorCode.fenced_instance_id
+        if not group.has(member_id):
+            return ErrorCode.unknown_member_id
+        return None
+
+    # -- JoinGroup ---------------------------------------------------------------------------
+    async def join_group(
+        self, *, group_id: str, member_id: str, group_instance_id: str | None, require_known_member_id: bool,
+        client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+        protocol_type: str, protocols: list[tuple[str, bytes]],
+    ) -> JoinResult:
+        if not group_id:
+            return JoinResult(ErrorCode.invalid_group_id, member_id)
+        if self.loading or not self.active:
+            return JoinResult(ErrorCode.coordinator_load_in_progress if self.loading
+                              else ErrorCode.coordinator_not_available, member_id)
+        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+            return JoinResult(ErrorCode.invalid_session_timeout, member_id)
+        if rebalance_timeout_ms < 0:
+            rebalance_timeout_ms = session_timeout_ms  # JoinGroup v0 has no rebalance timeout
+        waiter: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        is_unknown = member_id == ""
+        group = self.groups.get(group_id)
+        if group is None:
+            if not is_unknown:
+                return JoinResult(ErrorCode.unknown_member_id, member_id)
+            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms())
+        args = (group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                protocol_type, protocols, waiter)
+        if is_unknown:
+            immediate = self._join_new_member(group, require_known_member_id, *args)
+        else:
+            immediate = self._join_current_member(group, member_id, *args)
+        if immediate is not None:
+            return immediate
+        return await waiter
+
+    def _join_new_member(self, group: GroupMetadata, require_known_member_id: bool, instance_id: str | None,
+                         client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+                         protocol_type: str, protocols: list[tuple[str, bytes]], waiter: asyncio.Future) -> JoinResult | None:
+        if group.is_(GroupState.DEAD):
+            return JoinResult(ErrorCode.coordinator_not_available)
+        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
+            return JoinResult(ErrorCode.inconsistent_group_protocol)
+        new_member_id = f"{client_id}-{uuid.uuid4()}"
+        if instance_id is not None:
+            old_member_id = group.static_member_id(instance_id)
+            if old_member_id is None:
+                self._add_member_and_rebalance(group, new_member_id, instance_id, client_id, client_host,
+                                               rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, waiter)
+                return None
+            return self._update_static_member_and_rebalance(
+                group, old_member_id, new_member_id, instance_id, rebalance_timeout_ms, session_timeout_ms,
+                protocols, waiter)
+        if require_known_member_id:
+            # KIP-394: hand out the id first; the member rejoins with it.
+            timer = self._later(session_timeout_ms, self._on_pending_member_expired, group, new_member_id)
+            group.add_pending_member(new_member_id, timer)
+            return JoinResult(ErrorCode.member_id_required, new_member_id)
+        self._add_member_and_rebalance(group, new_member_id, None, client_id, client_host, rebalance_timeout_ms,
+                                       session_timeout_ms, protocol_type, protocols, waiter)
+        return None
+
+    def _join_current_member(self, group: GroupMetadata, member_id: str, instance_id: str | None,
+                             client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+                             protocol_type: str, protocols: list[tuple[str, bytes]], waiter: asyncio.Future) -> JoinResult | None:
+        if group.is_(GroupState.DEAD):
+            return JoinResult(ErrorCode.coordinator_not_available, member_id)
+        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
+        if group.is_pending_member(member_id):
+            if instance_id is not None:
+                # A static member never gets MEMBER_ID_REQUIRED, so its id cannot be pending.
+                return JoinResult(ErrorCode.unknown_member_id, member_id)
+            _cancel(group.pending_members.get(member_id))
+            self._add_member_and_rebalance(group, member_id, None, client_id, client_host, rebalance_timeout_ms,
+                                           session_timeout_ms, protocol_type, protocols, waiter)
+            return None
+        error = self._validate_member(group, member_id, instance_id)
+        if error is not None:
+            return JoinResult(error, member_id)
+        member = group.get(member_id)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
+            return None
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            if member.matches(protocols):
+                # The member lost our answer and asks again: same answer.
+                return self._current_join_result(group, member)
+            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
+            return None
+        if group.is_(GroupState.STABLE):
+            if group.is_leader(member_id) or not member.matches(protocols):
+                # The leader rejoining means it wants a new assignment (e.g. metadata changed).
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
+                return None
+            return self._current_join_result(group, member)
+        return JoinResult(ErrorCode.unknown_member_id, member_id)
+
+    def _current_join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
+        is_leader = group.is_leader(member.member_id)
+        return JoinResult(
+            ErrorCode.none, member.member_id, group.generation_id, group.protocol_type, group.protocol_name,
+            group.leader_id or "", group.current_member_metadata() if is_leader else [])
+
+    def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str, instance_id: str | None,
+                                  client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+                                  protocol_type: str, protocols: list[tuple[str, bytes]], waiter: asyncio.Future) -> None:
+        member = MemberMetadata(member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+                                session_timeout_ms, protocol_type, list(protocols), is_new=True, join_waiter=waiter)
+        if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member)
+        self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group, f"member {member_id} joined")
+        self._try_complete_join(group)
+
+    def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata,
+                                     protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
+                                     session_timeout_ms: int, waiter: asyncio.Future) -> None:
+        self._update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
+        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self._try_complete_join(group)
+
+    @staticmethod
+    def _update_member(member: MemberMetadata, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
+                       session_timeout_ms: int, waiter: asyncio.Future) -> None:
+        member.protocols = list(protocols)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        if member.join_waiter is not None and member.join_waiter is not waiter:
+            # A second JoinGroup while the first still waits (e.g. on another connection).
+            _resolve(member.join_waiter, JoinResult(ErrorCode.rebalance_in_progress, member.member_id))
+        member.join_waiter = waiter
+
+    def _update_static_member_and_rebalance(self, group: GroupMetadata, old_member_id: str, new_member_id: str,
+                                            instance_id: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+                                            protocols: list[tuple[str, bytes]], waiter: asyncio.Future) -> JoinResult | None:
+        """KIP-345: a known instance id joins with no member id; it takes over the old member's
+        place. In a Stable group whose protocol choice does not change, no rebalance happens."""
+        old = group.get(old_member_id)
+        fenced = ErrorCode.fenced_instance_id
+        _resolve(old.join_waiter, JoinResult(fenced, old_member_id))
+        _resolve(old.sync_waiter, SyncResult(fenced))
+        old.join_waiter = old.sync_waiter = None
+        member = group.replace_static_member(instance_id, old_member_id, new_member_id)
+        self._schedule_heartbeat(group, member)
+        old_protocols = member.protocols
+        if group.is_(GroupState.STABLE):
+            member.protocols = list(protocols)
+            if group.protocol_name == group.select_protocol():
+                member.rebalance_timeout_ms = rebalance_timeout_ms
+                member.session_timeout_ms = session_timeout_ms
+                try:
+                    self._store_group(group)
+                except StoreError as e:
+                    # Undo, as Kafka does, so the old member id stays valid.
+                    member.protocols = old_protocols
+                    group.replace_static_member(instance_id, new_member_id, old_member_id)
+                    return JoinResult(e.code, "")
+                log.info("group %s: static member %s rejoined as %s without a rebalance",
+                         group.group_id, instance_id, new_member_id)
+                is_leader = group.is_leader(new_member_id)
+                return JoinResult(ErrorCode.none, new_member_id, group.generation_id, group.protocol_type,
+                                  group.protocol_name, group.leader_id or "",
+                                  group.current_member_metadata() if is_leader else [], skip_assignment=is_leader)
+            self._update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
+            self._maybe_prepare_rebalance(group, f"static member {instance_id} changed its protocols")
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            # The leader may be assigning to the old member id: rebalance again.
+            self._update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
+            self._prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
+        else:  # PreparingRebalance: it simply counts as joined.
+            self._update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
+        self._try_complete_join(group)
+        return None
+
+    # -- rebalancing -------------------------------------------------------------------------
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, ErrorCode.rebalance_in_progress)
+        _cancel(group.sync_timer)
+        group.sync_timer = None
+        group.pending_sync.clear()
+        _cancel(group.join_timer)
+        was_empty = group.is_(GroupState.EMPTY)
+        group.transition_to(GroupState.PREPARING_REBALANCE, now_ms())
+        log.info("group %s: preparing to rebalance at generation %d (%s)", group.group_id, group.generation_id, reason)
+        if was_empty:
+            delay = self.initial_rebalance_delay_ms
+            remaining = max(group.max_rebalance_timeout_ms() - delay, 0)
+            group.initial_delay_active = True
+            group.new_member_added = False
+            group.join_timer = self._later(delay, self._on_initial_delay_expired, group, remaining)
+        else:
+            group.initial_delay_active = False
+            group.join_timer = self._later(group.max_rebalance_timeout_ms(), self._complete_join, group)
+
+    def _on_initial_delay_expired(self, group: GroupMetadata, remaining_ms: int) -> None:
+        group.join_timer = None
+        if not group.is_(GroupState.PREPARING_REBALANCE):
+            return
+        if group.new_member_added and remaining_ms > 0:
+            group.new_member_added = False
+            delay = min(self.initial_rebalance_delay_ms, remaining_ms)
+            group.join_timer = self._later(delay, self._on_initial_delay_expired, group,
+                                           max(remaining_ms - delay, 0))
+            return
+        group.initial_delay_active = False
+        self._complete_join(group)
+
+    def _try_complete_join(self, group: GroupMetadata) -> None:
+        """Kafka's DelayedJoin.tryComplete: done once every known member has rejoined."""
+        if (group.is_(GroupState.PREPARING_REBALANCE) and not group.initial_delay_active
+                and group.has_all_members_joined()):
+            self._complete_join(group)
+
+    def _complete_join(self, group: GroupMetadata) -> None:
+        if not group.is_(GroupState.PREPARING_REBALANCE):
+            return
+        _cancel(group.join_timer)
+        group.join_timer = None
+        group.initial_delay_active = False
+        for member in group.not_yet_rejoined():
+            if not member.is_static:
+                log.info("group %s: removing member %s, which did not rejoin in time", group.group_id, member.member_id)
+                _cancel(member.heartbeat_timer)
+                _resolve(member.sync_waiter, SyncResult(ErrorCode.unknown_member_id))
+                group.remove(member.member_id)
+        if group.members and not group.maybe_elect_new_joined_leader():
+            # Nobody rejoined (only static members that went quiet): wait another round; their
+            # session timeouts will remove them.
+            log.warning("group %s: no member rejoined; waiting another rebalance timeout", group.group_id)
+            group.join_timer = self._later(group.max_rebalance_timeout_ms(), self._complete_join, group)
+            return
+        group.init_next_generation(now_ms())
+        if group.is_(GroupState.EMPTY):
+            log.info("group %s: now empty at generation %d", group.group_id, group.generation_id)
+            try:
+                self._store_group(group)
+            except StoreError as e:
+                log.warning("group %s: could not store empty group: %s", group.group_id, e)
+            return
+        log.info("group %s: generation %d with protocol %s, leader %s, %d members", group.group_id,
+                 group.generation_id, group.protocol_name, group.leader_id, len(group.members))
+        for member in group.members.values():
+            is_leader = group.is_leader(member.member_id)
+            result = JoinResult(ErrorCode.none, member.member_id, group.generation_id, group.protocol_type,
+                                group.protocol_name, group.leader_id or "",
+                                group.current_member_metadata() if is_leader else [])
+            _resolve(member.join_waiter, result)
+            member.join_waiter = None
+            member.is_new = False
+            self._schedule_heartbeat(group, member)
+            group.pending_sync.add(member.member_id)
+        group.sync_timer = self._later(group.max_rebalance_timeout_ms(), self._on_sync_expired, group,
+                                       group.generation_id)
+
+    def _on_sync_expired(self, group: GroupMetadata, generation_id: int) -> None:
+        """Members that got their JoinGroup answer must SyncGroup within the rebalance timeout."""
+        group.sync_timer = None
+        if group.generation_id != generation_id or not group.pending_sync:
+            return
+        if not (group.is_(GroupState.COMPLETING_REBALANCE) or group.is_(GroupState.STABLE)):
+            return
+        late = [group.members[m] for m in list(group.pending_sync) if m in group.members]
+        log.info("group %s: members %s did not SyncGroup in time; removing them", group.group_id,
+                 [m.member_id for m in late])
+        for member in late:
+            _cancel(member.heartbeat_timer)
+            _resolve(member.sync_waiter, SyncResult(ErrorCode.unknown_member_id))
+            group.remove(member.member_id)
+        self._prepare_rebalance(group, "members did not sync in time")
+        self._try_complete_join(group)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            _resolve(member.sync_waiter, SyncResult(error))
+            member.sync_waiter = None
+
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
+        _resolve(member.join_waiter, JoinResult(ErrorCode.unknown_member_id, member.member_id))
+        _resolve(member.sync_waiter, SyncResult(ErrorCode.unknown_member_id))
+        member.join_waiter = member.sync_waiter = None
+        _cancel(member.heartbeat_timer)
+        member.heartbeat_timer = None
+        group.remove(member.member_id)
+        if group.is_(GroupState.STABLE) or group.is_(GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
+        self._try_complete_join(group)
+
+    # -- SyncGroup ---------------------------------------------------------------------------
+    async def sync_group(self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        if not group_id:
+            return SyncResult(ErrorCode.invalid_group_id)
+        if self.loading:
+            return SyncResult(ErrorCode.coordinator_load_in_progress)
+        group = self.groups.get(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.unknown_member_id)
+        if group.is_(GroupState.DEAD):
+            return SyncResult(ErrorCode.coordinator_not_available)
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error is not None:
+            return SyncResult(error)
+        if generation_id != group.generation_id:
+            return SyncResult(ErrorCode.illegal_generation)
+        if protocol_type is not None and protocol_type != group.protocol_type:
+            return SyncResult(ErrorCode.inconsistent_group_protocol)
+        if protocol_name is not None and protocol_name != group.protocol_name:
+            return SyncResult(ErrorCode.inconsistent_group_protocol)
+        member = group.get(member_id)
+        if group.is_(GroupState.EMPTY):
+            return SyncResult(ErrorCode.unknown_member_id)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return SyncResult(ErrorCode.rebalance_in_progress)
+        if group.is_(GroupState.STABLE):
+            group.pending_sync.discard(member_id)
+            self._schedule_heartbeat(group, member)
+            return SyncResult(ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name)
+        # CompletingRebalance: wait for the leader's assignments.
+        waiter: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        if member.sync_waiter is not None:
+            _resolve(member.sync_waiter, SyncResult(ErrorCode.rebalance_in_progress))
+        member.sync_waiter = waiter
+        group.pending_sync.discard(member_id)
+        if group.is_leader(member_id):
+            full = {m: assignments.get(m, b"") for m in group.members}
+            try:
+                self._store_group(group, full)
+            except StoreError as e:
+                log.warning("group %s: could not store the assignment: %s", group.group_id, e)
+                self._reset_and_propagate_assignment_error(group, e.code)
+                self._maybe_prepare_rebalance(group, f"error {e.code.name} storing the assignment")
+            else:
+                self._set_and_propagate_assignment(group, full)
+        return await waiter
+
+    def _set_and_propagate_assignment(self, group: GroupMetadata, assignments: dict[str, bytes]) -> None:
+        for member_id, member in group.members.items():
+            member.assignment = assignments.get(member_id, b"")
+        for member in group.members.values():
+            if member.sync_waiter is not None:
+                _resolve(member.sync_waiter, SyncResult(ErrorCode.none, member.assignment, group.protocol_type,
+                                                        group.protocol_name))
+                member.sync_waiter = None
+                self._schedule_heartbeat(group, member)
+        group.transition_to(GroupState.STABLE, now_ms())
+        log.info("group %s: stable at generation %d", group.group_id, group.generation_id)
+
+    # -- Heartbeat ---------------------------------------------------------------------------
+    def heartbeat(self, *, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
+        if not group_id:
+            return ErrorCode.invalid_group_id
+        if self.loading:
+            return ErrorCode.coordinator_load_in_progress
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        member = group.get(member_id)
+        if group.is_(GroupState.EMPTY):
+            return ErrorCode.unknown_member_id
+        self._schedule_heartbeat(group, member)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    # -- LeaveGroup --------------------------------------------------------------------------
+    def leave_group(self, group_id: str, leaving: list[LeaveMember]) -> tuple[ErrorCode, list[ErrorCode]]:
+        """Top-level error and one error per leaving member."""
+        if not group_id:
+            return ErrorCode.invalid_group_id, []
+        if self.loading:
+            return ErrorCode.coordinator_load_in_progress, []
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.none, [ErrorCode.unknown_member_id for _ in leaving]
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available, []
+        results = []
+        for lm in leaving:
+            results.append(self._leave_one(group, lm))
+        return ErrorCode.none, results
+
+    def _leave_one(self, group: GroupMetadata, lm: LeaveMember) -> ErrorCode:
+        if lm.member_id == "":
+            # KIP-345 admin removal by instance id.
+            known = group.static_member_id(lm.group_instance_id)
+            if known is None:
+                return ErrorCode.unknown_member_id
+            self._remove_member_and_update_group(group, group.get(known), f"instance {lm.group_instance_id} left")
+            return ErrorCode.none
+        if group.is_pending_member(lm.member_id):
+            _cancel(group.pending_members.pop(lm.member_id))
+            self._try_complete_join(group)
+            return ErrorCode.none
+        error = self._validate_member(group, lm.member_id, lm.group_instance_id)
+        if error is not None:
+            return error
+        self._remove_member_and_update_group(group, group.get(lm.member_id), "left the group")
+        return ErrorCode.none
+
+    # -- offsets -----------------------------------------------------------------------------
+    def commit_offsets(self, *, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                       offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], ErrorCode]:
+        def all_(code: ErrorCode) -> dict[tuple[str, int], ErrorCode]:
+            return {tp: code for tp in offsets}
+
+        if self.loading:
+            return all_(ErrorCode.coordinator_load_in_progress)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # A generation from a group that no longer exists (or never did).
+                return all_(ErrorCode.illegal_generation)
+            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms())
+        error = self._validate_commit(group, member_id, group_instance_id, generation_id)
+        if error is not None:
+            return all_(error)
+        member = group.members.get(member_id)
+        if member is not None:
+            self._schedule_heartbeat(group, member)  # a commit counts as a heartbeat
+        results: dict[tuple[str, int], ErrorCode] = {}
+        entries: list[tuple[bytes, bytes | None]] = []
+        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if len(om.metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+                results[tp] = ErrorCode.offset_metadata_too_large
+                continue
+            entries.append((codec.encode_offset_key(codec.OffsetKey(group_id, tp[0], tp[1])),
+                            codec.encode_offset_value(om)))
+            accepted[tp] = om
+        if entries:
+            try:
+                self.store.append(group_id, entries)
+            except StoreError as e:
+                for tp in accepted:
+                    results[tp] = e.code
+                accepted = {}
+        for tp in accepted:
+            group.offsets[tp] = accepted[tp]
+            results[tp] = ErrorCode.none
+        return results
+
+    def _validate_commit(self, group: GroupMetadata, member_id: str, instance_id: str | None,
+                         generation_id: int) -> ErrorCode | None:
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if generation_id >= 0 or member_id != "" or instance_id is not None:
+            error = self._validate_member(group, member_id, instance_id)
+            if error is not None:
+                return error
+            if generation_id != group.generation_id:
+                return ErrorCode.illegal_generation
+            if group.is_(GroupState.COMPLETING_REBALANCE):
+                # The member has its new generation but not its assignment yet.
+                return ErrorCode.rebalance_in_progress
+            return None
+        if not group.is_(GroupState.EMPTY):
+            # Only members may commit to a group that has members.
+            return ErrorCode.unknown_member_id
+        return None
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
+                      ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetAndMetadata | None]]:
+        """Committed offsets (None where there is none); all of them when `partitions` is None."""
+        if self.loading:
+            return ErrorCode.coordinator_load_in_progress, {}
+        group = self.groups.get(group_id)
+        stored = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
+        if partitions is None:
+            return ErrorCode.none, dict(stored)
+        return ErrorCode.none, {tp: stored.get(tp) for tp in partitions}
+
+    # -- administration ----------------------------------------------------------------------
+    def list_groups(self) -> tuple[ErrorCode, list[GroupOverview]]:
+        if self.loading:
+            return ErrorCode.coordinator_load_in_progress, []
+        return ErrorCode.none, [GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
+                                for g in self.groups.values() if not g.is_(GroupState.DEAD)]
+
+    def describe_group(self, group_id: str) -> GroupSummary:
+        if self.loading:
+            return GroupSummary(group_id, ErrorCode.coordinator_load_in_progress, "", "", "", [])
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return GroupSummary(group_id, ErrorCode.group_id_not_found, GroupState.DEAD.value, "", "", [])
+        stable = group.is_(GroupState.STABLE)
+        members = [MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                 m.metadata_for(group.protocol_name) if stable else b"",
+                                 m.assignment if stable else b"")
+                   for m in group.members.values()]
+        return GroupSummary(group_id, ErrorCode.none, group.state.value, group.protocol_type or "",
+                            (group.protocol_name or "") if stable else "", members)
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        out: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            if self.loading:
+                out[group_id] = ErrorCode.coordinator_load_in_progress
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.is_(GroupState.DEAD):
+                out[group_id] = ErrorCode.group_id_not_found
+            elif not group.is_(GroupState.EMPTY):
+                out[group_id] = ErrorCode.non_empty_group
+            else:
+                try:
+                    self._delete_group(group)
+                    out[group_id] = ErrorCode.none
+                except StoreError as e:
+                    out[group_id] = e.code
+        return out
+
+    def _delete_group(self, group: GroupMetadata) -> None:
+        entries: list[tuple[bytes, bytes | None]] = [
+            (codec.encode_offset_key(codec.OffsetKey(group.group_id, t, p)), None) for t, p in group.offsets]
+        entries.append((codec.encode_group_key(codec.GroupKey(group.group_id)), None))
+        self.store.append(group.group_id, entries)
+        group.transition_to(GroupState.DEAD, now_ms())
+        _cancel(group.join_timer)
+        _cancel(group.sync_timer)
+        self.groups.pop(group.group_id, None)
+        log.info("group %s deleted", group.group_id)
+
+    # -- persistence -------------------------------------------------------------------------
+    def _store_group(self, group: GroupMetadata, assignments: dict[str, bytes] | None = None) -> None:
+        """Append the group's metadata (after a rebalance, or a static member's new id)."""
+        members = tuple(
+            codec.StoredMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                               m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata_for(group.protocol_name),
+                               (assignments or {}).get(m.member_id, m.assignment) if assignments is not None
+                               else m.assignment)
+            for m in group.members.values())
+        value = codec.StoredGroup(group.protocol_type or "", group.generation_id, group.protocol_name,
+                                  group.leader_id, group.state_timestamp_ms, members)
+        self.store.append(group.group_id, [(codec.encode_group_key(codec.GroupKey(group.group_id)),
+                                            codec.encode_group_value(value))])
+
+    # -- offset expiry -----------------------------------------------------------------------
+    async def _expiry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(OFFSETS_RETENTION_CHECK_S)
+            try:
+                self.expire_offsets(now_ms())
+            except Exception:
+                log.exception("offset expiry failed")
+
+    def expire_offsets(self, now: int) -> int:
+        """Kafka 2.1+ rules: offsets of an empty group expire `offsets.retention.minutes` after it
+        became empty (a group without a protocol type: after each offset's commit); an empty
+        group without offsets is removed. Returns how many offsets expired."""
+        removed = 0
+        for group in list(self.groups.values()):
+            if not group.is_(GroupState.EMPTY):
+                continue
+            if group.protocol_type:
+                expired = list(group.offsets) if group.state_timestamp_ms + self.offsets_retention_ms <= now else []
+            else:
+                expired = [tp for tp, om in group.offsets.items()
+                           if om.commit_timestamp_ms + self.offsets_retention_ms <= now]
+            entries: list[tuple[bytes, bytes | None]] = [
+                (codec.encode_offset_key(codec.OffsetKey(group.group_id, t, p)), None) for t, p in expired]
+            if expired and len(expired) == len(group.offsets):
+                entries.append((codec.encode_group_key(codec.GroupKey(group.group_id)), None))
+            elif not group.offsets and group.state_timestamp_ms + self.offsets_retention_ms <= now:
+                entries.append((codec.encode_group_key(codec.GroupKey(group.group_id)), None))
+            if not entries:
+                continue
+            try:
+                self.store.append(group.group_id, entries)
+            except StoreError as e:
+                log.warning("group %s: could not expire offsets: %s", group.group_id, e)
+                continue
+            for tp in expired:
+                group.offsets.pop(tp, None)
+            removed += len(expired)
+            if not group.offsets:
+                group.transition_to(GroupState.DEAD, now)
+                self.groups.pop(group.group_id, None)
+        return removed

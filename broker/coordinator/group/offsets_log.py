@@ -1,0 +1,148 @@
+"""Persistence of groups and committed offsets in the internal topic `__consumer_offsets`.
+
+As in Kafka, the topic is compacted and has `offsets.topic.num.partitions` partitions; a group
+lives in partition abs(hashCode(group id)) % n. Writes are record batches with no producer id
+whose records carry the keys and values of `codec`; start-up replays every partition, the last
+value of a key winning and a null value (tombstone) deleting it.
+
+Log compaction itself is not implemented by the log layer yet: the topic is created with
+`cleanup.policy=compact`, so nothing is deleted by retention, and replay cost grows with the
+number of commits until a cleaner exists.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import logging
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
+
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8, i16, i32, i64
+
+from broker.coordinator.group import codec
+from broker.log.log import LogError, StorageError
+from broker.protocol import records as batch_records
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+    from broker.server.replica_manager import Partition
+
+log = logging.getLogger(__name__)
+
+TOPIC = "__consumer_offsets"
+READ_CHUNK = 8 * 1024 * 1024
+
+
+class StoreError(Exception):
+    """An append to `__consumer_offsets` failed; `code` is what the client is told."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRecord:
+    key: codec.OffsetKey | codec.GroupKey
+    value: bytes | None
+
+
+def build_batch(entries: list[tuple[bytes, bytes | None]], now: datetime.datetime | None = None) -> bytes:
+    """One uncompressed v2 batch without producer id holding `(key, value)` records."""
+    ts = now or datetime.datetime.now(datetime.UTC)
+    batch = NewRecordBatch(
+        producer_id=i64(-1), producer_epoch=i16(-1), base_sequence=i32(-1), attributes=i16(0),
+        records=tuple(Record(attributes=i8(0), timestamp=ts, offset=i64(i), key=k, value=v, headers=())
+                      for i, (k, v) in enumerate(entries)),
+    )
+    out = io.BytesIO()
+    write_new_batch(out, batch)
+    return out.getvalue()
+
+
+def iter_batch_records(buf: bytes) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record of the uncompressed, non-control batches in `buf`."""
+    for pos, h in batch_records.iter_headers(buf):
+        if h.is_control:
+            continue
+        if h.attributes & batch_records.ATTR_COMPRESSION_MASK:
+            log.warning("%s: skipping a compressed batch at offset %d", TOPIC, h.base_offset)
+            continue
+        batch, _ = read_batch(buf, pos)
+        for rec in batch.records:
+            yield rec.key, rec.value
+
+
+class OffsetsLog:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.num_partitions: int = broker.config["offsets.topic.num.partitions"]
+
+    def ensure_topic(self) -> None:
+        record = self.broker.topics.ensure(TOPIC, self.num_partitions, {"cleanup.policy": "compact"})
+        # An existing topic keeps its partition count, whatever the config says now.
+        self.num_partitions = record.partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return codec.partition_for(group_id, self.num_partitions)
+
+    def _partition(self, index: int) -> "Partition":
+        part = self.broker.replicas.get(TOPIC, index)
+        if part is None:
+            raise StoreError(ErrorCode.coordinator_not_available, f"{TOPIC}-{index} is not open")
+        return part
+
+    # -- writing -----------------------------------------------------------------------------
+    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
+        """Write records for one group (same partition) as one batch; raises StoreError."""
+        if not entries:
+            return
+        part = self._partition(self.partition_for(group_id))
+        payload = build_batch(entries)
+        try:
+            headers = batch_records.validate_batches(payload, part.log.config.max_message_bytes)
+        except batch_records.RecordTooLargeError as e:
+            raise StoreError(ErrorCode.invalid_commit_offset_size, str(e)) from None
+        try:
+            self.broker.replicas.append(part, payload, headers)
+        except StorageError as e:
+            raise StoreError(ErrorCode.coordinator_not_available, str(e)) from None
+        except LogError as e:
+            raise StoreError(ErrorCode.unknown_server_error, str(e)) from None
+
+    # -- reading -----------------------------------------------------------------------------
+    def replay(self) -> Iterator[LoadedRecord]:
+        """Every record of every partition, in offset order per partition."""
+        for index in range(self.num_partitions):
+            part = self._partition(index)
+            yield from self._replay_partition(part)
+
+    def _replay_partition(self, part: "Partition") -> Iterator[LoadedRecord]:
+        offset = part.log.log_start_offset
+        end = part.log.high_watermark
+        while offset < end:
+            region = part.log.read(offset, READ_CHUNK, upper_bound=end, min_one=True)
+            if region is None:
+                break
+            buf = os.pread(region.fd, region.length, region.position)
+            last = None
+            for _, h in batch_records.iter_headers(buf):
+                last = h
+            if last is None:
+                break
+            for key, value in iter_batch_records(buf):
+                if key is None:
+                    continue
+                try:
+                    decoded = codec.decode_key(key)
+                except codec.CodecError as e:
+                    log.warning("%s-%d: skipping a record with an unreadable key: %s", TOPIC, part.index, e)
+                    continue
+                yield LoadedRecord(decoded, value)
+            offset = last.last_offset + 1
