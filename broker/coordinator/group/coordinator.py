@@ -656,6 +656,13 @@ class GroupCoordinator:
 
         if self.loading:
             return all_(ErrorCode.coordinator_load_in_progress)
+        unknown = {tp: ErrorCode.unknown_topic_or_partition for tp in offsets
+                   if self.broker.replicas.get(tp[0], tp[1]) is None}
+        if unknown:
+            known = {tp: om for tp, om in offsets.items() if tp not in unknown}
+            results = self.commit_offsets(group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
+                                          generation_id=generation_id, offsets=known) if known else {}
+            return {**results, **unknown}
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:

@@ -1,0 +1,27 @@
+"""ListGroups (API 16): the groups this broker coordinates, filtered by state (v4+) and type (v5+)."""
+
+from __future__ import annotations
+
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+
+GROUP_TYPE = "classic"
+
+
+class ListGroupsHandler(Handler):
+    api_key = 16
+    min_version = 0
+    max_version = 5
+
+    async def handle(self, ctx: RequestContext, request):
+        error, groups = self.broker.groups.list_groups()
+        states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
+        types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
+        if types and GROUP_TYPE not in types:
+            groups = []
+        listed = tuple(ctx.build("ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type,
+                                 group_state=g.state, group_type=GROUP_TYPE)
+                       for g in groups if not states or g.state.lower() in states)
+        return ctx.build("ListGroupsResponse", throttle_time=NO_THROTTLE, error_code=error, groups=listed)
+
+
+HANDLER = ListGroupsHandler

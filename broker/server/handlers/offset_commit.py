@@ -1,0 +1,56 @@
+"""OffsetCommit (API 8): store consumer positions in `__consumer_offsets` via the coordinator.
+
+v10 names topics by id; ids are resolved through the metadata store (UNKNOWN_TOPIC_ID if none).
+`retention_time` (v2-v4) is ignored: offsets expire by `offsets.retention.minutes`, as in
+Kafka 2.1+ for clients that send the default.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.group.group_metadata import OffsetAndMetadata
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+
+
+class OffsetCommitHandler(Handler):
+    api_key = 8
+    min_version = 2
+    max_version = 10
+
+    async def handle(self, ctx: RequestContext, request):
+        by_id = ctx.api_version >= 10
+        now = int(time.time() * 1000)
+        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        names: list[str | None] = []
+        for t in request.topics:
+            if by_id:
+                record = self.broker.store.topic_by_id(t.topic_id)
+                name = record.name if record is not None else None
+            else:
+                name = t.name
+            names.append(name)
+            if name is None:
+                continue
+            for p in t.partitions:
+                offsets[(name, p.partition_index)] = OffsetAndMetadata(
+                    offset=p.committed_offset, leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                    metadata=p.committed_metadata or "", commit_timestamp_ms=now)
+        results = self.broker.groups.commit_offsets(
+            group_id=request.group_id, member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            generation_id=request.generation_id_or_member_epoch, offsets=offsets)
+        topics = []
+        for t, name in zip(request.topics, names):
+            parts = tuple(ctx.build("OffsetCommitResponsePartition", partition_index=p.partition_index,
+                                    error_code=ErrorCode.unknown_topic_id if name is None
+                                    else results.get((name, p.partition_index), ErrorCode.unknown_server_error))
+                          for p in t.partitions)
+            topics.append(ctx.build("OffsetCommitResponseTopic", name=getattr(t, "name", None),
+                                    topic_id=getattr(t, "topic_id", None), partitions=parts))
+        return ctx.build("OffsetCommitResponse", throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+HANDLER = OffsetCommitHandler
