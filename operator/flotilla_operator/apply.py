@@ -66,7 +66,9 @@ async def load_api_client() -> client.ApiClient:
         config.load_incluster_config()
         return client.ApiClient()
     cfg = client.Configuration()
-    await config.load_kube_config(client_configuration=cfg)
+    # Read KUBECONFIG now: the library's default was fixed when it was imported.
+    kubeconfig = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg, persist_config=False)
     return client.ApiClient(configuration=cfg)
 
 

@@ -41,6 +41,42 @@ RETRY_DELAY = 10.0
 # Start and stop
 
 
+def _kubeconfig_user_needs_client(path: str | None) -> bool:
+    """True when the current kubeconfig user authenticates with an exec plugin or auth provider,
+    which only the kubernetes client library knows how to run."""
+    import os
+
+    import yaml
+
+    paths = [p for p in (path or os.path.expanduser("~/.kube/config")).split(os.pathsep) if p]
+    docs = []
+    for p in paths:
+        try:
+            with open(p) as fh:
+                docs.append(yaml.safe_load(fh) or {})
+        except OSError:
+            continue
+    current = next((d.get("current-context") for d in docs if d.get("current-context")), None)
+    contexts = {c.get("name"): c.get("context") or {} for d in docs for c in d.get("contexts") or []}
+    users = {u.get("name"): u.get("user") or {} for d in docs for u in d.get("users") or []}
+    user = users.get(contexts.get(current, {}).get("user"), {})
+    return bool(user.get("exec") or user.get("auth-provider"))
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In a pod: the service account. Outside: the kubeconfig named by $KUBECONFIG at this moment
+    (kopf's reader supports certificates and tokens; exec plugins go through the kubernetes client)."""
+    import os
+
+    creds = kopf.login_with_service_account(**kwargs)
+    if creds is not None:
+        return creds
+    if _kubeconfig_user_needs_client(os.environ.get("KUBECONFIG")):
+        return kopf.login_via_client(**kwargs)
+    return kopf.login_with_kubeconfig(**kwargs)
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
     op: Settings = memo.get("settings") or Settings.from_env()

@@ -1,0 +1,380 @@
+"""The operator against a real control plane (kube-apiserver, etcd, controller-manager, scheduler,
+kwok for fake kubelets), run in-process with kopf's KopfRunner.
+
+    pytest -p flotilla.testenv.pytest_plugin -m kube tests/e2e/test_operator.py
+
+Covers: the CRDs install and document themselves; invalid objects are refused by the API server
+with the field named; a KafkaCluster becomes a StatefulSet and its companions, all owned by it;
+pods get Ready and so does the status (with observedGeneration); a config change rolls brokers one
+at a time; scaling 3 -> 5 -> 3 (also through the scale subresource); drift is repaired; a config
+the broker would refuse rolls nothing; deletion garbage-collects every child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.kube
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_DIR = ROOT / "crds"
+CRD_NAMES = ["kafkaclusters.flotilla.io", "clientquotas.flotilla.io", "recorddeletions.flotilla.io"]
+# kwok never pulls or runs images; on a real cluster use the image built from the Dockerfile.
+IMAGE = os.environ.get("FLOTILLA_IMAGE", "flotilla:never-pulled")
+SELECTOR = "app.kubernetes.io/name=flotilla,app.kubernetes.io/component=broker"
+CHILDREN = [
+    ("statefulset", "{name}-broker"),
+    ("service", "{name}-brokers"),
+    ("service", "{name}-bootstrap"),
+    ("configmap", "{name}-config"),
+    ("poddisruptionbudget", "{name}-broker"),
+    ("serviceaccount", "{name}-broker"),
+    ("role", "{name}-broker"),
+    ("rolebinding", "{name}-broker"),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def wait_for(what: str, check, timeout: float = 90.0, interval: float = 0.5):
+    """Poll check() until it returns something truthy; fail naming `what` and the last value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+def get_json(kube_env, *args: str, check: bool = True) -> dict | None:
+    proc = kube_env.kubectl("get", *args, "-o", "json", check=check)
+    if proc.returncode != 0:
+        return None
+    return json.loads(proc.stdout)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kafkacluster(name: str, namespace: str, **spec) -> dict:
+    spec.setdefault("storage", {"type": "ephemeral", "size": "1Gi"})  # kwok has no volume provisioner
+    return {
+        "apiVersion": "flotilla.io/v1alpha1",
+        "kind": "KafkaCluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def apply(kube_env, obj: dict, check: bool = True):
+    return kube_env.kubectl("apply", "-f", "-", input=json.dumps(obj), check=check)
+
+
+def condition(obj: dict | None, type_: str) -> dict:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return c
+    return {}
+
+
+def ready_at_generation(kube_env, ns: str, name: str, replicas: int):
+    def check():
+        kc = get_json(kube_env, "kafkacluster", name, "-n", ns)
+        status = kc.get("status") or {}
+        ready = condition(kc, "Ready")
+        ok = (
+            ready.get("status") == "True"
+            and status.get("observedGeneration") == kc["metadata"]["generation"]
+            and ready.get("observedGeneration") == kc["metadata"]["generation"]
+            and status.get("readyReplicas") == replicas
+        )
+        return kc if ok else None
+    return check
+
+
+def broker_pods(kube_env, ns: str, name: str) -> list[dict]:
+    pods = get_json(kube_env, "pods", "-n", ns, "-l", f"{SELECTOR},app.kubernetes.io/instance={name}")["items"]
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def pod_ready(pod: dict) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions") or [])
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures
+
+
+@pytest.fixture(scope="module")
+def crds(kube_env):
+    kube_env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
+    for crd in CRD_NAMES:
+        kube_env.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    yield CRD_NAMES
+    # Wait, so that the chart test after this module installs them afresh.
+    kube_env.kubectl("delete", "-f", str(CRD_DIR), "--ignore-not-found", "--wait=true", "--timeout=90s", check=False)
+
+
+@pytest.fixture(scope="module")
+def metrics_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def operator(kube_env, crds, metrics_port):
+    from kopf.testing import KopfRunner
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KUBECONFIG", str(kube_env.kubeconfig))
+        mp.setenv("FLOTILLA_OPERATOR_RESYNC_SECONDS", "3")
+        mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", f"127.0.0.1:{metrics_port}")
+        mp.setenv("FLOTILLA_BROKER_IMAGE", IMAGE)
+        with KopfRunner(
+            ["run", "--all-namespaces", "--standalone", "--verbose", "-m", "flotilla_operator.handlers"],
+            timeout=60,
+        ) as runner:
+            yield runner
+    assert runner.exception is None, runner.output[-4000:]
+    assert runner.exit_code == 0, runner.output[-4000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# the API: installed, documented, validated by the API server
+
+
+def test_crds_are_established_and_documented(kube_env, crds):
+    for crd in CRD_NAMES:
+        got = get_json(kube_env, "crd", crd)
+        assert any(c["type"] == "Established" and c["status"] == "True" for c in got["status"]["conditions"])
+    explained = kube_env.kubectl("explain", "kafkacluster.spec.config").stdout
+    assert "Kafka's key names" in explained
+    explained = kube_env.kubectl("explain", "clientquota.spec.entity.default").stdout
+    assert "default quota" in explained
+
+
+@pytest.mark.parametrize(
+    ("obj", "field", "words"),
+    [
+        (kafkacluster("bad", "NS", replicas=0), "spec.replicas", "greater than or equal to 1"),
+        (kafkacluster("bad", "NS", config={"node.id": "1"}), "spec.config", "operator owns"),
+        (kafkacluster("bad", "NS", config={"log.dirs": "/tmp"}), "spec.config", "log.dirs"),
+        (kafkacluster("bad", "NS", storage={"size": "a lot"}), "spec.storage.size", "should match"),
+        (kafkacluster("bad", "NS", storage={"type": "tape"}), "spec.storage.type", "Unsupported value"),
+        (kafkacluster("bad", "NS", listeners=[{"name": "PLAINTEXT", "port": 9404}]), "spec.listeners[0].port", "metrics port"),
+        (kafkacluster("bad", "NS", listeners=[{"name": "A", "port": 9092}, {"name": "B", "port": 9092}]), "spec.listeners", "unique"),
+        (kafkacluster("x" * 41, "NS"), "metadata.name", "at most 40"),
+        (
+            {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "bad", "namespace": "NS"},
+             "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": "a", "default": True}, "producerByteRate": 1}},
+            "spec.entity", "exactly one of clientId or default",
+        ),
+        (
+            {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "bad", "namespace": "NS"},
+             "spec": {"clusterRef": {"name": "demo"}, "entity": {"default": True}}},
+            "spec", "producerByteRate or consumerByteRate",
+        ),
+        (
+            {"apiVersion": "flotilla.io/v1alpha1", "kind": "RecordDeletion", "metadata": {"name": "bad", "namespace": "NS"},
+             "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": 1, "timestamp": "2026-01-01T00:00:00Z"}}},
+            "spec.before", "exactly one of offset, timestamp or committedByGroups",
+        ),
+        (
+            {"apiVersion": "flotilla.io/v1alpha1", "kind": "RecordDeletion", "metadata": {"name": "bad", "namespace": "NS"},
+             "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": 1}, "interval": "daily"}},
+            "spec.interval", "should match",
+        ),
+    ],
+    ids=["replicas", "node-id", "log-dirs", "size", "storage-type", "metrics-port", "dup-port", "long-name",
+         "quota-entity", "quota-rate", "deletion-before", "deletion-interval"],
+)
+def test_api_server_rejects_invalid_objects_naming_the_field(kube_env, kube_namespace, crds, obj, field, words):
+    obj = json.loads(json.dumps(obj).replace('"NS"', json.dumps(kube_namespace)))
+    proc = kube_env.kubectl("create", "-f", "-", input=json.dumps(obj), check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert field in proc.stderr, proc.stderr
+    assert words in proc.stderr, proc.stderr
+
+
+def test_storage_is_immutable(kube_env, kube_namespace, crds):
+    apply(kube_env, kafkacluster("fixed", kube_namespace, replicas=1))
+    proc = kube_env.kubectl(
+        "patch", "kafkacluster", "fixed", "-n", kube_namespace, "--type=merge",
+        "-p", json.dumps({"spec": {"storage": {"size": "2Gi"}}}), check=False,
+    )
+    assert proc.returncode != 0 and "spec.storage" in proc.stderr and "immutable" in proc.stderr
+    # Anything else may change.
+    kube_env.kubectl("patch", "kafkacluster", "fixed", "-n", kube_namespace, "--type=merge", "-p", '{"spec": {"replicas": 2}}')
+
+
+def test_defaults_are_applied_by_the_api_server(kube_env, kube_namespace, crds):
+    apply(kube_env, {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaCluster",
+                     "metadata": {"name": "defaults", "namespace": kube_namespace}, "spec": {}})
+    spec = get_json(kube_env, "kafkacluster", "defaults", "-n", kube_namespace)["spec"]
+    assert spec["replicas"] == 3
+    assert spec["storage"] == {"type": "persistent-claim", "size": "10Gi", "deleteClaim": False}
+    assert spec["listeners"] == [{"name": "PLAINTEXT", "port": 9092, "protocol": "PLAINTEXT"}]
+    assert spec["template"]["terminationGracePeriodSeconds"] == 120
+
+
+# ---------------------------------------------------------------------------------------------
+# the operator at work
+
+
+def test_kafkacluster_lifecycle(kube_env, kube_namespace, operator, metrics_port):
+    ns, name = kube_namespace, "demo"
+    apply(kube_env, kafkacluster(name, ns, replicas=3, config={"log.retention.ms": "3600000"}))
+    kc = get_json(kube_env, "kafkacluster", name, "-n", ns)
+    uid = kc["metadata"]["uid"]
+
+    # Every child exists, owned (as controller) by the KafkaCluster.
+    for kind, pattern in CHILDREN:
+        child_name = pattern.format(name=name)
+        child = wait_for(f"{kind} {child_name}", lambda: get_json(kube_env, kind, child_name, "-n", ns, check=False))
+        refs = child["metadata"].get("ownerReferences") or []
+        assert [(r["kind"], r["name"], r["uid"], r.get("controller")) for r in refs] == [("KafkaCluster", name, uid, True)], kind
+
+    sts = get_json(kube_env, "statefulset", f"{name}-broker", "-n", ns)
+    assert sts["spec"]["updateStrategy"]["type"] == "RollingUpdate"
+    assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+    cm = get_json(kube_env, "configmap", f"{name}-config", "-n", ns)
+    assert "log.retention.ms=3600000" in cm["data"]["server.properties"]
+    headless = get_json(kube_env, "service", f"{name}-brokers", "-n", ns)
+    assert headless["spec"]["clusterIP"] == "None"
+
+    # Pods become Ready (kwok), and so does the KafkaCluster, for its current generation.
+    kc = wait_for("KafkaCluster Ready", ready_at_generation(kube_env, ns, name, 3), timeout=120)
+    status = kc["status"]
+    assert status["bootstrapServers"] == f"{name}-bootstrap.{ns}.svc:9092"
+    assert condition(kc, "Reconciling")["status"] == "False"
+    assert condition(kc, "Degraded")["status"] == "False"
+    assert status["configHash"] == sts["spec"]["template"]["metadata"]["annotations"]["flotilla.io/config-hash"]
+    assert sorted(p["metadata"]["name"] for p in broker_pods(kube_env, ns, name)) == [f"{name}-broker-{i}" for i in range(3)]
+
+    # A config change rolls the brokers, one at a time, highest ordinal first.
+    old_hash = status["configHash"]
+    old_revision = get_json(kube_env, "statefulset", f"{name}-broker", "-n", ns)["status"]["updateRevision"]
+    kube_env.kubectl("patch", "kafkacluster", name, "-n", ns, "--type=merge",
+                     "-p", json.dumps({"spec": {"config": {"log.retention.ms": "7200000"}}}))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        sts = get_json(kube_env, "statefulset", f"{name}-broker", "-n", ns)
+        st = sts.get("status") or {}
+        new_revision = st.get("updateRevision")
+        pods = broker_pods(kube_env, ns, name)
+        if new_revision and new_revision != old_revision:
+            updated = sorted(int(p["metadata"]["name"].rsplit("-", 1)[1]) for p in pods
+                             if p["metadata"]["labels"].get("controller-revision-hash") == new_revision)
+            # Ordered roll: the updated brokers are always the highest ordinals.
+            assert updated == list(range(3 - len(updated), 3)), updated
+            # Never more than one broker down (maxUnavailable 1).
+            assert sum(map(pod_ready, pods)) >= 2, [(p["metadata"]["name"], pod_ready(p)) for p in pods]
+            if st.get("currentRevision") == new_revision and st.get("updatedReplicas") == 3 and st.get("readyReplicas") == 3:
+                break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"roll did not finish: {sts.get('status')}")
+    kc = wait_for("Ready after the roll", ready_at_generation(kube_env, ns, name, 3), timeout=60)
+    assert kc["status"]["configHash"] != old_hash
+    cm = get_json(kube_env, "configmap", f"{name}-config", "-n", ns)
+    assert "log.retention.ms=7200000" in cm["data"]["server.properties"]
+    assert all(p["metadata"]["labels"]["controller-revision-hash"] == new_revision for p in broker_pods(kube_env, ns, name))
+
+    # Scale 3 -> 5 through the spec, then 5 -> 3 through the scale subresource.
+    kube_env.kubectl("patch", "kafkacluster", name, "-n", ns, "--type=merge", "-p", '{"spec": {"replicas": 5}}')
+    wait_for("5 brokers Ready", ready_at_generation(kube_env, ns, name, 5), timeout=120)
+    assert len(broker_pods(kube_env, ns, name)) == 5
+    kube_env.kubectl("scale", "kafkacluster", name, "-n", ns, "--replicas=3")
+    wait_for("3 brokers Ready", ready_at_generation(kube_env, ns, name, 3), timeout=120)
+    wait_for("2 brokers gone", lambda: len(broker_pods(kube_env, ns, name)) == 3)
+    assert get_json(kube_env, "statefulset", f"{name}-broker", "-n", ns)["spec"]["replicas"] == 3
+
+    # Drift: a deleted child comes back, an edited one is put right.
+    kube_env.kubectl("delete", "service", f"{name}-bootstrap", "-n", ns)
+    wait_for("bootstrap Service re-created",
+             lambda: get_json(kube_env, "service", f"{name}-bootstrap", "-n", ns, check=False), timeout=30)
+    kube_env.kubectl("patch", "configmap", f"{name}-config", "-n", ns, "--type=merge",
+                     "-p", json.dumps({"data": {"server.properties": "tampered=1\n"}}))
+    wait_for("ConfigMap restored", lambda: "log.retention.ms=7200000" in
+             get_json(kube_env, "configmap", f"{name}-config", "-n", ns)["data"]["server.properties"], timeout=30)
+
+    # The operator's metrics counted all this.
+    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    line = next(l for l in body.splitlines()
+                if l.startswith('flotilla_operator_reconcile_total{kind="KafkaCluster",result="success"}'))
+    assert float(line.split()[-1]) >= 3
+    assert f'flotilla_operator_ready_brokers{{name="{name}",namespace="{ns}"}} 3.0' in body
+
+    # Deleting the KafkaCluster garbage-collects every child (the controller-manager's GC).
+    kube_env.kubectl("delete", "kafkacluster", name, "-n", ns, "--wait=true", "--timeout=60s")
+    for kind, pattern in CHILDREN:
+        child_name = pattern.format(name=name)
+        wait_for(f"{kind} {child_name} garbage-collected",
+                 lambda: get_json(kube_env, kind, child_name, "-n", ns, check=False) is None, timeout=90)
+    wait_for("broker pods gone", lambda: not broker_pods(kube_env, ns, name), timeout=90)
+
+
+def test_config_the_broker_refuses_rolls_nothing(kube_env, kube_namespace, operator):
+    ns, name = kube_namespace, "typo"
+    apply(kube_env, kafkacluster(name, ns, replicas=1, config={"log.retention.hour": "5"}))
+    kc = wait_for("InvalidConfig reported", lambda: (
+        lambda got: got if condition(got, "Degraded").get("reason") == "InvalidConfig" else None
+    )(get_json(kube_env, "kafkacluster", name, "-n", ns)))
+    assert condition(kc, "Ready")["status"] == "False"
+    assert "log.retention.hour" in condition(kc, "Ready")["message"]
+    assert get_json(kube_env, "statefulset", f"{name}-broker", "-n", ns, check=False) is None
+    # Fixing the spec recovers.
+    kube_env.kubectl("patch", "kafkacluster", name, "-n", ns, "--type=json",
+                     "-p", json.dumps([{"op": "replace", "path": "/spec/config", "value": {"log.retention.ms": "5"}}]))
+    wait_for("Ready once fixed", ready_at_generation(kube_env, ns, name, 1), timeout=90)
+
+
+def test_persistent_storage_renders_claim_templates(kube_env, kube_namespace, operator):
+    ns = kube_namespace
+    apply(kube_env, kafkacluster("disks", ns, replicas=1,
+                                 storage={"type": "persistent-claim", "size": "5Gi", "deleteClaim": True}))
+    sts = wait_for("StatefulSet", lambda: get_json(kube_env, "statefulset", "disks-broker", "-n", ns, check=False))
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
+    # The StatefulSet controller creates the claim (no provisioner here: it stays Pending) and, as
+    # deleteClaim asks, makes the StatefulSet its owner so that it goes with the cluster.
+    pvc = wait_for("claim data-disks-broker-0",
+                   lambda: get_json(kube_env, "pvc", "data-disks-broker-0", "-n", ns, check=False))
+    wait_for("claim owned by the StatefulSet", lambda: any(
+        r["kind"] == "StatefulSet" and r["name"] == "disks-broker"
+        for r in (get_json(kube_env, "pvc", "data-disks-broker-0", "-n", ns)["metadata"].get("ownerReferences") or [])
+    ), timeout=30)
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"
+
+
+def test_clientquota_and_recorddeletion_await_broker_support(kube_env, kube_namespace, operator):
+    ns = kube_namespace
+    quota = {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "etl", "namespace": ns},
+             "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": "etl"},
+                      "producerByteRate": 1048576, "consumerByteRate": 2097152}}
+    deletion = {"apiVersion": "flotilla.io/v1alpha1", "kind": "RecordDeletion", "metadata": {"name": "purge", "namespace": ns},
+                "spec": {"clusterRef": {"name": "demo"}, "topic": "intermediate",
+                         "before": {"committedByGroups": ["spark-stage-2"]}, "interval": "10m"}}
+    for obj in (quota, deletion):
+        apply(kube_env, obj)
+    for kind, name in (("clientquota", "etl"), ("recorddeletion", "purge")):
+        got = wait_for(f"{kind} status", lambda: (
+            lambda o: o if condition(o, "Ready").get("reason") == "NotImplemented" else None
+        )(get_json(kube_env, kind, name, "-n", ns)))
+        ready = condition(got, "Ready")
+        assert ready["status"] == "False" and "awaiting broker support" in ready["message"]
+        assert got["status"]["observedGeneration"] == got["metadata"]["generation"]
