@@ -88,8 +88,11 @@ class TopicManager:
                configs: dict[str, str] | None = None) -> TopicRecord:
         configs = dict(configs or {})
         partitions, replication_factor = self.check_create(name, partitions, replication_factor, configs)
-        record = self.store.create_topic(new_topic(name, partitions, replication_factor, configs))
-        self.replicas.create_logs(record)
+        try:
+            record = self.store.create_topic(new_topic(name, partitions, replication_factor, configs))
+            self.replicas.create_logs(record)
+        except OSError as e:
+            raise TopicError(ErrorCode.kafka_storage_error, f"cannot create topic {name!r}: {e.strerror}") from e
         return record
 
     def ensure(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicRecord:
@@ -108,8 +111,11 @@ class TopicManager:
         record = self.store.topic(name)
         if record is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
-        self.store.delete_topic(name)
-        self.replicas.delete_logs(name)
+        try:
+            self.store.delete_topic(name)
+            self.replicas.delete_logs(name)
+        except OSError as e:
+            raise TopicError(ErrorCode.kafka_storage_error, f"cannot delete topic {name!r}: {e.strerror}") from e
         return record
 
     def add_partitions(self, name: str, total: int, validate_only: bool = False) -> TopicRecord:
@@ -123,6 +129,9 @@ class TopicManager:
             raise TopicError(ErrorCode.invalid_partitions, f"topic {name!r} already has {total} partitions")
         if validate_only:
             return record
-        updated = self.store.update_topic(dataclasses.replace(record, partitions=total))
-        self.replicas.create_logs(updated)
+        try:
+            updated = self.store.update_topic(dataclasses.replace(record, partitions=total))
+            self.replicas.create_logs(updated)
+        except OSError as e:
+            raise TopicError(ErrorCode.kafka_storage_error, f"cannot add partitions to {name!r}: {e.strerror}") from e
         return updated
