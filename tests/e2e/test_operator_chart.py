@@ -1,0 +1,227 @@
+"""The Helm chart against the test control plane: lint and template are clean, `helm install`
+brings the CRDs and the operator's RBAC, the chart's ServiceAccount may do exactly what the
+operator does, and `flotilla operator`, run as a user would (a subprocess, authenticated as that
+ServiceAccount), turns a KafkaCluster into Ready brokers.
+
+    pytest -p flotilla.testenv.pytest_plugin -m kube tests/e2e/test_operator_chart.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.kube
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "flotilla"
+RELEASE = "flotilla"
+SERVICE_ACCOUNT = "flotilla-operator"  # the chart's <release>-operator
+CRD_NAMES = ["kafkaclusters.flotilla.io", "clientquotas.flotilla.io", "recorddeletions.flotilla.io"]
+
+
+def wait_for(what: str, check, timeout: float = 90.0, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def helm_available(kube_env) -> bool:
+    return (kube_env.bin_dir / "helm").is_file() or kube_env.run("helm", "version", check=False).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def helm(kube_env):
+    try:
+        if not helm_available(kube_env):
+            pytest.skip("no helm binary (flotilla testenv build provides one)")
+    except FileNotFoundError:
+        pytest.skip("no helm binary (flotilla testenv build provides one)")
+    return kube_env
+
+
+@pytest.fixture(scope="module")
+def release(helm, tmp_path_factory):
+    """`helm install` into a namespace of its own; uninstalled (and CRDs removed) afterwards."""
+    ns = f"flotilla-system-{os.getpid()}"
+    # CRDs left by another module would make helm skip its crds/ folder: start clean.
+    helm.kubectl("delete", "crd", *CRD_NAMES, "--ignore-not-found", "--wait=true", "--timeout=90s", check=False)
+    proc = helm.helm("install", RELEASE, str(CHART), "--namespace", ns, "--create-namespace",
+                     "--set", "image.repository=flotilla", "--set", "image.tag=never-pulled", "--wait=false")
+    yield ns, proc
+    helm.helm("uninstall", RELEASE, "--namespace", ns, check=False)
+    helm.kubectl("delete", "crd", *CRD_NAMES, "--ignore-not-found", "--wait=false", check=False)
+    helm.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found", check=False)
+
+
+def test_helm_lint_is_clean(helm):
+    proc = helm.helm("lint", "--strict", str(CHART))
+    assert "1 chart(s) linted, 0 chart(s) failed" in proc.stdout, proc.stdout
+    assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
+    namespaced = helm.helm("lint", "--strict", str(CHART), "--set", "watchNamespaces={a,b}", "--set", "podMonitor.enabled=true")
+    assert "0 chart(s) failed" in namespaced.stdout
+    bad = helm.helm("lint", str(CHART), "--set", "replicaCount=2", check=False)
+    assert bad.returncode != 0 and "replicaCount" in bad.stdout + bad.stderr
+
+
+def test_helm_template_renders_what_we_expect(helm):
+    out = helm.helm("template", RELEASE, str(CHART), "--namespace", "ops", "--include-crds").stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+    assert ("Deployment", "flotilla-operator") in kinds
+    assert ("ClusterRole", "flotilla-operator") in kinds and ("ClusterRoleBinding", "flotilla-operator") in kinds
+    assert sum(1 for k, _ in kinds if k == "CustomResourceDefinition") == 3
+    assert not any(k == "PodMonitor" for k, _ in kinds)
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["flotilla", "operator"]
+    assert "--metrics-address=0.0.0.0:9405" in container["args"] and "--all-namespaces" in container["args"]
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    # Chart CRDs are the rendered ones, byte for byte in content.
+    for d in docs:
+        if d["kind"] == "CustomResourceDefinition":
+            plural = d["spec"]["names"]["plural"]
+            assert d == yaml.safe_load((ROOT / "crds" / f"flotilla.io_{plural}.yaml").read_text())
+    scoped = helm.helm("template", RELEASE, str(CHART), "--namespace", "ops", "--set", "watchNamespaces={team-a,team-b}",
+                       "--set", "podMonitor.enabled=true").stdout
+    scoped_docs = [d for d in yaml.safe_load_all(scoped) if d]
+    bindings = sorted(d["metadata"]["namespace"] for d in scoped_docs if d["kind"] == "RoleBinding")
+    assert bindings == ["team-a", "team-b"]
+    assert not any(d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "flotilla-operator" for d in scoped_docs)
+    assert any(d["kind"] == "PodMonitor" for d in scoped_docs)
+    args = next(d for d in scoped_docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--namespace=team-a" in args and "--namespace=team-b" in args
+
+
+def test_install_brings_crds_and_rbac(helm, release):
+    ns, _ = release
+    for crd in CRD_NAMES:
+        helm.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    deployment = json.loads(helm.kubectl("get", "deployment", "flotilla-operator", "-n", ns, "-o", "json").stdout)
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == SERVICE_ACCOUNT
+    status = helm.helm("status", RELEASE, "--namespace", ns).stdout
+    assert "STATUS: deployed" in status
+
+
+# What the operator does, in a namespace it manages (verb, resource[, subresource]).
+NEEDED = [
+    ("list", "kafkaclusters.flotilla.io"), ("watch", "kafkaclusters.flotilla.io"),
+    ("get", "kafkaclusters.flotilla.io"), ("patch", "kafkaclusters.flotilla.io"),
+    ("patch", "kafkaclusters.flotilla.io", "status"), ("patch", "clientquotas.flotilla.io", "status"),
+    ("patch", "recorddeletions.flotilla.io", "status"), ("watch", "recorddeletions.flotilla.io"),
+    ("create", "statefulsets.apps"), ("patch", "statefulsets.apps"), ("watch", "statefulsets.apps"),
+    ("create", "services"), ("patch", "services"), ("create", "configmaps"), ("patch", "configmaps"),
+    ("create", "serviceaccounts"), ("create", "poddisruptionbudgets.policy"),
+    ("create", "roles.rbac.authorization.k8s.io"), ("create", "rolebindings.rbac.authorization.k8s.io"),
+    ("create", "leases.coordination.k8s.io"), ("create", "events"),
+]
+# What it must not do.
+FORBIDDEN = [
+    ("get", "secrets"), ("delete", "statefulsets.apps"), ("delete", "services"), ("create", "pods"),
+    ("create", "clusterroles.rbac.authorization.k8s.io"), ("delete", "kafkaclusters.flotilla.io"),
+    ("escalate", "roles.rbac.authorization.k8s.io"), ("create", "deployments.apps"),
+]
+
+
+def can_i(kube_env, ns: str, sa_ns: str, verb: str, resource: str, subresource: str | None = None) -> bool:
+    args = ["auth", "can-i", verb, resource, "-n", ns, f"--as=system:serviceaccount:{sa_ns}:{SERVICE_ACCOUNT}"]
+    if subresource:
+        args.append(f"--subresource={subresource}")
+    proc = kube_env.kubectl(*args, check=False)
+    return proc.stdout.strip() == "yes"
+
+
+def test_service_account_may_do_what_the_operator_does_and_no_more(helm, release, kube_namespace):
+    sa_ns, _ = release
+    missing = [n for n in NEEDED if not can_i(helm, kube_namespace, sa_ns, *n)]
+    assert not missing, f"chart RBAC lacks {missing}"
+    excess = [n for n in FORBIDDEN if can_i(helm, kube_namespace, sa_ns, *n)]
+    assert not excess, f"chart RBAC grants {excess}"
+    # Cluster-scoped: it may follow CRDs, not change them.
+    assert can_i(helm, kube_namespace, sa_ns, "watch", "customresourcedefinitions.apiextensions.k8s.io")
+    assert not can_i(helm, kube_namespace, sa_ns, "delete", "customresourcedefinitions.apiextensions.k8s.io")
+
+
+def _service_account_kubeconfig(kube_env, sa_ns: str, path: Path) -> Path:
+    token = kube_env.kubectl("create", "token", SERVICE_ACCOUNT, "-n", sa_ns, "--duration=1h").stdout.strip()
+    admin = yaml.safe_load(Path(kube_env.kubeconfig).read_text())
+    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])["context"]
+    cluster = next(c for c in admin["clusters"] if c["name"] == context["cluster"])
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "operator",
+        "clusters": [cluster],
+        "users": [{"name": "operator", "user": {"token": token}}],
+        "contexts": [{"name": "operator", "context": {"cluster": cluster["name"], "user": "operator"}}],
+    }))
+    return path
+
+
+def test_flotilla_operator_runs_with_the_chart_rbac(helm, release, kube_namespace, tmp_path):
+    sa_ns, _ = release
+    kubeconfig = _service_account_kubeconfig(helm, sa_ns, tmp_path / "operator.kubeconfig")
+    metrics_port, liveness_port = free_port(), free_port()
+    env = dict(helm.env, KUBECONFIG=str(kubeconfig), FLOTILLA_BROKER_IMAGE="flotilla:never-pulled", PYTHONUNBUFFERED="1")
+    log = (tmp_path / "operator.log").open("w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flotilla.cli", "operator", "--all-namespaces",
+         f"--metrics-address=127.0.0.1:{metrics_port}", f"--liveness-address=127.0.0.1:{liveness_port}",
+         "--resync-seconds=5"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+    )
+    try:
+        cluster = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaCluster",
+                   "metadata": {"name": "chart", "namespace": kube_namespace},
+                   "spec": {"replicas": 2, "storage": {"type": "ephemeral"}}}
+        helm.kubectl("apply", "-f", "-", input=json.dumps(cluster))
+
+        def ready():
+            if proc.poll() is not None:
+                log.seek(0)
+                pytest.fail(f"operator exited with {proc.returncode}:\n{log.read()[-4000:]}")
+            kc = json.loads(helm.kubectl("get", "kafkacluster", "chart", "-n", kube_namespace, "-o", "json").stdout)
+            conds = {c["type"]: c for c in (kc.get("status") or {}).get("conditions") or []}
+            return kc if conds.get("Ready", {}).get("status") == "True" else None
+
+        kc = wait_for("KafkaCluster Ready under the chart's RBAC", ready, timeout=120)
+        assert kc["status"]["readyReplicas"] == 2
+        assert kc["status"]["observedGeneration"] == kc["metadata"]["generation"]
+        health = urllib.request.urlopen(f"http://127.0.0.1:{liveness_port}/healthz", timeout=5)
+        assert health.status == 200
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+        assert 'flotilla_operator_reconcile_total{kind="KafkaCluster",result="success"}' in metrics
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.seek(0)
+        output = log.read()
+        log.close()
+    # It said where it is and what it watches.
+    assert "kube context 'operator'" in output, output[-2000:]
+    assert "watching all namespaces" in output
+    assert f"metrics http://127.0.0.1:{metrics_port}/metrics" in output
+    assert "Forbidden" not in output and "403" not in output, output[-4000:]
