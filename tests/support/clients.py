@@ -308,12 +308,22 @@ class ConfluentFamily(Family):
 
 
 class KafkaPythonConsumer(Consumer):
+    """kafka-python's consumer is not thread-safe and blocks inside poll() while it (re)joins a
+    group, so each one runs in its own thread that polls continuously; other calls are handed to
+    that thread. This lets several members of one group rebalance side by side."""
+
     def __init__(self, bootstrap: str, topic: str, group: str | None, offset_reset: str):
         super().__init__()
-        from kafka import KafkaConsumer
+        import concurrent.futures
 
         self.topic = topic
-        self.c = KafkaConsumer(
+        self._futures = concurrent.futures
+        self._calls: "queue.Queue[tuple[Callable[[], Any], Any]]" = queue.Queue()
+        self._incoming: "queue.Queue[Rec]" = queue.Queue()
+        self._assigned: set[int] = set()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._config = dict(
             bootstrap_servers=bootstrap,
             group_id=group or new_group(),
             auto_offset_reset=offset_reset,
@@ -323,26 +333,73 @@ class KafkaPythonConsumer(Consumer):
             request_timeout_ms=30000,
             metadata_max_age_ms=2000,
         )
-        self.c.subscribe([topic])
-        self._positioned: set[int] = set()
+        self._thread = threading.Thread(target=self._run, name="kafka-python-consumer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from kafka import KafkaConsumer
+
+        try:
+            self.c = KafkaConsumer(**self._config)
+            self.c.subscribe([self.topic])
+            while not self._stop.is_set():
+                while True:
+                    try:
+                        fn, fut = self._calls.get_nowait()
+                    except queue.Empty:
+                        break
+                    try:
+                        fut.set_result(fn())
+                    except BaseException as e:  # handed back to the caller
+                        fut.set_exception(e)
+                if self._stop.is_set():
+                    break
+                batches = self.c.poll(timeout_ms=100)
+                for tp, msgs in sorted(batches.items()):
+                    for m in msgs:
+                        self._incoming.put(Rec(m.partition, m.offset, _s(m.key), _s(m.value)))
+                self._assigned = {tp.partition for tp in self.c.assignment()}
+        except BaseException as e:
+            self._error = e
+        finally:
+            while True:  # nobody will run what is still queued
+                try:
+                    _, fut = self._calls.get_nowait()
+                except queue.Empty:
+                    break
+                fut.set_exception(ClientError("kafka-python consumer thread ended"))
+
+    def _call(self, fn: Callable[[], Any], timeout: float = 45) -> Any:
+        if self._error is not None:
+            raise ClientError(f"kafka-python consumer failed: {self._error!r}")
+        if not self._thread.is_alive():
+            raise ClientError("kafka-python consumer thread is not running")
+        fut = self._futures.Future()
+        self._calls.put((fn, fut))
+        try:
+            return fut.result(timeout)
+        except self._futures.TimeoutError:
+            raise ClientError(f"kafka-python consumer call timed out after {timeout}s") from None
 
     def pump(self, timeout: float = 0.2) -> None:
-        batches = self.c.poll(timeout_ms=int(timeout * 1000))
-        for tp, msgs in sorted(batches.items()):
-            for m in msgs:
-                self._got(Rec(m.partition, m.offset, _s(m.key), _s(m.value)))
+        if self._error is not None:
+            raise ClientError(f"kafka-python consumer failed: {self._error!r}")
+        try:
+            self._got(self._incoming.get(timeout=timeout))
+            while True:
+                self._got(self._incoming.get_nowait())
+        except queue.Empty:
+            pass
 
     def assignment(self) -> set[int]:
-        return {tp.partition for tp in self.c.assignment()}
+        return set(self._assigned)
 
     def is_ready(self) -> bool:
-        parts = self.c.assignment()
-        if not parts:
-            return False
-        for tp in parts:
-            if self.c.position(tp, timeout_ms=10000) is None:
-                return False
-        return True
+        def ready() -> bool:
+            parts = self.c.assignment()
+            return bool(parts) and all(self.c.position(tp, timeout_ms=10000) is not None for tp in parts)
+
+        return self._call(ready)
 
     def commit(self) -> None:
         from kafka import TopicPartition
@@ -352,10 +409,16 @@ class KafkaPythonConsumer(Consumer):
             TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1) for p, o in self.next_offsets.items()
         }
         if offsets:
-            self.c.commit(offsets)
+            self._call(lambda: self.c.commit(offsets))
 
     def close(self) -> None:
-        self.c.close()
+        if self._thread.is_alive():
+            def close() -> None:
+                self._stop.set()
+                self.c.close()
+
+            self._call(close)
+            self._thread.join(15)
 
 
 class KafkaPythonFamily(Family):

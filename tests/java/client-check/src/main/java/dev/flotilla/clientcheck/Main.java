@@ -46,7 +46,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *                {"partition","offset","key","value"} per record, in input order
  * consume        --bootstrap B --topic T [--group G] [--offset-reset earliest|latest] [--max N]
  *                [--timeout-ms MS] [--commit]   prints {"event":"assigned"|"revoked"|"record"|...};
- *                stdin commands: "commit" (commitSync of what was printed), "exit" or EOF (close)
+ *                stdin commands: "commit" (commitSync of what was printed), "exit" or EOF (close;
+ *                with --max, EOF is ignored and the tool stops after N records or the timeout)
  * list-topics    --bootstrap B                  prints {"topics":[...]}
  * describe-cluster --bootstrap B                prints {"clusterId","controller","nodes":[...]}
  * create-topic   --bootstrap B --topic T [--partitions P]  prints {"created":T,"partitions":P}
@@ -192,7 +193,7 @@ public final class Main {
       } catch (Exception e) {
         // treat as EOF
       }
-      commands.add("exit");
+      commands.add("eof");
     }, "stdin");
     stdin.setDaemon(true);
     stdin.start();
@@ -244,7 +245,8 @@ public final class Main {
             ObjectNode offs = n.putObject("offsets");
             next.forEach((tp, off) -> offs.put(Integer.toString(tp.partition()), off));
             emit(n);
-          } else if (cmd.equals("exit")) {
+          } else if (cmd.equals("exit") || (cmd.equals("eof") && max < 0)) {
+            // With --max the consumer stops after N records, whatever stdin does.
             running = false;
           } else if (cmd.equals("assignment")) {
             emitAssignment(consumer);
