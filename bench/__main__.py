@@ -1,0 +1,11 @@
+import sys
+from pathlib import Path
+
+# `tests.support` (the broker launchers) lives at the repository root.
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+from bench.cli import main  # noqa: E402
+
+raise SystemExit(main(sys.argv[1:]))

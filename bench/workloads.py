@@ -1,0 +1,418 @@
+"""Workloads: what is measured, with which client, and which metrics come out.
+
+A workload is a class registered with `@register`; it lists its cases (one per combination of
+parameters it measures) and runs one case against a running broker session. The runner
+(bench/runner.py) groups cases by the broker settings they need, starts each broker once per group
+and round with fresh data, and runs the cases of the group against it, alternating targets.
+
+Adding a workload (fetch sessions over many idle partitions, transactions, throttled clients...):
+subclass `Workload`, give it a `name`, `description`, `order`, return `Case`s from `cases()`
+(put broker settings a case needs, e.g. quotas, in `Case.broker`), return metric values from
+`run()`, and decorate it with `@register`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from bench import javatools
+
+MB = 1024 * 1024
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # key in the dict run() returns
+    label: str  # e.g. "throughput"
+    unit: str  # e.g. "MB/s"
+    better: str  # "higher" or "lower"
+    primary: bool = True  # shown in the main table and chart
+
+
+@dataclass
+class Case:
+    workload: "Workload"
+    id: str  # unique and stable: the key of this case in results
+    title: str  # human-readable, for tables
+    params: dict[str, Any]
+    partitions: int | None  # None: runs in every broker session (e.g. start-up time)
+    broker: dict[str, str] = field(default_factory=dict)  # extra broker settings (both targets)
+    client: str = ""  # "java", "librdkafka" or "" (no client)
+
+    @property
+    def group_key(self) -> tuple:
+        return (self.partitions, tuple(sorted(self.broker.items())))
+
+
+@dataclass
+class Sizes:
+    """Record counts; `--smoke` uses tiny ones, `--scale` multiplies the defaults."""
+
+    produce_bytes: int = 160 * MB  # per produce run (records = bytes / record size)
+    consume_bytes: int = 256 * MB  # warm log read by each consumer
+    latency_seconds: float = 5.0  # duration of the fixed-rate run
+    min_records: int = 1000
+    timeout: float = 240.0  # per client run
+
+    @classmethod
+    def smoke(cls) -> "Sizes":
+        return cls(produce_bytes=2 * MB, consume_bytes=2 * MB, latency_seconds=1.0, min_records=500, timeout=90.0)
+
+    def scaled(self, factor: float) -> "Sizes":
+        return Sizes(
+            produce_bytes=int(self.produce_bytes * factor), consume_bytes=int(self.consume_bytes * factor),
+            latency_seconds=self.latency_seconds * max(factor, 0.2), min_records=self.min_records,
+            timeout=self.timeout,
+        )
+
+    def records_for(self, nbytes: int, size: int) -> int:
+        return max(self.min_records, nbytes // size)
+
+
+class Context:
+    """What a case sees while it runs: the session, the sizes, and state shared across runs."""
+
+    def __init__(self, session: Any, target: str, round_no: int, sizes: Sizes, shared: dict[str, Any],
+                 tools_libs: Path | None, log: Callable[[str], None]):
+        self.session = session
+        self.target = target
+        self.round = round_no
+        self.sizes = sizes
+        self.shared = shared  # lives for the whole run (e.g. the latency run's fixed rate)
+        self.session_state: dict[str, Any] = session.__dict__.setdefault("bench_state", {})
+        self.tools_libs = tools_libs
+        self.log = log
+
+    @property
+    def bootstrap(self) -> str:
+        return self.session.bootstrap
+
+    def new_topic(self, prefix: str, partitions: int) -> str:
+        """Create a topic with `partitions` partitions and wait until each has a leader."""
+        from tests.support import kafka_wire
+
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        deadline = time.monotonic() + 30
+        with kafka_wire.connect(self.bootstrap) as conn:
+            err = conn.create_topic(name, partitions)
+            if int(err) != 0:
+                raise RuntimeError(f"CreateTopics {name} ({partitions} partitions) answered error {err!r}")
+            while True:
+                md = conn.metadata([name])
+                ts = [t for t in md.topics if t.name == name]
+                if ts and int(ts[0].error_code) == 0 and len(ts[0].partitions) == partitions and all(
+                    int(p.leader_id) >= 0 for p in ts[0].partitions
+                ):
+                    return name
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"topic {name} has no leaders after 30s: {md!r}")
+                time.sleep(0.05)
+
+    def need_tools(self) -> Path:
+        if self.tools_libs is None:
+            raise javatools.ToolError("Kafka's perf tools (kafka-tools jars) are not available")
+        return self.tools_libs
+
+    def rdkafka(self, *args: str) -> dict[str, Any]:
+        cmd = [sys.executable, "-m", "bench.rdkafka_client", *args, "--timeout", str(self.sizes.timeout)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.sizes.timeout + 30,
+                                  cwd=REPO_ROOT)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"timed out: {' '.join(cmd)}") from None
+        if proc.returncode != 0:
+            raise RuntimeError(f"exit code {proc.returncode}: {' '.join(cmd)}\n{proc.stderr[-2500:]}")
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        result["command"] = " ".join(cmd)
+        return result
+
+
+class Workload:
+    name = ""
+    description = ""
+    order = 50  # cases run in this order within a broker session
+
+    def cases(self, cfg: "Config") -> list[Case]:
+        raise NotImplementedError
+
+    def metrics(self, case: Case) -> list[Metric]:
+        raise NotImplementedError
+
+    def run(self, ctx: Context, case: Case) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def available(self, case: Case, tools: bool) -> str | None:
+        """Why this case cannot run here (None: it can)."""
+        if case.client == "java" and not tools:
+            return "Kafka's perf tools are not available (kafka-tools jars not cached)"
+        return None
+
+
+@dataclass
+class Config:
+    partitions: list[int]
+    clients: list[str]
+    sizes: Sizes
+    smoke: bool = False
+
+
+REGISTRY: dict[str, Workload] = {}
+
+
+def register(cls: type[Workload]) -> type[Workload]:
+    REGISTRY[cls.name] = cls()
+    return cls
+
+
+CLIENT_LABEL = {"java": "Java perf tool", "librdkafka": "librdkafka"}
+THROUGHPUT_SECONDARY = [
+    Metric("records_per_sec", "throughput", "records/s", "higher", primary=False),
+    Metric("broker_cpu_s_per_gb", "broker CPU per GB", "CPU s/GB", "lower", primary=False),
+    Metric("broker_rss_peak_mb", "broker peak RSS", "MB", "lower", primary=False),
+]
+
+
+def _with_window(ctx: Context, result: dict[str, Any], window: dict[str, Any], nbytes: float) -> dict[str, Any]:
+    result.update(window)
+    if nbytes > 0 and window.get("broker_cpu_seconds") is not None:
+        result["broker_cpu_s_per_gb"] = window["broker_cpu_seconds"] / (nbytes / (1024 * MB))
+    return result
+
+
+# -- start-up ---------------------------------------------------------------------------------------
+
+
+@register
+class StartToReady(Workload):
+    name = "start"
+    description = (
+        "Start-to-ready: from spawning the broker process (empty data directory) until its listener "
+        "answers ApiVersions and a Metadata request listing a broker; measured at every broker start "
+        "of the run, polled every 20 ms."
+    )
+    order = 0
+
+    def cases(self, cfg: Config) -> list[Case]:
+        return [Case(self, "start", "start-to-ready", {}, None)]
+
+    def metrics(self, case: Case) -> list[Metric]:
+        return [Metric("ready_seconds", "start-to-ready", "s", "lower")]
+
+    def run(self, ctx: Context, case: Case) -> dict[str, Any]:
+        if ctx.session.ready_seconds is None:
+            raise RuntimeError("the broker's start-to-ready time was not measured")
+        return {"ready_seconds": ctx.session.ready_seconds, "idle_rss_mb": ctx.session.idle_rss_mb}
+
+    def available(self, case: Case, tools: bool) -> str | None:
+        return None
+
+
+# -- produce ----------------------------------------------------------------------------------------
+
+
+@register
+class ProduceThroughput(Workload):
+    name = "produce"
+    description = (
+        "Produce throughput: one producer sends N records of a fixed size as fast as it can "
+        "(batch.size=65536, linger.ms=5, no compression) into a fresh topic; 1 KiB records fill "
+        "~64 KiB batches, 100-byte records stress per-record and per-batch costs; acks=1 and acks=all "
+        "(acks=all: the Java producer is idempotent, as by default; librdkafka is told to be)."
+    )
+    order = 10
+    SIZES = (1024, 100)
+    ACKS = ("1", "all")
+
+    def cases(self, cfg: Config) -> list[Case]:
+        out = []
+        for p in cfg.partitions:
+            for client in cfg.clients:
+                for size in self.SIZES:
+                    for acks in self.ACKS:
+                        sz = "1KiB" if size == 1024 else f"{size}B"
+                        out.append(Case(
+                            self, f"produce-{sz}-acks{acks}-p{p}-{client}",
+                            f"produce {sz} acks={acks}, {p} partition{'s' if p > 1 else ''}, {CLIENT_LABEL[client]}",
+                            {"record_size": size, "acks": acks}, p, client=client,
+                        ))
+        return out
+
+    def metrics(self, case: Case) -> list[Metric]:
+        return [Metric("mb_per_sec", "throughput", "MB/s", "higher"), *THROUGHPUT_SECONDARY]
+
+    def run(self, ctx: Context, case: Case) -> dict[str, Any]:
+        size, acks = case.params["record_size"], case.params["acks"]
+        records = ctx.sizes.records_for(ctx.sizes.produce_bytes, size)
+        topic = ctx.new_topic("produce", case.partitions or 1)
+        ctx.session.sampler.open()
+        try:
+            if case.client == "java":
+                r = javatools.producer_performance(ctx.bootstrap, topic, records, size, acks=acks,
+                                                   timeout=ctx.sizes.timeout, libs=ctx.need_tools())
+            else:
+                r = ctx.rdkafka("produce", ctx.bootstrap, topic, str(records), str(size), "--acks", acks)
+        finally:
+            window = ctx.session.sampler.close().summary()
+        r = _with_window(ctx, r, window, records * size)
+        if case.client == "java" and size == 1024 and acks == "1":
+            # The peak the latency workload takes half of (Kafka's, once per partition count).
+            ctx.shared.setdefault(("peak_rps", ctx.target, case.partitions), r["records_per_sec"])
+        return r
+
+
+# -- consume ----------------------------------------------------------------------------------------
+
+
+@register
+class ConsumeThroughput(Workload):
+    name = "consume"
+    description = (
+        "Consume throughput from a warm log: a topic of 1 KiB records is written first (not timed, "
+        "Java producer, acks=1), so it sits in the page cache; then a consumer in a fresh group reads "
+        "all of it from the beginning. This is the broker's zero-copy (sendfile) path. The Java tool "
+        "reports fetch throughput excluding its group join; librdkafka assigns partitions directly."
+    )
+    order = 20
+
+    def cases(self, cfg: Config) -> list[Case]:
+        return [
+            Case(self, f"consume-1KiB-p{p}-{client}",
+                 f"consume 1KiB warm, {p} partition{'s' if p > 1 else ''}, {CLIENT_LABEL[client]}",
+                 {"record_size": 1024}, p, client=client)
+            for p in cfg.partitions for client in cfg.clients
+        ]
+
+    def metrics(self, case: Case) -> list[Metric]:
+        return [Metric("mb_per_sec", "throughput", "MB/s", "higher"), *THROUGHPUT_SECONDARY]
+
+    def available(self, case: Case, tools: bool) -> str | None:
+        if not tools:  # the warm log is written with the Java producer
+            return "Kafka's perf tools are not available (kafka-tools jars not cached)"
+        return None
+
+    def warm_topic(self, ctx: Context, partitions: int) -> tuple[str, int]:
+        key = ("warm_topic", partitions)
+        if key not in ctx.session_state:
+            records = ctx.sizes.records_for(ctx.sizes.consume_bytes, 1024)
+            topic = ctx.new_topic("warm", partitions)
+            javatools.producer_performance(ctx.bootstrap, topic, records, 1024, acks="1",
+                                           timeout=ctx.sizes.timeout, libs=ctx.need_tools())
+            ctx.session_state[key] = (topic, records)
+        return ctx.session_state[key]
+
+    def run(self, ctx: Context, case: Case) -> dict[str, Any]:
+        topic, records = self.warm_topic(ctx, case.partitions or 1)
+        ctx.session.sampler.open()
+        try:
+            if case.client == "java":
+                r = javatools.consumer_performance(ctx.bootstrap, topic, records, group=f"bench-{uuid.uuid4().hex[:8]}",
+                                                   timeout=ctx.sizes.timeout, libs=ctx.need_tools())
+            else:
+                r = ctx.rdkafka("consume", ctx.bootstrap, topic, str(records))
+        finally:
+            window = ctx.session.sampler.close().summary()
+        return _with_window(ctx, r, window, records * 1024)
+
+
+# -- latency ----------------------------------------------------------------------------------------
+
+
+@register
+class ProduceLatency(Workload):
+    name = "latency"
+    description = (
+        "Produce latency at a fixed rate: the Java producer sends 1 KiB records (acks=1, linger.ms=5) at "
+        "half of Apache Kafka's peak measured in this run (the `produce 1KiB acks=1` Java case, same "
+        "partition count, first round); the tool reports send-to-acknowledgement percentiles. The same "
+        "rate is offered to both brokers; a broker that cannot keep up queues, and it shows here."
+    )
+    order = 30
+
+    def cases(self, cfg: Config) -> list[Case]:
+        if "java" not in cfg.clients:
+            return []
+        return [
+            Case(self, f"latency-1KiB-p{p}-java", f"produce latency 1KiB at ½ Kafka peak, {p} partition{'s' if p > 1 else ''}",
+                 {"record_size": 1024, "acks": "1"}, p, client="java")
+            for p in cfg.partitions
+        ]
+
+    def metrics(self, case: Case) -> list[Metric]:
+        return [
+            Metric("latency_p50_ms", "latency p50", "ms", "lower"),
+            Metric("latency_p99_ms", "latency p99", "ms", "lower"),
+            Metric("latency_p999_ms", "latency p99.9", "ms", "lower"),
+            Metric("records_per_sec", "achieved rate", "records/s", "higher", primary=False),
+            Metric("broker_rss_peak_mb", "broker peak RSS", "MB", "lower", primary=False),
+        ]
+
+    def rate(self, ctx: Context, partitions: int) -> tuple[int, str]:
+        key = ("latency_rate", partitions)
+        if key not in ctx.shared:
+            apache = ctx.shared.get(("peak_rps", "apache", partitions))
+            own = ctx.shared.get(("peak_rps", ctx.target, partitions))
+            if apache:
+                ctx.shared[key] = (max(100, int(apache / 2)), "half of Apache Kafka's peak (Java producer, 1 KiB, acks=1)")
+            elif own and ctx.shared.get("apache_disabled"):
+                ctx.shared[key] = (max(100, int(own / 2)), f"half of {ctx.target}'s own peak (Apache Kafka not run)")
+            else:
+                raise RuntimeError("no peak measured yet to take half of (the produce 1KiB acks=1 Java case must run first)")
+        return ctx.shared[key]
+
+    def run(self, ctx: Context, case: Case) -> dict[str, Any]:
+        rate, basis = self.rate(ctx, case.partitions or 1)
+        records = max(ctx.sizes.min_records, int(rate * ctx.sizes.latency_seconds))
+        topic = ctx.new_topic("latency", case.partitions or 1)
+        ctx.session.sampler.open()
+        try:
+            r = javatools.producer_performance(ctx.bootstrap, topic, records, 1024, acks="1", throughput=rate,
+                                               timeout=ctx.sizes.timeout, libs=ctx.need_tools())
+        finally:
+            window = ctx.session.sampler.close().summary()
+        r.update(window)
+        r["target_rate"] = rate
+        r["rate_basis"] = basis
+        return r
+
+
+# -- memory -----------------------------------------------------------------------------------------
+
+
+@register
+class BrokerMemory(Workload):
+    name = "memory"
+    description = (
+        "Broker resident memory: VmRSS of the broker process (and any children) from /proc, sampled "
+        "every 100 ms; `idle` right after start, `under load` the peak over all the load cases of the "
+        "same broker session (produce, consume, latency)."
+    )
+    order = 1000
+
+    def cases(self, cfg: Config) -> list[Case]:
+        return [
+            Case(self, f"memory-p{p}", f"broker RSS, {p} partition{'s' if p > 1 else ''}", {}, p)
+            for p in cfg.partitions
+        ]
+
+    def metrics(self, case: Case) -> list[Metric]:
+        return [
+            Metric("rss_idle_mb", "RSS idle", "MB", "lower"),
+            Metric("rss_peak_mb", "RSS under load (peak)", "MB", "lower"),
+        ]
+
+    def available(self, case: Case, tools: bool) -> str | None:
+        return None
+
+    def run(self, ctx: Context, case: Case) -> dict[str, Any]:
+        peaks = ctx.session_state.get("rss_peaks", [])
+        if not peaks:
+            raise RuntimeError("no load case ran in this session, nothing to report")
+        return {"rss_idle_mb": ctx.session.idle_rss_mb, "rss_peak_mb": max(peaks), "samples_from_cases": len(peaks)}
