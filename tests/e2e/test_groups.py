@@ -1,0 +1,374 @@
+"""Consumer groups (classic protocol) end to end: real clients and raw requests of every version
+against a broker child process.
+
+Brokers here run with `group.initial.rebalance.delay.ms=0` and 4 `__consumer_offsets`
+partitions, on free loopback ports (tests.support.broker_process).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import time
+import uuid
+from typing import Any, Callable
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from tests.support import kafka_wire
+from tests.support.broker_process import ServerProcess
+
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
+SETTINGS = {"offsets.topic.num.partitions": "4", "group.initial.rebalance.delay.ms": "0"}
+
+
+@pytest.fixture
+def gbroker(broker_factory) -> ServerProcess:
+    """A broker of its own (for tests that restart it)."""
+    return broker_factory(dict(SETTINGS))
+
+
+@pytest.fixture(scope="module")
+def mbroker(kafka_target, tmp_path_factory) -> Any:
+    """One broker for the tests that each use their own topic and group."""
+    from tests.support.pytest_plugin import make_broker
+
+    b = make_broker(kafka_target, tmp_path_factory.mktemp("groups-broker"), dict(SETTINGS))
+    b.start()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def new_group() -> str:
+    return f"g-{uuid.uuid4().hex[:10]}"
+
+
+def make_topic(b: ServerProcess, partitions: int) -> str:
+    topic = kafka_wire.unique_topic("grp")
+    with kafka_wire.connect(b.bootstrap) as conn:
+        assert conn.create_topic(topic, partitions) == ErrorCode.none
+    return topic
+
+
+def produce(b: ServerProcess, topic: str, n: int, partition: int | None = None) -> None:
+    p = ck.Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
+    for i in range(n):
+        if partition is None:
+            p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+        else:
+            p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=partition)
+    assert p.flush(30) == 0
+
+
+class Member:
+    """A confluent-kafka consumer that records its assignment and rebalance callbacks."""
+
+    def __init__(self, b: ServerProcess, topic: str, group: str, **extra: Any) -> None:
+        conf = {"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                "enable.auto.commit": False, "session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
+                "topic.metadata.refresh.interval.ms": 2000}
+        conf.update(extra)
+        self.c = ck.Consumer(conf)
+        self.assigned: set[int] = set()
+        self.assigns = 0
+        self.revokes = 0
+        self.records: list[Any] = []
+        self.c.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _on_assign(self, _c: Any, parts: list[Any]) -> None:
+        self.assigned = {p.partition for p in parts}
+        self.assigns += 1
+
+    def _on_revoke(self, _c: Any, _parts: list[Any]) -> None:
+        self.assigned = set()
+        self.revokes += 1
+
+    def pump(self) -> None:
+        msg = self.c.poll(0.1)
+        while msg is not None:
+            if msg.error() is None:
+                self.records.append(msg)
+            msg = self.c.poll(0)
+
+    def close(self) -> None:
+        self.c.close()
+
+
+def pump_until(members: list[Member], cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for m in members:
+            m.pump()
+        if cond():
+            return
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}: {[m.assigned for m in members]}")
+
+
+def covers(members: list[Member], partitions: int) -> bool:
+    sets = [m.assigned for m in members]
+    return all(sets) and set().union(*sets) == set(range(partitions)) and sum(map(len, sets)) == partitions
+
+
+def close_all(members: list[Member]) -> None:
+    for m in members:
+        try:
+            m.close()
+        except Exception:
+            pass
+
+
+# -- real clients ---------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+def test_three_members_share_partitions_then_two_take_over(mbroker):
+    topic = make_topic(mbroker, 6)
+    group = new_group()
+    members = [Member(mbroker, topic, group) for _ in range(3)]
+    try:
+        pump_until(members, lambda: covers(members, 6), 60, "three members to share six partitions")
+        sets = [m.assigned for m in members]
+        assert all(len(s) == 2 for s in sets), sets  # range assignor: 2 each, no overlap
+        members[0].close()
+        rest = members[1:]
+        members = rest
+        pump_until(rest, lambda: covers(rest, 6), 60, "two members to take over all partitions")
+        a, b = rest[0].assigned, rest[1].assigned
+        assert not (a & b) and len(a) == len(b) == 3
+    finally:
+        close_all(members)
+
+
+@pytest.mark.timeout(180)
+def test_committed_offset_resumes_after_broker_restart(gbroker):
+    topic = make_topic(gbroker, 1)
+    group = new_group()
+    produce(gbroker, topic, 20, partition=0)
+    m = Member(gbroker, topic, group)
+    try:
+        pump_until([m], lambda: len(m.records) >= 10, 60, "ten records")
+        tenth = m.records[9]
+        m.c.commit(offsets=[ck.TopicPartition(topic, 0, tenth.offset() + 1)], asynchronous=False)
+    finally:
+        m.close()
+    gbroker.restart()
+    with kafka_wire.connect(gbroker.bootstrap) as conn:
+        from kio.schema.offset_fetch.v8.request import (
+            OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics)
+
+        resp = conn.request(OffsetFetchRequest(require_stable=False, groups=(OffsetFetchRequestGroup(
+            group_id=group, topics=(OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),)))
+        assert resp.groups[0].topics[0].partitions[0].committed_offset == 10
+    again = Member(gbroker, topic, group)
+    try:
+        pump_until([again], lambda: len(again.records) >= 10, 60, "the other ten records")
+        time.sleep(0.5)
+        again.pump()
+        assert [r.offset() for r in again.records] == list(range(10, 20))
+    finally:
+        again.close()
+
+
+@pytest.mark.timeout(180)
+def test_static_member_rejoins_without_rebalance(mbroker):
+    topic = make_topic(mbroker, 4)
+    group = new_group()
+    static = {"session.timeout.ms": 30000}
+    a = Member(mbroker, topic, group, **{"group.instance.id": "instance-a"}, **static)
+    b = Member(mbroker, topic, group, **{"group.instance.id": "instance-b"}, **static)
+    members = [a, b]
+    try:
+        pump_until(members, lambda: covers(members, 4), 60, "two static members to share four partitions")
+        a_parts, b_parts, b_assigns, b_revokes = set(a.assigned), set(b.assigned), b.assigns, b.revokes
+        before = describe(mbroker, group)
+        a.close()  # a static member leaves no LeaveGroup behind (KIP-345)
+        members = [b]
+        a2 = Member(mbroker, topic, group, **{"group.instance.id": "instance-a"}, **static)
+        members = [a2, b]
+        pump_until(members, lambda: a2.assigned == a_parts, 60, "the restarted instance to get its partitions back")
+        for _ in range(20):  # give a rebalance, if one were coming, time to show
+            for m in members:
+                m.pump()
+        assert (b.assigns, b.revokes, b.assigned) == (b_assigns, b_revokes, b_parts), "the other member rebalanced"
+        after = describe(mbroker, group)
+        assert after.group_state == "Stable"
+        ids_before = {m.group_instance_id: m.member_id for m in before.members}
+        ids_after = {m.group_instance_id: m.member_id for m in after.members}
+        assert ids_after["instance-b"] == ids_before["instance-b"]
+        assert ids_after["instance-a"] != ids_before["instance-a"]  # same instance, new member id
+    finally:
+        close_all(members)
+
+
+def describe(b: ServerProcess, group: str) -> Any:
+    from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+
+    with kafka_wire.connect(b.bootstrap) as conn:
+        resp = conn.request(DescribeGroupsRequest(groups=(group,), include_authorized_operations=False))
+    return resp.groups[0]
+
+
+@pytest.mark.timeout(120)
+def test_delete_groups_refuses_non_empty_group(mbroker):
+    topic = make_topic(mbroker, 2)
+    group = new_group()
+    admin = AdminClient({"bootstrap.servers": mbroker.bootstrap})
+    m = Member(mbroker, topic, group)
+    try:
+        pump_until([m], lambda: m.assigned == {0, 1}, 60, "the member's assignment")
+        listed = admin.list_consumer_groups().result(30)
+        assert group in {g.group_id for g in listed.valid}
+        desc = admin.describe_consumer_groups([group])[group].result(30)
+        assert len(desc.members) == 1
+        with pytest.raises(ck.KafkaException) as err:
+            admin.delete_consumer_groups([group])[group].result(30)
+        assert err.value.args[0].code() == ck.KafkaError.NON_EMPTY_GROUP
+    finally:
+        m.close()
+    admin.delete_consumer_groups([group])[group].result(30)
+    listed = admin.list_consumer_groups().result(30)
+    assert group not in {g.group_id for g in listed.valid}
+
+
+# -- every version of every group API, over the wire -----------------------------------------------
+
+_APIS = {  # name: (api key, min version, max version)
+    "find_coordinator": (10, 0, 6), "join_group": (11, 0, 9), "sync_group": (14, 0, 5), "heartbeat": (12, 0, 4),
+    "leave_group": (13, 0, 5), "offset_commit": (8, 2, 10), "offset_fetch": (9, 1, 10),
+    "list_groups": (16, 0, 5), "describe_groups": (15, 0, 6), "delete_groups": (42, 0, 2),
+}
+
+
+def _req(api: str, version: int, cls: str, **fields: Any) -> Any:
+    module = importlib.import_module(f"kio.schema.{api}.v{version}.request")
+    from broker.protocol.codec import build
+
+    return build(getattr(module, cls), **fields)
+
+
+def _v(api: str, profile: int) -> int:
+    _, lo, hi = _APIS[api]
+    return max(lo, min(profile, hi))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("profile", range(11))
+def test_group_lifecycle_at_every_version(mbroker, profile):
+    """Join, sync, heartbeat, commit, fetch, list, describe, leave and delete one group, each
+    API at version min(profile, its max) (at least its min)."""
+    group = new_group()
+    topic = make_topic(mbroker, 1)
+    ms = datetime.timedelta(milliseconds=1)
+    with kafka_wire.connect(mbroker.bootstrap) as conn:
+        v = _v("find_coordinator", profile)
+        if v < 4:
+            fc = conn.request(_req("find_coordinator", v, "FindCoordinatorRequest", key=group, key_type=0))
+            assert fc.error_code == ErrorCode.none and fc.port == mbroker.port
+        else:
+            fc = conn.request(_req("find_coordinator", v, "FindCoordinatorRequest", key_type=0,
+                                   coordinator_keys=(group, group + "x")))
+            assert [c.error_code for c in fc.coordinators] == [ErrorCode.none] * 2
+            assert {c.port for c in fc.coordinators} == {mbroker.port}
+
+        v = _v("join_group", profile)
+        proto = _req("join_group", v, "JoinGroupRequestProtocol", name="range", metadata=b"\x00\x01meta")
+
+        def join(member_id: str) -> Any:
+            return conn.request(_req("join_group", v, "JoinGroupRequest", group_id=group, session_timeout=10000 * ms,
+                                     rebalance_timeout=10000 * ms, member_id=member_id, group_instance_id=None,
+                                     protocol_type="consumer", protocols=(proto,), reason=None))
+
+        jr = join("")
+        if v >= 4:
+            assert jr.error_code == ErrorCode.member_id_required
+            jr = join(jr.member_id)
+        assert jr.error_code == ErrorCode.none
+        member, gen = jr.member_id, jr.generation_id
+        assert jr.leader == member and [m.member_id for m in jr.members] == [member]
+        assert jr.members[0].metadata == b"\x00\x01meta"
+
+        v = _v("sync_group", profile)
+        assignment = _req("sync_group", v, "SyncGroupRequestAssignment", member_id=member, assignment=b"\x00ASSIGN")
+        sr = conn.request(_req("sync_group", v, "SyncGroupRequest", group_id=group, generation_id=gen,
+                               member_id=member, group_instance_id=None, protocol_type="consumer",
+                               protocol_name="range", assignments=(assignment,)))
+        assert (sr.error_code, sr.assignment) == (ErrorCode.none, b"\x00ASSIGN")
+
+        v = _v("heartbeat", profile)
+        hb = conn.request(_req("heartbeat", v, "HeartbeatRequest", group_id=group, generation_id=gen,
+                               member_id=member, group_instance_id=None))
+        assert hb.error_code == ErrorCode.none
+        hb = conn.request(_req("heartbeat", v, "HeartbeatRequest", group_id=group, generation_id=gen + 1,
+                               member_id=member, group_instance_id=None))
+        assert hb.error_code == ErrorCode.illegal_generation
+
+        v = _v("offset_commit", profile)
+        topic_id = conn.metadata([topic]).topics[0].topic_id
+        part = _req("offset_commit", v, "OffsetCommitRequestPartition", partition_index=0, committed_offset=42,
+                    committed_leader_epoch=-1, committed_metadata="md", commit_timestamp=-1)
+        oc = conn.request(_req("offset_commit", v, "OffsetCommitRequest", group_id=group,
+                               generation_id_or_member_epoch=gen, member_id=member, group_instance_id=None,
+                               retention_time=datetime.timedelta(milliseconds=-1), topics=(
+                                   _req("offset_commit", v, "OffsetCommitRequestTopic", name=topic,
+                                        topic_id=topic_id, partitions=(part,)),)))
+        assert oc.topics[0].partitions[0].error_code == ErrorCode.none
+
+        v = _v("offset_fetch", profile)
+        if v < 8:
+            of = conn.request(_req("offset_fetch", v, "OffsetFetchRequest", group_id=group, require_stable=False,
+                                   topics=(_req("offset_fetch", v, "OffsetFetchRequestTopic", name=topic,
+                                                partition_indexes=(0,)),)))
+            parts = of.topics[0].partitions
+        else:
+            t = _req("offset_fetch", v, "OffsetFetchRequestTopics", name=topic, topic_id=topic_id,
+                     partition_indexes=(0,))
+            g = _req("offset_fetch", v, "OffsetFetchRequestGroup", group_id=group, member_id=None, member_epoch=-1,
+                     topics=(t,))
+            of = conn.request(_req("offset_fetch", v, "OffsetFetchRequest", groups=(g,), require_stable=False))
+            parts = of.groups[0].topics[0].partitions
+        assert (parts[0].committed_offset, parts[0].metadata, parts[0].error_code) == (42, "md", ErrorCode.none)
+
+        v = _v("list_groups", profile)
+        lg = conn.request(_req("list_groups", v, "ListGroupsRequest", states_filter=(), types_filter=()))
+        listed = {g.group_id: g for g in lg.groups}
+        assert listed[group].protocol_type == "consumer"
+        if v >= 4:
+            assert listed[group].group_state == "Stable"
+            lg = conn.request(_req("list_groups", v, "ListGroupsRequest", states_filter=("Empty",), types_filter=()))
+            assert group not in {g.group_id for g in lg.groups}
+
+        v = _v("describe_groups", profile)
+        dg = conn.request(_req("describe_groups", v, "DescribeGroupsRequest", groups=(group,),
+                               include_authorized_operations=False))
+        d = dg.groups[0]
+        assert (d.error_code, d.group_state, d.protocol_type, d.protocol_data) == (
+            ErrorCode.none, "Stable", "consumer", "range")
+        assert [(m.member_id, m.member_metadata, m.member_assignment) for m in d.members] == [
+            (member, b"\x00\x01meta", b"\x00ASSIGN")]
+
+        v = _v("delete_groups", profile)
+        dl = conn.request(_req("delete_groups", v, "DeleteGroupsRequest", groups_names=(group,)))
+        assert dl.results[0].error_code == ErrorCode.non_empty_group
+
+        v = _v("leave_group", profile)
+        if v < 3:
+            lv = conn.request(_req("leave_group", v, "LeaveGroupRequest", group_id=group, member_id=member))
+            assert lv.error_code == ErrorCode.none
+        else:
+            ident = _req("leave_group", v, "MemberIdentity", member_id=member, group_instance_id=None, reason=None)
+            lv = conn.request(_req("leave_group", v, "LeaveGroupRequest", group_id=group, members=(ident,)))
+            assert lv.error_code == ErrorCode.none and lv.members[0].error_code == ErrorCode.none
+
+        v = _v("delete_groups", profile)
+        dl = conn.request(_req("delete_groups", v, "DeleteGroupsRequest", groups_names=(group,)))
+        assert dl.results[0].error_code == ErrorCode.none
+        v = _v("describe_groups", profile)
+        dg = conn.request(_req("describe_groups", v, "DescribeGroupsRequest", groups=(group,),
+                               include_authorized_operations=False))
+        assert dg.groups[0].group_state == "Dead"
+        assert dg.groups[0].error_code == (ErrorCode.group_id_not_found if v >= 6 else ErrorCode.none)
