@@ -11,9 +11,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.log.log import DuplicateSequence, OutOfOrderSequence, ProducerFenced, StorageError
 from broker.protocol import records
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
-
 import logging
+
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class ProduceHandler(Handler):
         if payload is None:
             return ErrorCode.corrupt_message, -1, -1, "no records"
         try:
-            headers = records.validate_batches(bytes(payload), part.log.config.max_message_bytes)
+            headers = records.validate_batches(payload, part.log.config.max_message_bytes)
         except records.RecordTooLargeError as e:
             return ErrorCode.message_too_large, -1, -1, str(e)
         except records.CorruptRecordError as e:
@@ -66,7 +66,7 @@ class ProduceHandler(Handler):
         if any(h.is_transactional for h in headers) or request.transactional_id is not None:
             return ErrorCode.invalid_request, -1, -1, "transactions are not supported yet"
         try:
-            result = b.replicas.append(part, bytes(payload), headers)
+            result = b.replicas.append(part, payload, headers)
         except DuplicateSequence as e:
             return ErrorCode.none, e.base_offset, part.log.log_start_offset, None
         except OutOfOrderSequence as e:
