@@ -1,0 +1,215 @@
+"""Bad input over raw sockets: the broker refuses it precisely and keeps serving everyone else.
+
+Frames are built with kio types (tests.support.kafka_wire); error codes are Kafka's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.errors import ErrorCode
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+
+from tests.support import kafka_wire
+from tests.support.broker_process import ServerProcess
+from tests.support.kafka_wire import ConnectionClosed, KafkaConnection
+from tests.support.verify import read_all
+
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+MESSAGE_TOO_LARGE = 10
+UNSUPPORTED_VERSION = 35
+KAFKA_STORAGE_ERROR = 56
+
+
+def still_serving(broker: ServerProcess, other: KafkaConnection | None = None) -> None:
+    """The broker answers on a connection opened before the bad one, and on a new one."""
+    if other is not None:
+        assert int(other.api_versions().error_code) == 0
+    with kafka_wire.connect(broker.bootstrap) as fresh:
+        assert int(fresh.api_versions().error_code) == 0
+        assert fresh.metadata([]).brokers
+
+
+def wait_log_mentions(broker: ServerProcess, before: int, port: int, timeout: float = 5.0) -> str:
+    """New broker log output that names the bad connection (its port) or the problem."""
+    pattern = re.compile(rf"{port}|invalid|malformed|frame|size|clos|disconnect", re.IGNORECASE)
+    deadline = time.monotonic() + timeout
+    while True:
+        new = broker.log_text()[before:]
+        if pattern.search(new):
+            return new
+        if time.monotonic() > deadline:
+            raise AssertionError(f"broker logged nothing about the bad connection (port {port}); new log: {new[-2000:]!r}")
+        time.sleep(0.2)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", id="http-request"),
+        pytest.param(struct.pack(">i", -5) + b"\x00" * 16, id="negative-length"),
+        pytest.param(struct.pack(">i", 3) + b"\x00\x12\x00", id="truncated-header"),
+        pytest.param(struct.pack(">i", 12) + b"\x7f" * 12, id="garbage-header"),
+    ],
+)
+@pytest.mark.broker_config({"socket.request.max.bytes": "1048576"})
+def test_malformed_frame_closes_only_that_connection(broker: ServerProcess, payload: bytes) -> None:
+    with kafka_wire.connect(broker.bootstrap) as good, kafka_wire.connect(broker.bootstrap) as bad:
+        assert int(good.api_versions().error_code) == 0
+        before = len(broker.log_text())
+        bad.send_raw(payload)
+        assert bad.is_closed_by_peer(10), "broker kept a connection open after a malformed frame"
+        still_serving(broker, good)
+        assert broker.is_running()
+        if payload.startswith(b"GET") or payload[:4] == struct.pack(">i", -5):
+            wait_log_mentions(broker, before, bad.sock.getsockname()[1])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.broker_config({"socket.request.max.bytes": "1048576"})
+def test_length_prefix_beyond_socket_request_max_bytes(broker: ServerProcess) -> None:
+    with kafka_wire.connect(broker.bootstrap) as good, kafka_wire.connect(broker.bootstrap) as bad:
+        before = len(broker.log_text())
+        port = bad.sock.getsockname()[1]
+        # Announce 2 MiB but send only a little: the broker must refuse on the prefix alone.
+        bad.send_raw(struct.pack(">i", 2 * 1024 * 1024) + b"\x00\x12\x00\x03")
+        assert bad.is_closed_by_peer(10), "oversized length prefix did not close the connection"
+        wait_log_mentions(broker, before, port)
+        still_serving(broker, good)
+
+
+@pytest.mark.timeout(60)
+def test_bad_crc_is_corrupt_message(shared_broker: ServerProcess) -> None:
+    topic = kafka_wire.unique_topic("crc")
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        assert int(conn.create_topic(topic, 1)) == 0
+        batch = kafka_wire.build_batch([(b"k", b"v")] * 3)
+        resp = conn.produce(topic, 0, kafka_wire.with_bad_crc(batch))
+        assert int(resp.error_code) == CORRUPT_MESSAGE
+        assert conn.list_offsets(topic, 0) == 0, "a corrupt batch was appended"
+        # The same batch with its real CRC is fine on the same connection.
+        ok = conn.produce(topic, 0, batch)
+        assert int(ok.error_code) == 0 and int(ok.base_offset) == 0
+        assert conn.list_offsets(topic, 0) == 3
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.broker_config({"auto.create.topics.enable": "false"})
+def test_produce_to_unknown_topic_without_auto_create(broker: ServerProcess) -> None:
+    topic = kafka_wire.unique_topic("ghost")
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        resp = conn.produce(topic, 0, kafka_wire.build_batch([(b"k", b"v")]))
+        assert int(resp.error_code) == UNKNOWN_TOPIC_OR_PARTITION
+        md = conn.metadata([topic], auto_create=True)
+        assert int(md.topics[0].error_code) == UNKNOWN_TOPIC_OR_PARTITION
+        assert topic not in {t.name for t in conn.metadata(None).topics}, "topic was auto-created"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.broker_config({"message.max.bytes": "10000"})
+def test_too_large_batch_is_message_too_large(broker: ServerProcess) -> None:
+    topic = kafka_wire.unique_topic("big")
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        assert int(conn.create_topic(topic, 1)) == 0
+        big = kafka_wire.build_batch([(b"k", os.urandom(20_000))])
+        resp = conn.produce(topic, 0, big)
+        assert int(resp.error_code) == MESSAGE_TOO_LARGE
+        assert conn.list_offsets(topic, 0) == 0
+        small = conn.produce(topic, 0, kafka_wire.build_batch([(b"k", b"x" * 5000)]))
+        assert int(small.error_code) == 0
+
+
+def _api_versions_unsupported_frame(conn: KafkaConnection, version: int, correlation_id: int) -> bytes:
+    # A flexible (v2) header as a newer client would send, and a v3-shaped body.
+    header = conn.header_bytes(18, version, True, correlation_id)
+    body = b"\x05tests" + b"\x021" + b"\x00"  # compact strings + empty tagged fields
+    return header + body
+
+
+@pytest.mark.timeout(60)
+def test_unsupported_api_versions_version_answers_v0(shared_broker: ServerProcess) -> None:
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        conn.send_frame(_api_versions_unsupported_frame(conn, 999, 77))
+        frame = conn.recv_frame()
+        header, offset = kafka_wire.decode(ResponseHeaderV0, frame)
+        assert header.correlation_id == 77
+        body, end = kafka_wire.decode(ApiVersionsResponseV0, frame, offset)
+        assert end == len(frame), "response is not a plain ApiVersions v0 body"
+        assert body.error_code == ErrorCode.unsupported_version
+        keys = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
+        assert 18 in keys and keys[18][0] == 0 and keys[18][1] >= 3, f"ApiVersions range: {keys.get(18)}"
+        # The client can now retry with a supported version on the same connection.
+        assert int(conn.api_versions().error_code) == 0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "api_key,version",
+    [pytest.param(9999, 0, id="unknown-api-key"), pytest.param(3, 999, id="metadata-v999")],
+)
+def test_unknown_api_or_version_fails_cleanly(shared_broker: ServerProcess, api_key: int, version: int) -> None:
+    with kafka_wire.connect(shared_broker.bootstrap) as good, kafka_wire.connect(shared_broker.bootstrap) as bad:
+        bad.send_frame(bad.header_bytes(api_key, version, False, 5) + b"\x00\x00\x00\x00")
+        try:
+            frame = bad.recv_frame()
+        except (ConnectionClosed, ConnectionResetError):
+            pass  # closing the connection is a clean refusal
+        else:
+            header, offset = kafka_wire.decode(ResponseHeaderV0, frame)
+            assert header.correlation_id == 5
+            # An answer must carry an error code (UNSUPPORTED_VERSION or INVALID_REQUEST) first.
+            (code,) = struct.unpack(">h", frame[offset : offset + 2]) if len(frame) >= offset + 2 else (None,)
+            assert code in (UNSUPPORTED_VERSION, 42), f"unexpected answer {frame!r}"
+        still_serving(shared_broker, good)
+
+
+# -- full disk -------------------------------------------------------------------------------------
+
+
+def _mount_tmpfs(path: Path, size: str) -> None:
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a size-limited tmpfs here (needs root): {proc.stderr.strip()}")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.flotilla_only("Apache Kafka takes a full log dir offline and halts instead of answering 56")
+def test_full_disk_answers_storage_error(broker_factory, tmp_path: Path) -> None:
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    _mount_tmpfs(mnt, "4m")
+    b = None
+    try:
+        b = broker_factory({"log.dirs": str(mnt), "log.segment.bytes": "1048576"})
+        topic = kafka_wire.unique_topic("full")
+        acked: list[bytes] = []
+        code = 0
+        with kafka_wire.connect(b.bootstrap) as conn:
+            assert int(conn.create_topic(topic, 1)) == 0
+            for i in range(200):  # 200 x 64 KiB = 12.5 MiB, far beyond the 4 MiB disk
+                value = f"{i:06d}-{os.urandom(32 * 1024).hex()}".encode()
+                resp = conn.produce(topic, 0, kafka_wire.build_batch([(b"k", value)]))
+                code = int(resp.error_code)
+                if code != 0:
+                    break
+                acked.append(value)
+        assert code == KAFKA_STORAGE_ERROR, f"expected KAFKA_STORAGE_ERROR once the disk filled, got {code}"
+        assert acked, "nothing was acknowledged before the disk filled"
+        assert b.is_running(), "broker died on a full disk"
+        got = read_all(b.bootstrap, topic, (0,))
+        assert [r.offset for r in got] == list(range(len(acked)))
+        assert [r.value for r in got] == [v.decode() for v in acked], "acknowledged records changed"
+    finally:
+        if b is not None:
+            b.kill9()
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
