@@ -206,7 +206,8 @@ class Builder:
         upstream = Path(info["GoMod"]).read_text()
         _write_module(moddir, gomod.kubernetes_go_mod(upstream, version))
         # The release date, not today's: identical flags keep the link step cached across rebuilds.
-        ldflags = gomod.kubernetes_ldflags(version, build_date=info.get("Time", ""))
+        release_time = json.loads(Path(info["Info"]).read_text()).get("Time", "") if info.get("Info") else ""
+        ldflags = gomod.kubernetes_ldflags(version, build_date=release_time)
         with tempfile.TemporaryDirectory(dir=self.src_dir) as out:
             for b in binaries:
                 self._timed(

@@ -301,10 +301,14 @@ class ControlPlane:
         ])
 
     def _start_kwok(self, ports: Ports) -> None:
+        # Our own (empty) configuration, so a ~/.kwok/kwok.yaml cannot change behaviour; with no
+        # Stage objects in it kwok uses its built-in node and pod lifecycle stages.
+        config = self.directory / "kwok.yaml"
+        config.write_text("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n")
         self._start("kwok", [
             str(self.bin_dir / "kwok"),
+            f"--config={config}",
             f"--kubeconfig={self.kubeconfig}",
-            "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={nodes.KWOK_ANNOTATION}={nodes.KWOK_VALUE}",
             "--cidr=10.244.0.0/16",
             "--node-ip=10.240.0.1",

@@ -86,7 +86,7 @@ def kubernetes_go_mod(upstream_go_mod: str, kubernetes_version: str) -> str:
     return "\n".join(lines)
 
 
-def etcd_go_mod(etcd_version: str, go_version: str = "1.24") -> str:
+def etcd_go_mod(etcd_version: str, go_version: str = "1.26") -> str:
     """go.mod of a wrapper main around etcdmain (the etcd binary's own main is not a module of its own)."""
     return "\n".join(
         [

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KUBERNETES_VERSION = "v1.34.4"
-ETCD_VERSION = "v3.5.26"
+ETCD_VERSION = "v3.5.35"
 KWOK_VERSION = "v0.7.0"
 HELM_VERSION = "v3.19.5"
 
-#: The oldest Go that builds every pin above (their go.mod files say go 1.24.0).
-MIN_GO = (1, 24)
+#: The oldest Go that builds every pin above (etcd v3.5.35's go.mod says go 1.26.0).
+MIN_GO = (1, 26)
 
 
 def staging_version(kubernetes_version: str = KUBERNETES_VERSION) -> str:
