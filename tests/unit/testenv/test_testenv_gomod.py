@@ -68,5 +68,5 @@ def test_ldflags_set_version_for_server_and_client():
 
 
 def test_etcd_wrapper_module():
-    assert "require go.etcd.io/etcd/server/v3 v3.5.35" in gomod.etcd_go_mod("v3.5.26")
+    assert "require go.etcd.io/etcd/server/v3 v3.5.35" in gomod.etcd_go_mod("v3.5.35")
     assert "etcdmain.Main(os.Args)" in gomod.ETCD_MAIN_GO
