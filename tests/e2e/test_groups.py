@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import struct
 import time
 import uuid
 from typing import Any, Callable
@@ -161,8 +162,14 @@ def test_committed_offset_resumes_after_broker_restart(gbroker):
         from kio.schema.offset_fetch.v8.request import (
             OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics)
 
-        resp = conn.request(OffsetFetchRequest(require_stable=False, groups=(OffsetFetchRequestGroup(
-            group_id=group, topics=(OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),)))
+        req = OffsetFetchRequest(require_stable=False, groups=(OffsetFetchRequestGroup(
+            group_id=group, topics=(OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),))
+        deadline = time.monotonic() + 30
+        resp = conn.request(req)
+        while resp.groups[0].error_code == ErrorCode.coordinator_load_in_progress and time.monotonic() < deadline:
+            time.sleep(0.2)
+            resp = conn.request(req)
+        assert resp.groups[0].error_code == ErrorCode.none
         assert resp.groups[0].topics[0].partitions[0].committed_offset == 10
     again = Member(gbroker, topic, group)
     try:
@@ -244,6 +251,21 @@ _APIS = {  # name: (api key, min version, max version)
 }
 
 
+def _kstr(s: str) -> bytes:
+    return struct.pack(">h", len(s.encode())) + s.encode()
+
+
+def consumer_subscription(topic: str) -> bytes:
+    """ConsumerProtocolSubscription v0: the topics, no user data."""
+    return struct.pack(">hi", 0, 1) + _kstr(topic) + struct.pack(">i", -1)
+
+
+def consumer_assignment(topic: str, partitions: list[int]) -> bytes:
+    """ConsumerProtocolAssignment v0: partitions of one topic, no user data."""
+    return (struct.pack(">hi", 0, 1) + _kstr(topic) + struct.pack(">i", len(partitions))
+            + b"".join(struct.pack(">i", p) for p in partitions) + struct.pack(">i", -1))
+
+
 def _req(api: str, version: int, cls: str, **fields: Any) -> Any:
     module = importlib.import_module(f"kio.schema.{api}.v{version}.request")
     from broker.protocol.codec import build
@@ -251,8 +273,14 @@ def _req(api: str, version: int, cls: str, **fields: Any) -> Any:
     return build(getattr(module, cls), **fields)
 
 
+_broker_ranges: dict[int, tuple[int, int]] = {}
+
+
 def _v(api: str, profile: int) -> int:
-    _, lo, hi = _APIS[api]
+    """Version `profile` of `api`, clamped to what both kio and the broker (ApiVersions) have."""
+    key, lo, hi = _APIS[api]
+    b_lo, b_hi = _broker_ranges.get(key, (lo, hi))
+    lo, hi = max(lo, b_lo), min(hi, b_hi)
     return max(lo, min(profile, hi))
 
 
@@ -265,18 +293,28 @@ def test_group_lifecycle_at_every_version(mbroker, profile):
     topic = make_topic(mbroker, 1)
     ms = datetime.timedelta(milliseconds=1)
     with kafka_wire.connect(mbroker.bootstrap) as conn:
+        _broker_ranges.update({int(k.api_key): (int(k.min_version), int(k.max_version))
+                               for k in conn.api_versions().api_keys})
+        for api, (key, lo, hi) in _APIS.items():
+            assert _broker_ranges.get(key) is not None, f"broker does not serve {api}"
         v = _v("find_coordinator", profile)
-        if v < 4:
-            fc = conn.request(_req("find_coordinator", v, "FindCoordinatorRequest", key=group, key_type=0))
-            assert fc.error_code == ErrorCode.none and fc.port == mbroker.port
-        else:
-            fc = conn.request(_req("find_coordinator", v, "FindCoordinatorRequest", key_type=0,
-                                   coordinator_keys=(group, group + "x")))
-            assert [c.error_code for c in fc.coordinators] == [ErrorCode.none] * 2
-            assert {c.port for c in fc.coordinators} == {mbroker.port}
+        deadline = time.monotonic() + 30
+        while True:  # Apache Kafka creates __consumer_offsets on the first FindCoordinator
+            if v < 4:
+                fc = conn.request(_req("find_coordinator", v, "FindCoordinatorRequest", key=group, key_type=0))
+                answers = [(fc.error_code, fc.port)]
+            else:
+                fc = conn.request(_req("find_coordinator", v, "FindCoordinatorRequest", key_type=0,
+                                       coordinator_keys=(group, group + "x")))
+                answers = [(c.error_code, c.port) for c in fc.coordinators]
+            if all(e != ErrorCode.coordinator_not_available for e, _ in answers) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert answers == [(ErrorCode.none, mbroker.port)] * (1 if v < 4 else 2)
 
         v = _v("join_group", profile)
-        proto = _req("join_group", v, "JoinGroupRequestProtocol", name="range", metadata=b"\x00\x01meta")
+        subscription = consumer_subscription(topic)
+        proto = _req("join_group", v, "JoinGroupRequestProtocol", name="range", metadata=subscription)
 
         def join(member_id: str) -> Any:
             return conn.request(_req("join_group", v, "JoinGroupRequest", group_id=group, session_timeout=10000 * ms,
@@ -290,14 +328,15 @@ def test_group_lifecycle_at_every_version(mbroker, profile):
         assert jr.error_code == ErrorCode.none
         member, gen = jr.member_id, jr.generation_id
         assert jr.leader == member and [m.member_id for m in jr.members] == [member]
-        assert jr.members[0].metadata == b"\x00\x01meta"
+        assert jr.members[0].metadata == subscription
 
         v = _v("sync_group", profile)
-        assignment = _req("sync_group", v, "SyncGroupRequestAssignment", member_id=member, assignment=b"\x00ASSIGN")
+        assigned = consumer_assignment(topic, [0])
+        assignment = _req("sync_group", v, "SyncGroupRequestAssignment", member_id=member, assignment=assigned)
         sr = conn.request(_req("sync_group", v, "SyncGroupRequest", group_id=group, generation_id=gen,
                                member_id=member, group_instance_id=None, protocol_type="consumer",
                                protocol_name="range", assignments=(assignment,)))
-        assert (sr.error_code, sr.assignment) == (ErrorCode.none, b"\x00ASSIGN")
+        assert (sr.error_code, sr.assignment) == (ErrorCode.none, assigned)
 
         v = _v("heartbeat", profile)
         hb = conn.request(_req("heartbeat", v, "HeartbeatRequest", group_id=group, generation_id=gen,
@@ -349,7 +388,7 @@ def test_group_lifecycle_at_every_version(mbroker, profile):
         assert (d.error_code, d.group_state, d.protocol_type, d.protocol_data) == (
             ErrorCode.none, "Stable", "consumer", "range")
         assert [(m.member_id, m.member_metadata, m.member_assignment) for m in d.members] == [
-            (member, b"\x00\x01meta", b"\x00ASSIGN")]
+            (member, subscription, assigned)]
 
         v = _v("delete_groups", profile)
         dl = conn.request(_req("delete_groups", v, "DeleteGroupsRequest", groups_names=(group,)))
