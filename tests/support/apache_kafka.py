@@ -108,6 +108,8 @@ class ApacheKafka(ServerProcess):
     """One Apache Kafka node (broker + controller) on free loopback ports."""
 
     kind = "apache"
+    # The JVM exits 143 (128 + SIGTERM) after Kafka's shutdown hook completed.
+    clean_exit_codes = frozenset({0, 143})
 
     def __init__(self, workdir: Path, *, controller_port: int | None = None, version: str = KAFKA_VERSION, **kw: object):
         super().__init__(workdir, **kw)  # type: ignore[arg-type]

@@ -52,6 +52,8 @@ class ServerProcess:
     kind = "?"
     #: whether the process serves Prometheus metrics over HTTP
     metrics_url: str | None = None
+    #: exit codes that mean "stopped cleanly on SIGTERM"
+    clean_exit_codes: frozenset[int] = frozenset({0})
 
     def __init__(
         self,
