@@ -179,7 +179,7 @@ class Builder:
             log(f"all binaries present in {self.bin_dir}")
             return self.bin_dir
         log(f"building {', '.join(b.name for b in todo)} into {self.bin_dir} (log: {self.log_file})")
-        log("the first build downloads modules and compiles Kubernetes: expect 20-40 min on 2 cores")
+        log("the first build downloads modules and compiles Kubernetes: about 15 min on 2 cores")
         total = time.monotonic()
         kube = [b for b in todo if b.name in versions.KUBE_BINARIES]
         if kube:

@@ -46,6 +46,8 @@ CLIENTS = (
     ClientIdentity("admin", "flotilla-admin", ("system:masters",)),
     ClientIdentity("controller-manager", "system:kube-controller-manager"),
     ClientIdentity("scheduler", "system:kube-scheduler"),
+    # The API server's identity towards aggregated API servers (front proxy).
+    ClientIdentity("front-proxy-client", "front-proxy-client"),
 )
 
 

@@ -251,6 +251,15 @@ class ControlPlane:
             f"--service-account-signing-key-file={paths.sa_key}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-cluster-ip-range={certs.SERVICE_CLUSTER_IP_RANGE}",
+            # Front-proxy (aggregation layer) settings: without them the API server and every
+            # component log a missing requestheader CA, and aggregated APIs could not be tested.
+            f"--requestheader-client-ca-file={paths.ca_cert}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={paths.client_cert('front-proxy-client')}",
+            f"--proxy-client-key-file={paths.client_key('front-proxy-client')}",
             "--authorization-mode=RBAC",
             "--allow-privileged=true",
             # The `kubernetes` Service's Endpoints would point at a loopback address, which
