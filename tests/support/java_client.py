@@ -61,7 +61,7 @@ def build(verbose: bool = False) -> Path:
     with tempfile.TemporaryDirectory(prefix="client-check-build-") as tmp:
         src = Path(tmp) / "client-check"
         shutil.copytree(PROJECT, src, ignore=shutil.ignore_patterns("target"))
-        cmd = ["nice", "mvn", "-B", *([] if verbose else ["-q"]), "package", "-DskipTests"]
+        cmd = ["nice", "mvn", "-B", "-ntp", *([] if verbose else ["-q"]), "package", "-DskipTests"]
         proc = subprocess.run(cmd, cwd=src, capture_output=not verbose, text=True, timeout=1800)
         if proc.returncode != 0:
             raise JavaClientMissing(
