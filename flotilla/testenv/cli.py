@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 from . import build, versions
-from .control_plane import ControlPlane, ControlPlaneError
+
+# control_plane (and with it `cryptography`) is imported only by `up` and `down`, so that
+# `build` needs nothing beyond the standard library and Go.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,10 +35,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             sp.add_argument("--nodes", type=int, default=2, help="fake kwok nodes to create (default: 2)")
 
 
+class _Failed(Exception):
+    pass
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         return {"build": _build, "up": _up, "down": _down}[args.testenv_command](args)
-    except (build.BuildError, ControlPlaneError) as exc:
+    except (build.BuildError, _Failed) as exc:
         print(f"flotilla testenv {args.testenv_command}: {exc}", file=sys.stderr)
         return 1
 
@@ -48,6 +54,17 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from .control_plane import ControlPlaneError
+
+    try:
+        return _start(args)
+    except ControlPlaneError as exc:
+        raise _Failed(str(exc)) from exc
+
+
+def _start(args: argparse.Namespace) -> int:
+    from .control_plane import ControlPlane, ControlPlaneError
+
     directory = args.dir.resolve()
     existing = ControlPlane.load(directory)
     if existing and existing.running():
@@ -69,11 +86,16 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace) -> int:
+    from .control_plane import ControlPlane, ControlPlaneError
+
     directory = args.dir.resolve()
     cp = ControlPlane.load(directory)
     if cp is None:
         print(f"[testenv] nothing recorded in {directory}", file=sys.stderr)
         return 0
-    stopped = cp.down()
+    try:
+        stopped = cp.down()
+    except (ControlPlaneError, RuntimeError) as exc:
+        raise _Failed(str(exc)) from exc
     print(f"[testenv] stopped {', '.join(stopped) or 'nothing (already stopped)'}", file=sys.stderr)
     return 0

@@ -14,6 +14,7 @@ Layout of that directory:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import ssl
@@ -38,6 +39,14 @@ class ControlPlaneError(RuntimeError):
 
 def log(message: str) -> None:
     print(f"[testenv] {message}", file=sys.stderr, flush=True)
+
+
+def client_env(kubeconfig_path: Path, bin_dir: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """base (default: os.environ) with KUBECONFIG set and bin_dir first on PATH."""
+    env = dict(os.environ if base is None else base)
+    env["KUBECONFIG"] = str(kubeconfig_path)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
 
 
 def free_port() -> int:
@@ -97,12 +106,7 @@ class ControlPlane:
 
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """An environment whose kubectl/helm talk to this control plane."""
-        import os
-
-        env = dict(os.environ if base is None else base)
-        env["KUBECONFIG"] = str(self.kubeconfig)
-        env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
-        return env
+        return client_env(self.kubeconfig, self.bin_dir, base)
 
     # --- state ---
 

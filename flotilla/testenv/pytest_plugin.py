@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from . import build, versions
-from .control_plane import ControlPlane
+from .control_plane import ControlPlane, client_env
 
 EXTERNAL_KUBECONFIG = "FLOTILLA_KUBECONFIG"
 
@@ -67,13 +67,6 @@ class KubeEnv:
         return self.run("helm", *args, input=input, check=check, timeout=timeout)
 
 
-def _env_for(kubeconfig: Path, bin_dir: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["KUBECONFIG"] = str(kubeconfig)
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kube: needs the test control plane (kube-apiserver + etcd)")
 
@@ -86,7 +79,7 @@ def kube_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEnv]:
         kubeconfig = Path(external).expanduser().resolve()
         if not kubeconfig.is_file():
             pytest.fail(f"{EXTERNAL_KUBECONFIG}={external}: no such file")
-        yield KubeEnv(kubeconfig, bin_dir, _env_for(kubeconfig, bin_dir))
+        yield KubeEnv(kubeconfig, bin_dir, client_env(kubeconfig, bin_dir))
         return
     missing = build.missing(bin_dir)
     if missing:

@@ -203,3 +203,33 @@ def test_helm_installs_a_chart(kube_env, kube_namespace, tmp_path):
     cm = get_json(kube_env, "configmap", "proof-cm", "-n", kube_namespace)
     assert cm["data"] == {"greeting": "hi"}
     assert "proof" in kube_env.helm("list", "-n", kube_namespace, "-q").stdout.split()
+
+
+def test_cli_up_prints_one_line_and_down_leaves_no_process(kube_env, tmp_path):
+    if kube_env.control_plane is None:
+        pytest.skip("needs the built binaries, not an external cluster")
+    import subprocess
+    import sys
+
+    from flotilla.testenv import processes
+
+    state = tmp_path / "env"
+    up = subprocess.run([sys.executable, "-m", "flotilla.cli", "testenv", "up", "--dir", str(state),
+                         "--nodes", "1"], capture_output=True, text=True, timeout=180)
+    try:
+        assert up.returncode == 0, up.stderr
+        assert up.stdout == f"KUBECONFIG={state / 'kubeconfig'}\n"
+        recorded = json.loads((state / "state.json").read_text())["processes"]
+        assert [p["name"] for p in recorded] == [
+            "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+        assert all(processes.is_running(p["pid"]) for p in recorded)
+        nodes = kube_env.kubectl("--kubeconfig", str(state / "kubeconfig"), "get", "nodes", "-o", "name")
+        assert nodes.stdout.split() == ["node/kwok-node-0"]
+    finally:
+        down = subprocess.run([sys.executable, "-m", "flotilla.cli", "testenv", "down", "--dir", str(state)],
+                              capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0, down.stderr
+    for p in recorded:
+        assert not processes.is_running(p["pid"]), p
+        assert processes.group_members(p["pid"]) == []
+    assert not (state / "state.json").exists()
