@@ -58,18 +58,13 @@ OPERATOR_OWNED_CONFIG_KEYS: tuple[str, ...] = (
 )
 
 
-def _cel_list(values: tuple[str, ...]) -> str:
-    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+OWNED_KEYS_SUFFIX = ": a key the operator owns (use spec.listeners and spec.storage instead)"
 
 
-OWNED_KEYS_SUFFIX = ": keys the operator owns (use spec.listeners and spec.storage instead)"
-OWNED_KEYS_MESSAGE = "spec.config must not set " + ", ".join(OPERATOR_OWNED_CONFIG_KEYS) + OWNED_KEYS_SUFFIX
-# Map lookups only: cheap for the API server's CEL cost estimate, whatever the map's size.
-OWNED_KEYS_RULE = " && ".join(f"!('{k}' in self)" for k in OPERATOR_OWNED_CONFIG_KEYS)
-OWNED_KEYS_MESSAGE_EXPRESSION = (
-    f"'spec.config must not set ' + {_cel_list(OPERATOR_OWNED_CONFIG_KEYS)}.filter(k, k in self).join(', ') "
-    f"+ '{OWNED_KEYS_SUFFIX}'"
-)
+def owned_key_message(key: str) -> str:
+    return f"spec.config must not set {key}{OWNED_KEYS_SUFFIX}"
+
+
 STORAGE_IMMUTABLE_MESSAGE = (
     "spec.storage is immutable: a StatefulSet cannot change its volume claims (create a new cluster instead)"
 )
@@ -82,6 +77,11 @@ def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str
     if field_path:
         out["fieldPath"] = field_path
     return out
+
+
+# One rule per key: a map lookup is cheap for the API server's CEL cost estimate, and each
+# message names its key.
+OWNED_KEYS_RULES = [cel(f"!('{k}' in self)", owned_key_message(k)) for k in OPERATOR_OWNED_CONFIG_KEYS]
 
 
 class ApiModel(BaseModel):
@@ -285,11 +285,7 @@ class KafkaClusterSpec(ApiModel):
         json_schema_extra={
             "default": {},
             "x-kubernetes-validations": [
-                {
-                    "rule": OWNED_KEYS_RULE,
-                    "message": OWNED_KEYS_MESSAGE,
-                    "messageExpression": OWNED_KEYS_MESSAGE_EXPRESSION,
-                },
+                *OWNED_KEYS_RULES,
             ],
         },
     )
@@ -318,7 +314,7 @@ class KafkaClusterSpec(ApiModel):
     def _config_keys(cls, config: dict[str, IntOrString]) -> dict[str, IntOrString]:
         owned = sorted(k for k in config if k in OPERATOR_OWNED_CONFIG_KEYS)
         if owned:
-            raise ValueError(f"spec.config must not set {', '.join(owned)}{OWNED_KEYS_SUFFIX}")
+            raise ValueError("; ".join(owned_key_message(k) for k in owned))
         bad = sorted(k for k in config if not re.match(CONFIG_KEY_PATTERN, k))
         if bad:
             raise ValueError(f"{CONFIG_KEY_MESSAGE}; got {', '.join(bad)}")

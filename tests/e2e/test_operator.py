@@ -170,8 +170,8 @@ def test_crds_are_established_and_documented(kube_env, crds):
     ("obj", "field", "words"),
     [
         (kafkacluster("bad", "NS", replicas=0), "spec.replicas", "greater than or equal to 1"),
-        (kafkacluster("bad", "NS", config={"node.id": "1"}), "spec.config", "operator owns"),
-        (kafkacluster("bad", "NS", config={"log.dirs": "/tmp"}), "spec.config", "log.dirs"),
+        (kafkacluster("bad", "NS", config={"node.id": "1"}), "spec.config", "must not set node.id: a key the operator owns"),
+        (kafkacluster("bad", "NS", config={"log.dirs": "/tmp"}), "spec.config", "must not set log.dirs"),
         (kafkacluster("bad", "NS", storage={"size": "a lot"}), "spec.storage.size", "should match"),
         (kafkacluster("bad", "NS", storage={"type": "tape"}), "spec.storage.type", "Unsupported value"),
         (kafkacluster("bad", "NS", listeners=[{"name": "PLAINTEXT", "port": 9404}]), "spec.listeners[0].port", "metrics port"),

@@ -47,7 +47,7 @@ def test_camel_case_on_the_wire():
 def test_owned_config_keys_rejected_by_name(key):
     msg = errors(KafkaClusterSpec, {"config": {key: "x"}})
     assert msg.startswith("spec.config: ")
-    assert f"must not set {key}" in msg and "keys the operator owns" in msg
+    assert f"must not set {key}: a key the operator owns" in msg
 
 
 def test_config_key_spelling():
