@@ -411,3 +411,148 @@ def test_group_lifecycle_at_every_version(mbroker, profile):
                                include_authorized_operations=False))
         assert dg.groups[0].group_state == "Dead"
         assert dg.groups[0].error_code == (ErrorCode.group_id_not_found if v >= 6 else ErrorCode.none)
+
+
+# -- error semantics, checked against Apache Kafka too (--kafka-target=apache) ---------------------
+
+
+class Wire:
+    """Group requests at the newest version both sides have, one connection per member."""
+
+    def __init__(self, b: ServerProcess, group: str, topic: str) -> None:
+        self.conn = kafka_wire.connect(b.bootstrap)
+        self.group = group
+        self.topic = topic
+        self.ms = datetime.timedelta(milliseconds=1)
+
+    def join(self, member_id: str = "", instance: str | None = None, session_ms: int = 10000,
+             rebalance_ms: int = 10000) -> Any:
+        v = 9
+        proto = _req("join_group", v, "JoinGroupRequestProtocol", name="range",
+                     metadata=consumer_subscription(self.topic))
+        return self.conn.request(_req("join_group", v, "JoinGroupRequest", group_id=self.group,
+                                      session_timeout=session_ms * self.ms, rebalance_timeout=rebalance_ms * self.ms,
+                                      member_id=member_id, group_instance_id=instance, protocol_type="consumer",
+                                      protocols=(proto,), reason=None))
+
+    def join_dynamic(self) -> Any:
+        first = self.join()
+        assert first.error_code == ErrorCode.member_id_required
+        return self.join(first.member_id)
+
+    def sync(self, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
+             instance: str | None = None) -> Any:
+        v = 5
+        a = tuple(_req("sync_group", v, "SyncGroupRequestAssignment", member_id=m, assignment=x)
+                  for m, x in (assignments or {}).items())
+        return self.conn.request(_req("sync_group", v, "SyncGroupRequest", group_id=self.group,
+                                      generation_id=generation, member_id=member_id, group_instance_id=instance,
+                                      protocol_type="consumer", protocol_name="range", assignments=a))
+
+    def heartbeat(self, member_id: str, generation: int, instance: str | None = None) -> ErrorCode:
+        return self.conn.request(_req("heartbeat", 4, "HeartbeatRequest", group_id=self.group,
+                                      generation_id=generation, member_id=member_id,
+                                      group_instance_id=instance)).error_code
+
+    def commit(self, member_id: str, generation: int, offset: int = 1) -> ErrorCode:
+        v = 8
+        part = _req("offset_commit", v, "OffsetCommitRequestPartition", partition_index=0, committed_offset=offset,
+                    committed_leader_epoch=-1, committed_metadata=None)
+        resp = self.conn.request(_req("offset_commit", v, "OffsetCommitRequest", group_id=self.group,
+                                      generation_id_or_member_epoch=generation, member_id=member_id,
+                                      group_instance_id=None, topics=(
+                                          _req("offset_commit", v, "OffsetCommitRequestTopic", name=self.topic,
+                                               partitions=(part,)),)))
+        return resp.topics[0].partitions[0].error_code
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _wait_coordinator(b: ServerProcess, group: str) -> None:
+    with kafka_wire.connect(b.bootstrap) as conn:
+        deadline = time.monotonic() + 30
+        while True:
+            fc = conn.request(_req("find_coordinator", 4, "FindCoordinatorRequest", key_type=0,
+                                   coordinator_keys=(group,)))
+            if fc.coordinators[0].error_code == ErrorCode.none or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert fc.coordinators[0].error_code == ErrorCode.none
+
+
+@pytest.mark.timeout(120)
+def test_error_semantics(mbroker):
+    import concurrent.futures
+
+    group = new_group()
+    topic = make_topic(mbroker, 1)
+    _wait_coordinator(mbroker, group)
+    a, b, admin = Wire(mbroker, group, topic), Wire(mbroker, group, topic), Wire(mbroker, group, topic)
+    try:
+        assert a.join(session_ms=1).error_code == ErrorCode.invalid_session_timeout
+        assert a.join(member_id="not-a-member").error_code == ErrorCode.unknown_member_id
+        # A standalone commit (no generation, no member) is fine while the group has no members.
+        assert admin.commit("", -1, offset=3) == ErrorCode.none
+        ja = a.join_dynamic()
+        assert ja.error_code == ErrorCode.none and ja.leader == ja.member_id
+        assert a.sync(ja.member_id, ja.generation_id, {ja.member_id: consumer_assignment(topic, [0])}).error_code == 0
+        assert admin.commit("", -1) == ErrorCode.unknown_member_id  # now only members may commit
+        assert a.commit(ja.member_id, ja.generation_id + 1) == ErrorCode.illegal_generation
+        assert a.commit(ja.member_id, ja.generation_id) == ErrorCode.none
+        assert a.heartbeat("stranger", ja.generation_id) == ErrorCode.unknown_member_id
+        # A second member joins: the first hears about it from its heartbeat and rejoins.
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            jb_future = pool.submit(b.join_dynamic)
+            deadline = time.monotonic() + 20
+            while a.heartbeat(ja.member_id, ja.generation_id) != ErrorCode.rebalance_in_progress:
+                assert time.monotonic() < deadline, "no REBALANCE_IN_PROGRESS"
+                time.sleep(0.1)
+            ja2 = a.join(ja.member_id)
+            jb = jb_future.result(30)
+        assert ja2.generation_id == jb.generation_id == ja.generation_id + 1
+        leader, follower = (ja2, jb) if ja2.leader == ja2.member_id else (jb, ja2)
+        assert len(leader.members) == 2 and follower.members == ()
+        # Commits with the new generation wait for the assignment: REBALANCE_IN_PROGRESS.
+        assert a.commit(ja2.member_id, ja2.generation_id) == ErrorCode.rebalance_in_progress
+        lw, fw = (a, b) if leader is ja2 else (b, a)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            f_sync = pool.submit(fw.sync, follower.member_id, follower.generation_id)
+            time.sleep(0.3)
+            assert not f_sync.done(), "the follower's SyncGroup must wait for the leader's"
+            l_sync = lw.sync(leader.member_id, leader.generation_id,
+                             {leader.member_id: consumer_assignment(topic, [0]),
+                              follower.member_id: consumer_assignment(topic, [])})
+            assert l_sync.error_code == ErrorCode.none
+            assert f_sync.result(10).assignment == consumer_assignment(topic, [])
+        dl = admin.conn.request(_req("delete_groups", 2, "DeleteGroupsRequest", groups_names=(group, "no-such-group")))
+        assert [r.error_code for r in dl.results] == [ErrorCode.non_empty_group, ErrorCode.group_id_not_found]
+    finally:
+        for w in (a, b, admin):
+            w.close()
+
+
+@pytest.mark.timeout(120)
+def test_static_member_fencing(mbroker):
+    group = new_group()
+    topic = make_topic(mbroker, 1)
+    _wait_coordinator(mbroker, group)
+    a = Wire(mbroker, group, topic)
+    try:
+        j1 = a.join(instance="inst")  # static members get their id at once (no MEMBER_ID_REQUIRED)
+        assert j1.error_code == ErrorCode.none
+        assert a.sync(j1.member_id, j1.generation_id, {j1.member_id: consumer_assignment(topic, [0])},
+                      instance="inst").error_code == ErrorCode.none
+        j2 = a.join(instance="inst")  # the instance restarted
+        assert j2.error_code == ErrorCode.none
+        assert j2.member_id != j1.member_id and j2.generation_id == j1.generation_id
+        assert a.heartbeat(j1.member_id, j1.generation_id, instance="inst") == ErrorCode.fenced_instance_id
+        assert a.heartbeat(j2.member_id, j2.generation_id, instance="inst") == ErrorCode.none
+        s = a.sync(j2.member_id, j2.generation_id, instance="inst")
+        assert (s.error_code, s.assignment) == (ErrorCode.none, consumer_assignment(topic, [0]))
+        ident = _req("leave_group", 5, "MemberIdentity", member_id="", group_instance_id="inst", reason=None)
+        lv = a.conn.request(_req("leave_group", 5, "LeaveGroupRequest", group_id=group, members=(ident,)))
+        assert lv.members[0].error_code == ErrorCode.none
+        assert describe(mbroker, group).group_state == "Empty"
+    finally:
+        a.close()
