@@ -89,6 +89,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
     )
     settings.peering.standalone = True
     settings.posting.level = logging.WARNING
+    # The API client logs whole response bodies at DEBUG: too much even for --verbose.
+    logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)
     memo["kube"] = Kube(await load_api_client(), op.field_manager)
     memo["locks"] = {}
     if op.metrics_port >= 0:

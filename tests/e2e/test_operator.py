@@ -144,7 +144,7 @@ def operator(kube_env, crds, metrics_port):
         mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", f"127.0.0.1:{metrics_port}")
         mp.setenv("FLOTILLA_BROKER_IMAGE", IMAGE)
         with KopfRunner(
-            ["run", "--all-namespaces", "--standalone", "--verbose", "-m", "flotilla_operator.handlers"],
+            ["run", "--all-namespaces", "--standalone", "-m", "flotilla_operator.handlers"],
             timeout=60,
         ) as runner:
             yield runner
@@ -312,11 +312,16 @@ def test_kafkacluster_lifecycle(kube_env, kube_namespace, operator, metrics_port
              get_json(kube_env, "configmap", f"{name}-config", "-n", ns)["data"]["server.properties"], timeout=30)
 
     # The operator's metrics counted all this.
-    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    def scrape() -> str:
+        return urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+
+    body = scrape()
     line = next(l for l in body.splitlines()
                 if l.startswith('flotilla_operator_reconcile_total{kind="KafkaCluster",result="success"}'))
     assert float(line.split()[-1]) >= 3
-    assert f'flotilla_operator_ready_brokers{{name="{name}",namespace="{ns}"}} 3.0' in body
+    assert 'flotilla_operator_reconcile_duration_seconds_count{kind="KafkaCluster"}' in body
+    gauge = f'flotilla_operator_ready_brokers{{name="{name}",namespace="{ns}"}}'
+    wait_for("ready-brokers gauge at 3", lambda: f"{gauge} 3.0" in scrape(), timeout=20)
 
     # Deleting the KafkaCluster garbage-collects every child (the controller-manager's GC).
     kube_env.kubectl("delete", "kafkacluster", name, "-n", ns, "--wait=true", "--timeout=60s")
