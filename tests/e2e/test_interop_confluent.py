@@ -2,7 +2,11 @@
 
 import pytest
 
-from tests.support.interop_suite import InteropSuite
+from tests.support.broker_process import free_port
+from tests.support.clients import keyed_records
+from tests.support.fault_proxy import FaultProxy
+from tests.support.interop_suite import InteropSuite, make_topic
+from tests.support.verify import read_all
 
 
 class TestConfluentKafka(InteropSuite):
@@ -14,3 +18,18 @@ class TestConfluentKafka(InteropSuite):
         assert d["cluster_id"], "no cluster id"
         assert [(h, p) for _, h, p in d["nodes"]] == [(shared_broker.host, shared_broker.advertised_port)]
         assert d["controller"] in [n for n, _, _ in d["nodes"]] or d["controller"] == -1
+
+    @pytest.mark.timeout(120)
+    def test_lost_responses_duplicate_without_idempotence(self, client, broker_factory):
+        """Control for test_idempotent_retries_after_lost_responses: the same faults without
+        idempotence do duplicate records, so the proxy really forces retries."""
+        port = free_port()
+        with FaultProxy(port, drop_produce_responses=2) as proxy:
+            b = broker_factory(port=port, advertised_port=proxy.port)
+            topic = make_topic(b, 1, "dup")
+            sent = keyed_records(50, keys=1, prefix="dup")
+            client.produce(f"127.0.0.1:{proxy.port}", topic, sent, idempotent=False, acks="all")
+            assert proxy.dropped == 2
+            got = read_all(f"127.0.0.1:{proxy.port}", topic, (0,))
+        assert len(got) > len(sent), "no duplicates: the proxy did not force a retry"
+        assert {r.value for r in got} == {v for _, v in sent}

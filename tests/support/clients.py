@@ -896,7 +896,8 @@ class KcatFamily(Family):
         for k, v in records:
             assert k is not None and "\t" not in k and "\n" not in (k + v)
         self.run(
-            "-P", "-b", bootstrap, "-t", topic, "-K", "\t", "-z", compression,
+            # -E: a dropped connection is not fatal; librdkafka reconnects and retries.
+            "-P", "-E", "-b", bootstrap, "-t", topic, "-K", "\t", "-z", compression,
             "-X", f"acks={'-1' if acks == 'all' else acks}", "-X", f"enable.idempotence={str(idempotent).lower()}",
             "-X", "partitioner=murmur2_random", "-X", "linger.ms=5", "-X", "message.timeout.ms=30000",
             input="".join(f"{k}\t{v}\n" for k, v in records),

@@ -12,7 +12,7 @@ import collections
 import pytest
 
 from tests.support import kafka_wire
-from tests.support.broker_process import ServerProcess
+from tests.support.broker_process import ServerProcess, free_port
 from tests.support.clients import (
     CODECS,
     Family,
@@ -23,6 +23,8 @@ from tests.support.clients import (
     new_group,
     pump_all,
 )
+from tests.support.fault_proxy import FaultProxy
+from tests.support.verify import read_all
 
 
 def make_topic(broker: ServerProcess, partitions: int, prefix: str = "t") -> str:
@@ -214,3 +216,19 @@ class InteropSuite:
         values = [r.value for r in consumed]
         assert len(values) == len(set(values)), "duplicates in the log"
         check_round_trip(sent, delivered, consumed, 3, client.reports_offsets)
+
+    @pytest.mark.timeout(180)
+    def test_idempotent_retries_after_lost_responses(self, client: Family, broker_factory) -> None:
+        """The broker appends, the response is lost (proxy closes the connection), the client
+        retries the same batches: the log must hold each record exactly once."""
+        port = free_port()
+        with FaultProxy(port, drop_produce_responses=3) as proxy:
+            b = broker_factory(port=port, advertised_port=proxy.port)
+            topic = make_topic(b, 2, "retry")
+            sent = keyed_records(300, keys=9, prefix="retry")
+            delivered = client.produce(f"127.0.0.1:{proxy.port}", topic, sent, idempotent=True, acks="all")
+            assert proxy.dropped == 3, f"proxy dropped {proxy.dropped} Produce responses (of {proxy.produce_requests})"
+            got = read_all(f"127.0.0.1:{proxy.port}", topic, (0, 1))
+        values = [r.value for r in got]
+        assert len(values) == len(set(values)), f"{len(values) - len(set(values))} duplicates after retries"
+        check_round_trip(sent, delivered, got, 2, client.reports_offsets)

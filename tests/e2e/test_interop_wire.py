@@ -1,0 +1,131 @@
+"""The broker seen through raw Produce requests (kio types over a socket): idempotent producer
+sequence checks that no real client lets a test provoke on purpose, and the HTTP side endpoints."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+
+from kio.schema.errors import ErrorCode
+
+from tests.support import kafka_wire
+from tests.support.broker_process import ServerProcess
+from tests.support.verify import read_all
+
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+
+
+def batch(pid: int, epoch: int, seq: int, n: int, tag: str) -> bytes:
+    return kafka_wire.build_batch(
+        [(b"k", f"{tag}-{i}".encode()) for i in range(n)], producer_id=pid, producer_epoch=epoch, base_sequence=seq
+    )
+
+
+def new_topic(conn: kafka_wire.KafkaConnection) -> str:
+    topic = kafka_wire.unique_topic("wire")
+    assert int(conn.create_topic(topic, 1)) == 0
+    return topic
+
+
+@pytest.mark.timeout(60)
+def test_same_batch_twice_is_appended_once(shared_broker: ServerProcess) -> None:
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        topic = new_topic(conn)
+        pid, epoch = conn.init_producer_id()
+        assert pid >= 0 and epoch >= 0
+        first = batch(pid, epoch, 0, 3, "a")
+        r1 = conn.produce(topic, 0, first)
+        assert r1.error_code == ErrorCode.none and int(r1.base_offset) == 0
+        r2 = conn.produce(topic, 0, first)  # a retry of the same batch
+        assert r2.error_code == ErrorCode.none, f"duplicate answered {r2.error_code!r}, not success"
+        assert int(r2.base_offset) == 0, "the retry must be answered with the original offset"
+        assert conn.list_offsets(topic, 0) == 3, "the duplicate was appended"
+        r3 = conn.produce(topic, 0, batch(pid, epoch, 3, 2, "b"))
+        assert r3.error_code == ErrorCode.none and int(r3.base_offset) == 3
+    got = read_all(shared_broker.bootstrap, topic, (0,))
+    assert [r.value for r in got] == ["a-0", "a-1", "a-2", "b-0", "b-1"]
+
+
+@pytest.mark.timeout(60)
+def test_retry_of_an_older_inflight_batch_is_deduplicated(shared_broker: ServerProcess) -> None:
+    """Kafka remembers the last five batches per producer; a retry of any of them is a duplicate."""
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        topic = new_topic(conn)
+        pid, epoch = conn.init_producer_id()
+        batches = [batch(pid, epoch, 2 * i, 2, f"b{i}") for i in range(4)]
+        for i, b in enumerate(batches):
+            r = conn.produce(topic, 0, b)
+            assert r.error_code == ErrorCode.none and int(r.base_offset) == 2 * i
+        again = conn.produce(topic, 0, batches[1])
+        assert again.error_code == ErrorCode.none and int(again.base_offset) == 2
+        assert conn.list_offsets(topic, 0) == 8
+
+
+@pytest.mark.timeout(60)
+def test_sequence_gap_is_out_of_order(shared_broker: ServerProcess) -> None:
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        topic = new_topic(conn)
+        pid, epoch = conn.init_producer_id()
+        assert conn.produce(topic, 0, batch(pid, epoch, 0, 2, "ok")).error_code == ErrorCode.none
+        gap = conn.produce(topic, 0, batch(pid, epoch, 5, 1, "gap"))
+        assert int(gap.error_code) == OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert conn.list_offsets(topic, 0) == 2, "an out-of-order batch was appended"
+        # The right next sequence still goes through.
+        nxt = conn.produce(topic, 0, batch(pid, epoch, 2, 1, "next"))
+        assert nxt.error_code == ErrorCode.none and int(nxt.base_offset) == 2
+
+
+@pytest.mark.timeout(60)
+def test_producers_are_independent(shared_broker: ServerProcess) -> None:
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        topic = new_topic(conn)
+        p1, e1 = conn.init_producer_id()
+        p2, e2 = conn.init_producer_id()
+        assert p1 != p2, "two InitProducerId calls returned the same producer id"
+        assert conn.produce(topic, 0, batch(p1, e1, 0, 1, "p1")).error_code == ErrorCode.none
+        # Same sequence number from another producer is not a duplicate.
+        r = conn.produce(topic, 0, batch(p2, e2, 0, 1, "p2"))
+        assert r.error_code == ErrorCode.none and int(r.base_offset) == 1
+
+
+@pytest.mark.timeout(120)
+def test_deduplication_survives_restart(broker: ServerProcess) -> None:
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        topic = new_topic(conn)
+        pid, epoch = conn.init_producer_id()
+        last = batch(pid, epoch, 0, 4, "before")
+        assert conn.produce(topic, 0, last).error_code == ErrorCode.none
+    assert broker.stop() in broker.clean_exit_codes
+    broker.start()
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        again = conn.produce(topic, 0, last)
+        assert again.error_code == ErrorCode.none and int(again.base_offset) == 0
+        assert conn.list_offsets(topic, 0) == 4, "retry after restart was appended again"
+        gap = conn.produce(topic, 0, batch(pid, epoch, 9, 1, "gap"))
+        assert int(gap.error_code) == OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+@pytest.mark.timeout(60)
+def test_acks_zero_produce_is_appended(shared_broker: ServerProcess) -> None:
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        topic = new_topic(conn)
+        conn.produce(topic, 0, kafka_wire.build_batch([(b"k", b"fire-and-forget")]), acks=0)
+        # No response comes for acks=0; the next request on the connection must still be answered.
+        assert int(conn.api_versions().error_code) == 0
+    got = read_all(shared_broker.bootstrap, topic, (0,), timeout=20)
+    assert [r.value for r in got] == ["fire-and-forget"]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.flotilla_only("Apache Kafka has no HTTP metrics endpoint")
+def test_metrics_and_healthz_endpoints(shared_broker: ServerProcess) -> None:
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        conn.api_versions()
+    assert shared_broker.metrics_url
+    with urllib.request.urlopen(shared_broker.metrics_url, timeout=5) as resp:
+        assert resp.status == 200
+        text = resp.read().decode()
+    assert "# TYPE" in text, "not Prometheus text exposition"
+    with urllib.request.urlopen(shared_broker.metrics_url.replace("/metrics", "/healthz"), timeout=5) as resp:
+        assert resp.status == 200
