@@ -23,7 +23,8 @@ from tests.support.broker_process import ServerProcess
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
-SETTINGS = {"offsets.topic.num.partitions": "4", "group.initial.rebalance.delay.ms": "0"}
+SETTINGS = {"offsets.topic.num.partitions": "4", "group.initial.rebalance.delay.ms": "0",
+            "group.min.session.timeout.ms": "1000"}
 
 
 @pytest.fixture
@@ -435,10 +436,10 @@ class Wire:
                                       member_id=member_id, group_instance_id=instance, protocol_type="consumer",
                                       protocols=(proto,), reason=None))
 
-    def join_dynamic(self) -> Any:
-        first = self.join()
+    def join_dynamic(self, **kw: Any) -> Any:
+        first = self.join(**kw)
         assert first.error_code == ErrorCode.member_id_required
-        return self.join(first.member_id)
+        return self.join(first.member_id, **kw)
 
     def sync(self, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
              instance: str | None = None) -> Any:
@@ -526,7 +527,8 @@ def test_error_semantics(mbroker):
             assert l_sync.error_code == ErrorCode.none
             assert f_sync.result(10).assignment == consumer_assignment(topic, [])
         dl = admin.conn.request(_req("delete_groups", 2, "DeleteGroupsRequest", groups_names=(group, "no-such-group")))
-        assert [r.error_code for r in dl.results] == [ErrorCode.non_empty_group, ErrorCode.group_id_not_found]
+        assert {r.group_id: r.error_code for r in dl.results} == {
+            group: ErrorCode.non_empty_group, "no-such-group": ErrorCode.group_id_not_found}
     finally:
         for w in (a, b, admin):
             w.close()
@@ -554,5 +556,24 @@ def test_static_member_fencing(mbroker):
         lv = a.conn.request(_req("leave_group", 5, "LeaveGroupRequest", group_id=group, members=(ident,)))
         assert lv.members[0].error_code == ErrorCode.none
         assert describe(mbroker, group).group_state == "Empty"
+    finally:
+        a.close()
+
+
+@pytest.mark.timeout(120)
+def test_session_expiry_removes_silent_member(mbroker):
+    group = new_group()
+    topic = make_topic(mbroker, 1)
+    _wait_coordinator(mbroker, group)
+    a = Wire(mbroker, group, topic)
+    try:
+        j = a.join_dynamic(session_ms=1500)
+        assert a.sync(j.member_id, j.generation_id, {j.member_id: b""}).error_code == ErrorCode.none
+        assert describe(mbroker, group).group_state == "Stable"
+        deadline = time.monotonic() + 20
+        while describe(mbroker, group).group_state != "Empty":  # no heartbeats from here on
+            assert time.monotonic() < deadline, "the silent member was never removed"
+            time.sleep(0.2)
+        assert a.heartbeat(j.member_id, j.generation_id) == ErrorCode.unknown_member_id
     finally:
         a.close()
