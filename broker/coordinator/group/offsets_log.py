@@ -5,9 +5,12 @@ lives in partition abs(hashCode(group id)) % n. Writes are record batches with n
 whose records carry the keys and values of `codec`; start-up replays every partition, the last
 value of a key winning and a null value (tombstone) deleting it.
 
-Log compaction itself is not implemented by the log layer yet: the topic is created with
-`cleanup.policy=compact`, so nothing is deleted by retention, and replay cost grows with the
-number of commits until a cleaner exists.
+The log layer has no cleaner yet, so this module compacts its own topic by copying forward:
+it keeps the live (last, non-tombstone) value of every key it wrote or replayed, and once a
+partition has taken many more records than it has live keys, it appends the live set again and
+moves the log start offset to where that copy begins. Segments wholly below the start are
+deleted. A crash at any point is safe: replay from any earlier offset is history in order, and
+the copy holds the same last values. Tombstoned keys vanish with the old segments.
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ log = logging.getLogger(__name__)
 
 TOPIC = "__consumer_offsets"
 READ_CHUNK = 8 * 1024 * 1024
+# Kafka's offsets.topic.segment.bytes: small enough that compaction frees disk space.
+SEGMENT_BYTES = 100 * 1024 * 1024
+# Copy forward once a partition took this many records and more than twice its live keys.
+COMPACT_MIN_RECORDS = 10_000
+COPY_BATCH_BYTES = 512 * 1024
 
 
 class StoreError(Exception):
@@ -80,12 +88,18 @@ def iter_batch_records(buf: bytes) -> Iterator[tuple[bytes | None, bytes | None]
 
 
 class OffsetsLog:
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: "Broker", compact_min_records: int = COMPACT_MIN_RECORDS) -> None:
         self.broker = broker
         self.num_partitions: int = broker.config["offsets.topic.num.partitions"]
+        self.compact_min_records = compact_min_records
+        # Per partition: encoded key -> encoded value as last written (tombstones removed), and
+        # how many records were appended since the last copy.
+        self.live: dict[int, dict[bytes, bytes]] = {}
+        self.dirty: dict[int, int] = {}
 
     def ensure_topic(self) -> None:
-        record = self.broker.topics.ensure(TOPIC, self.num_partitions, {"cleanup.policy": "compact"})
+        record = self.broker.topics.ensure(TOPIC, self.num_partitions,
+                                           {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES)})
         # An existing topic keeps its partition count, whatever the config says now.
         self.num_partitions = record.partitions
 
@@ -104,6 +118,15 @@ class OffsetsLog:
         if not entries:
             return
         part = self._partition(self.partition_for(group_id))
+        self._append(part, entries)
+        self._track(part.index, entries)
+        if self.dirty[part.index] >= max(self.compact_min_records, 2 * len(self.live[part.index])):
+            try:
+                self.compact(part.index)
+            except StoreError as e:
+                log.warning("%s-%d: compaction failed: %s", TOPIC, part.index, e)
+
+    def _append(self, part: "Partition", entries: list[tuple[bytes, bytes | None]]) -> None:
         payload = build_batch(entries)
         try:
             headers = batch_records.validate_batches(payload, part.log.config.max_message_bytes)
@@ -116,12 +139,46 @@ class OffsetsLog:
         except LogError as e:
             raise StoreError(ErrorCode.unknown_server_error, str(e)) from None
 
+    def _track(self, index: int, entries: list[tuple[bytes, bytes | None]]) -> None:
+        live = self.live.setdefault(index, {})
+        for key, value in entries:
+            if value is None:
+                live.pop(key, None)
+            else:
+                live[key] = value
+        self.dirty[index] = self.dirty.get(index, 0) + len(entries)
+
+    def compact(self, index: int) -> None:
+        """Copy the live records of one partition to its end, then start the log there."""
+        part = self._partition(index)
+        start = part.log.log_end_offset
+        chunk: list[tuple[bytes, bytes | None]] = []
+        size = 0
+        for key, value in list(self.live.get(index, {}).items()):
+            chunk.append((key, value))
+            size += len(key) + len(value)
+            if size >= COPY_BATCH_BYTES:
+                self._append(part, chunk)
+                chunk, size = [], 0
+        if chunk:
+            self._append(part, chunk)
+        before = part.log.log_start_offset
+        part.log.advance_log_start_offset(start)
+        self.dirty[index] = 0
+        log.info("%s-%d: compacted: %d live keys copied, log start %d -> %d", TOPIC, index,
+                 len(self.live.get(index, {})), before, part.log.log_start_offset)
+
     # -- reading -----------------------------------------------------------------------------
     def replay(self) -> Iterator[LoadedRecord]:
         """Every record of every partition, in offset order per partition."""
         for index in range(self.num_partitions):
             part = self._partition(index)
             yield from self._replay_partition(part)
+            if self.dirty.get(index, 0) >= max(self.compact_min_records, 2 * len(self.live.get(index, {}))):
+                try:
+                    self.compact(index)
+                except StoreError as e:
+                    log.warning("%s-%d: compaction failed: %s", TOPIC, index, e)
 
     def _replay_partition(self, part: "Partition") -> Iterator[LoadedRecord]:
         offset = part.log.log_start_offset
@@ -139,6 +196,7 @@ class OffsetsLog:
             for key, value in iter_batch_records(buf):
                 if key is None:
                     continue
+                self._track(part.index, [(key, value)])
                 try:
                     decoded = codec.decode_key(key)
                 except codec.CodecError as e:

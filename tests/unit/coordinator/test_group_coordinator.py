@@ -283,3 +283,31 @@ async def test_expired_offsets_of_empty_groups(broker):
                                  offsets={("t", 0): OffsetAndMetadata(1, commit_timestamp_ms=1)})
     assert broker.groups.expire_offsets(now=10**13) == 1
     assert "old" not in broker.groups.groups
+
+
+async def test_copy_forward_compaction_keeps_state_and_moves_log_start(tmp_path):
+    b = await open_broker(tmp_path, offsets__topic__num__partitions=1)
+    try:
+        b.groups.store.compact_min_records = 50
+        b.topics.create("t", 3)
+        for i in range(60):
+            for p in range(3):
+                b.groups.commit_offsets(group_id="g", member_id="", group_instance_id=None, generation_id=-1,
+                                        offsets={("t", p): OffsetAndMetadata(i * 10 + p)})
+        b.groups.commit_offsets(group_id="gone", member_id="", group_instance_id=None, generation_id=-1,
+                                offsets={("t", 0): OffsetAndMetadata(1)})
+        assert b.groups.delete_groups(["gone"]) == {"gone": E.none}
+        part = b.replicas.get("__consumer_offsets", 0)
+        assert part.log.log_start_offset > 0  # compacted at least once
+        b.groups.store.compact(0)
+        end = part.log.log_end_offset
+        assert part.log.log_start_offset == end - 3  # just the three live offsets of "g"
+    finally:
+        await close_broker(b)
+    b2 = await open_broker(tmp_path, offsets__topic__num__partitions=1)
+    try:
+        err, got = b2.groups.fetch_offsets("g", None)
+        assert {tp: om.offset for tp, om in got.items()} == {("t", p): 590 + p for p in range(3)}
+        assert "gone" not in b2.groups.groups
+    finally:
+        await close_broker(b2)
