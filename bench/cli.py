@@ -36,6 +36,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply record counts (default 1.0)")
     ap.add_argument("--smoke", action="store_true", help="tiny record counts: checks the harness, measures nothing")
     ap.add_argument("--no-fetch", action="store_true", help="never download jars; skip what is not cached")
+    ap.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up of each broker session")
     ap.add_argument("--out", type=Path, default=None, help="results directory (default bench/results;"
                     " bench/.work/smoke with --smoke)")
     ap.add_argument("--name", default=None, help="results file name stem (default comparison; smoke with --smoke)")
@@ -87,6 +88,7 @@ def main(argv: list[str]) -> int:
         workdir=args.workdir,
         smoke=args.smoke,
         fetch=not args.no_fetch,
+        warmup=not args.no_warmup,
         only=args.only,
     )
     data = {"machine": machine.describe()}

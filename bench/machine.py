@@ -7,6 +7,7 @@ import os
 import platform
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,31 @@ def describe() -> dict[str, Any]:
         "clients": client,
         "flotilla_commit": _git("rev-parse", "--short", "HEAD"),
     }
+
+
+def _busy_jiffies() -> int:
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal guest guest_nice; guest time is in user already
+    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+
+
+class OtherLoad:
+    """CPU used by everything except this harness and its children (brokers, clients), in cores,
+    between two laps. Children count once they have been waited for, so call lap() when none runs."""
+
+    def __init__(self) -> None:
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._mark = self._read()
+
+    def _read(self) -> tuple[float, float, float]:
+        t = os.times()
+        mine = t.user + t.system + t.children_user + t.children_system
+        return time.monotonic(), _busy_jiffies() / self._tick, mine
+
+    def lap(self) -> float | None:
+        now = self._read()
+        wall = now[0] - self._mark[0]
+        other = (now[1] - self._mark[1]) - (now[2] - self._mark[2])
+        self._mark = now
+        return round(max(0.0, other) / wall, 2) if wall > 0 else None

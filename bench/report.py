@@ -46,6 +46,7 @@ def markdown(data: dict[str, Any]) -> str:
     targets = data["targets"]
     loads = data["load"]
     la = [x["loadavg"][0] for x in loads]
+    others = [x["other_processes_cores"] for x in loads if x.get("other_processes_cores") is not None]
     lines = [
         f"# Flotilla vs Apache Kafka{' (smoke run, not a measurement)' if data['smoke'] else ''}",
         "",
@@ -62,9 +63,12 @@ def markdown(data: dict[str, Any]) -> str:
         + ", ".join(f"`{k}={v}`" for k, v in data["settings"]["broker_settings"][str(data['settings']['partitions'][0])].items()
                     if k != "num.partitions")
         + f", `num.partitions` = {' and '.join(str(p) for p in data['settings']['partitions'])} (topics created with that many partitions).",
-        f"- Load average (1 min) over the run: {', '.join(f'{x:.2f}' for x in la)} (start, after each round)."
+        f"- Load average (1 min) before the run: {la[0]:.2f}; after each round: {', '.join(f'{x:.2f}' for x in la[1:])}"
+        " (the run itself keeps about two processes busy: broker and client)."
+        + (f" CPU used by other processes on the machine, per round: {', '.join(f'{x:.2f}' for x in others)} cores"
+           f" of {m['cores']}." if others else "")
         + (" **The machine was shared and busy during this run; absolute numbers are noisy, the ratios less so.**"
-           if max(la) >= 1.5 else ""),
+           if la[0] >= 1.5 or (others and max(others) >= 0.5) else ""),
         "",
     ]
     for p, r in data["settings"].get("latency_rates", {}).items():
@@ -142,7 +146,8 @@ def chart(data: dict[str, Any], path: Path) -> None:
         rows = [r for r in rows if r["median"].get("flotilla")]
         values = [r["median"]["flotilla"] for r in rows]
         xlabel = "Flotilla medians (no Apache Kafka in this run; each bar in its own unit)"
-    labels = [f"{r['title']}: {r['label']}" for r in rows]
+    labels = [f"{r['title'].replace(' partitions', 'p').replace(' partition', 'p')}: {r['label']}"
+              .replace("Java perf tool", "Java").replace("start-to-ready: ", "") for r in rows]
     fig, ax = plt.subplots(figsize=(10, 0.32 * len(rows) + 1.4))
     y = list(range(len(rows)))[::-1]
     colors = ["#2a9d8f" if (v >= 1 or not have_ratio) else "#e76f51" for v in values]
@@ -164,7 +169,7 @@ def chart(data: dict[str, Any], path: Path) -> None:
         title += " (smoke run)"
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
 
 

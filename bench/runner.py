@@ -20,7 +20,7 @@ from typing import Any
 
 from bench import javatools, machine
 from bench.targets import LABELS, Session, apache_available, broker_settings
-from bench.workloads import REGISTRY, Case, Config, Context, Metric
+from bench.workloads import REGISTRY, Case, Config, Context, warm_up
 
 
 class Progress:
@@ -87,6 +87,7 @@ class Options:
     workdir: Path
     smoke: bool = False
     fetch: bool = True
+    warmup: bool = True
     only: list[str] = field(default_factory=list)  # case id substrings
 
 
@@ -145,6 +146,7 @@ def run(opts: Options) -> dict[str, Any]:
     samples: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     failures: list[dict[str, Any]] = []
     loads = [dict(machine.load_snapshot(), when="start")]
+    others = machine.OtherLoad()
     n_sessions = len(groups) * len(targets)
 
     for rnd in range(1, opts.repeat + 1):
@@ -170,6 +172,21 @@ def run(opts: Options) -> dict[str, Any]:
                     session.close()
                     continue
                 try:
+                    ctx = Context(session, target, rnd, opts.sizes, shared, tools_libs, progress.note)
+                    if opts.warmup and group_cases:
+                        progress.begin(f"warm-up | {label}")
+                        try:
+                            w = warm_up(ctx, partitions)
+                            progress.end(f"done ({w['records']} records)")
+                        except Exception as e:
+                            progress.end(f"FAILED: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
+                            failures.append({
+                                "case": "(warm-up)", "target": target, "round": rnd, "partitions": partitions,
+                                "error": f"{type(e).__name__}: {e}", "broker_alive_after": session.alive(),
+                                "log_tail": session.log_tail(40),
+                            })
+                            if not session.alive():
+                                session.restart_fresh()
                     for case in group_cases:
                         ctx = Context(session, target, rnd, opts.sizes, shared, tools_libs, progress.note)
                         progress.begin(f"{case.id} | {label}")
@@ -200,7 +217,8 @@ def run(opts: Options) -> dict[str, Any]:
                                     break
                 finally:
                     session.close()
-        loads.append(dict(machine.load_snapshot(), when=f"after round {rnd}"))
+        loads.append(dict(machine.load_snapshot(), when=f"after round {rnd}",
+                          other_processes_cores=others.lap()))
     progress.close()
 
     return {

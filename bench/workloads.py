@@ -59,18 +59,20 @@ class Sizes:
     produce_bytes: int = 160 * MB  # per produce run (records = bytes / record size)
     consume_bytes: int = 256 * MB  # warm log read by each consumer
     latency_seconds: float = 5.0  # duration of the fixed-rate run
+    warmup_bytes: int = 64 * MB  # written and read once per broker session before any case (not timed)
     min_records: int = 1000
     timeout: float = 240.0  # per client run
 
     @classmethod
     def smoke(cls) -> "Sizes":
-        return cls(produce_bytes=2 * MB, consume_bytes=2 * MB, latency_seconds=1.0, min_records=500, timeout=90.0)
+        return cls(produce_bytes=2 * MB, consume_bytes=2 * MB, latency_seconds=1.0, warmup_bytes=1 * MB,
+                   min_records=500, timeout=90.0)
 
     def scaled(self, factor: float) -> "Sizes":
         return Sizes(
             produce_bytes=int(self.produce_bytes * factor), consume_bytes=int(self.consume_bytes * factor),
-            latency_seconds=self.latency_seconds * max(factor, 0.2), min_records=self.min_records,
-            timeout=self.timeout,
+            latency_seconds=self.latency_seconds * max(factor, 0.2), warmup_bytes=int(self.warmup_bytes * factor),
+            min_records=self.min_records, timeout=self.timeout,
         )
 
     def records_for(self, nbytes: int, size: int) -> int:
@@ -185,6 +187,24 @@ def _with_window(ctx: Context, result: dict[str, Any], window: dict[str, Any], n
     if nbytes > 0 and window.get("broker_cpu_seconds") is not None:
         result["broker_cpu_s_per_gb"] = window["broker_cpu_seconds"] / (nbytes / (1024 * MB))
     return result
+
+
+def warm_up(ctx: Context, partitions: int) -> dict[str, Any]:
+    """Not timed, the same for both targets: write and read some data once per broker session, so
+    that no case pays for a cold broker (the JVM's JIT compiler, Python's first imports and
+    allocations, the page cache's first growth)."""
+    t0 = time.monotonic()
+    records = ctx.sizes.records_for(ctx.sizes.warmup_bytes, 1024)
+    topic = ctx.new_topic("warmup", partitions)
+    if ctx.tools_libs is not None:
+        javatools.producer_performance(ctx.bootstrap, topic, records, 1024, acks="1",
+                                       timeout=ctx.sizes.timeout, libs=ctx.tools_libs)
+    else:
+        ctx.rdkafka("produce", ctx.bootstrap, topic, str(records), "1024", "--acks", "1")
+    ctx.rdkafka("consume", ctx.bootstrap, topic, str(records))
+    small = ctx.new_topic("warmup-small", partitions)
+    ctx.rdkafka("produce", ctx.bootstrap, small, str(max(ctx.sizes.min_records, records * 2)), "100", "--acks", "all")
+    return {"records": records, "seconds": round(time.monotonic() - t0, 2)}
 
 
 # -- start-up ---------------------------------------------------------------------------------------

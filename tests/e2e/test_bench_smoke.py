@@ -1,0 +1,62 @@
+"""The benchmark harness runs end to end (`python -m bench --smoke`): tiny record counts, one
+round, Flotilla only unless Apache Kafka's jars are already cached. It checks that the result files
+are written with the expected structure; it measures nothing and asserts no timings."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(600)
+def test_bench_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-m", "bench", "--smoke", "--no-fetch", "--out", str(out), "--name", "smoke",
+           "--workdir", str(tmp_path / "runs")]
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=540)
+    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+
+    data = json.loads((out / "smoke.json").read_text())
+    for key in ("machine", "settings", "targets", "load", "results", "failures", "skipped", "smoke"):
+        assert key in data, key
+    assert data["smoke"] is True
+    assert "flotilla" in data["targets"]
+    for key in ("cpu_model", "cores", "memory_gb", "python", "apache_kafka", "clients", "date"):
+        assert key in data["machine"], key
+    assert data["machine"]["cores"] >= 1
+    assert not data["failures"], json.dumps(data["failures"], indent=1)[:5000]
+
+    rows = {(r["case"], r["metric"]): r for r in data["results"]}
+    for r in data["results"]:
+        for key in ("title", "unit", "better", "median", "samples", "ratio_flotilla_over_kafka"):
+            assert key in r, key
+        assert r["better"] in ("higher", "lower")
+    # Cases that need no Java tool always run.
+    for case, metric in [
+        ("start", "ready_seconds"),
+        ("produce-1KiB-acks1-p1-librdkafka", "mb_per_sec"),
+        ("produce-100B-acksall-p1-librdkafka", "mb_per_sec"),
+        ("memory-p1", "rss_peak_mb"),
+    ]:
+        v = rows[(case, metric)]["median"]["flotilla"]
+        assert isinstance(v, (int, float)) and v > 0, (case, metric, v)
+    for r in data["results"]:
+        if r["primary"] and r["median"].get("flotilla") is not None:
+            assert r["median"]["flotilla"] >= 0, r
+            if r["metric"] in ("mb_per_sec", "ready_seconds", "rss_peak_mb", "rss_idle_mb"):
+                assert r["median"]["flotilla"] > 0, r
+    if "apache" in data["targets"]:
+        assert rows[("start", "ready_seconds")]["ratio_flotilla_over_kafka"] > 0
+
+    md = (out / "smoke.md").read_text()
+    assert "| case | metric | Flotilla" in md
+    assert "start-to-ready" in md
+    if importlib.util.find_spec("matplotlib"):
+        assert (out / "smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
