@@ -264,8 +264,14 @@ def test_kafkacluster_lifecycle(kube_env, kube_namespace, operator, metrics_port
     assert status["configHash"] == sts["spec"]["template"]["metadata"]["annotations"]["flotilla.io/config-hash"]
     assert sorted(p["metadata"]["name"] for p in broker_pods(kube_env, ns, name)) == [f"{name}-broker-{i}" for i in range(3)]
 
+    # What users look at: kubectl wait, and the printer columns.
+    kube_env.kubectl("wait", "--for=condition=Ready", f"kafkacluster/{name}", "-n", ns, "--timeout=10s")
+    table = kube_env.kubectl("get", "kc", name, "-n", ns, "-o", "wide").stdout
+    assert "BrokersReady" in table and f"{name}-bootstrap.{ns}.svc:9092" in table, table
+
     # A config change rolls the brokers, one at a time, highest ordinal first.
     old_hash = status["configHash"]
+    uids_before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in broker_pods(kube_env, ns, name)}
     old_revision = get_json(kube_env, "statefulset", f"{name}-broker", "-n", ns)["status"]["updateRevision"]
     kube_env.kubectl("patch", "kafkacluster", name, "-n", ns, "--type=merge",
                      "-p", json.dumps({"spec": {"config": {"log.retention.ms": "7200000"}}}))
@@ -291,12 +297,19 @@ def test_kafkacluster_lifecycle(kube_env, kube_namespace, operator, metrics_port
     assert kc["status"]["configHash"] != old_hash
     cm = get_json(kube_env, "configmap", f"{name}-config", "-n", ns)
     assert "log.retention.ms=7200000" in cm["data"]["server.properties"]
-    assert all(p["metadata"]["labels"]["controller-revision-hash"] == new_revision for p in broker_pods(kube_env, ns, name))
+    rolled = broker_pods(kube_env, ns, name)
+    assert all(p["metadata"]["labels"]["controller-revision-hash"] == new_revision for p in rolled)
+    # Every broker was replaced (restarted with the new configuration).
+    assert not {p["metadata"]["uid"] for p in rolled} & set(uids_before.values())
+    uids_rolled = {p["metadata"]["name"]: p["metadata"]["uid"] for p in rolled}
 
     # Scale 3 -> 5 through the spec, then 5 -> 3 through the scale subresource.
     kube_env.kubectl("patch", "kafkacluster", name, "-n", ns, "--type=merge", "-p", '{"spec": {"replicas": 5}}')
     wait_for("5 brokers Ready", ready_at_generation(kube_env, ns, name, 5), timeout=120)
-    assert len(broker_pods(kube_env, ns, name)) == 5
+    scaled = {p["metadata"]["name"]: p["metadata"]["uid"] for p in broker_pods(kube_env, ns, name)}
+    assert sorted(scaled) == [f"{name}-broker-{i}" for i in range(5)]
+    # Scaling adds brokers without restarting the others (replicas are not part of the config).
+    assert all(scaled[pod] == uid for pod, uid in uids_rolled.items())
     kube_env.kubectl("scale", "kafkacluster", name, "-n", ns, "--replicas=3")
     wait_for("3 brokers Ready", ready_at_generation(kube_env, ns, name, 3), timeout=120)
     wait_for("2 brokers gone", lambda: len(broker_pods(kube_env, ns, name)) == 3)

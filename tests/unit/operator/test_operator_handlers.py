@@ -121,3 +121,23 @@ async def test_not_implemented_kinds():
     await handlers._not_implemented(handlers.CLIENT_QUOTA, memo_for(kube), quota)
     status = kube.statuses[-1][2]
     assert status["conditions"][0]["reason"] == "NotImplemented"
+
+
+def test_login_picks_the_client_library_only_for_exec_users(tmp_path):
+    plain = tmp_path / "plain"
+    plain.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+        "contexts: [{name: a, context: {cluster: c, user: u}}]\n"
+        "users: [{name: u, user: {token: t}}]\nclusters: [{name: c, cluster: {server: 'https://x'}}]\n"
+    )
+    exec_ = tmp_path / "exec"
+    exec_.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+        "contexts: [{name: a, context: {cluster: c, user: u}}]\n"
+        "users: [{name: u, user: {exec: {command: gke-gcloud-auth-plugin, apiVersion: client.authentication.k8s.io/v1beta1}}}]\n"
+        "clusters: [{name: c, cluster: {server: 'https://x'}}]\n"
+    )
+    assert handlers._kubeconfig_user_needs_client(str(plain)) is False
+    assert handlers._kubeconfig_user_needs_client(str(exec_)) is True
+    # A KUBECONFIG list: the first current-context wins, users may live in another file.
+    assert handlers._kubeconfig_user_needs_client(f"{tmp_path / 'missing'}:{exec_}") is True
