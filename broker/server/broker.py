@@ -78,11 +78,12 @@ class Broker:
         log.info("shutting down: closing listeners")
         self.sockets.stop_accepting()
         self.fetch_purgatory.complete_all()
+        # Answer pending JoinGroup/SyncGroup (NOT_COORDINATOR) so their connections can finish.
+        await self.groups.stop()
         await self.sockets.close_connections()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.groups.stop()
         log.info("flushing logs and writing checkpoints")
         self.replicas.close()
         if self._metrics_runner is not None:
