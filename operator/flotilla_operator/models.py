@@ -66,7 +66,13 @@ def owned_key_message(key: str) -> str:
 
 
 STORAGE_IMMUTABLE_MESSAGE = (
-    "spec.storage is immutable: a StatefulSet cannot change its volume claims (create a new cluster instead)"
+    "spec.storage type, size and storageClassName are immutable: a StatefulSet cannot change its "
+    "volume claims (deleteClaim may change)"
+)
+STORAGE_IMMUTABLE_RULE = (
+    "self.type == oldSelf.type && self.size == oldSelf.size && "
+    "has(self.storageClassName) == has(oldSelf.storageClassName) && "
+    "(!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)"
 )
 CONFIG_KEY_MESSAGE = "spec.config keys must be Kafka configuration key names (lower case, e.g. log.retention.ms)"
 
@@ -147,12 +153,14 @@ class Storage(ApiModel):
     )
     size: str = Field(
         default="10Gi",
+        max_length=32,
         pattern=QUANTITY_PATTERN,
         description="Requested volume size per broker, as a Kubernetes quantity (e.g. 10Gi). For ephemeral storage: the emptyDir size limit.",
     )
     storage_class_name: str | None = Field(
         default=None,
         min_length=1,
+        max_length=253,
         description="StorageClass of the claims; the cluster default when unset.",
     )
     delete_claim: bool = Field(
@@ -269,10 +277,11 @@ class KafkaClusterSpec(ApiModel):
     )
     storage: Storage = Field(
         default_factory=Storage,
-        description="Each broker's log directory volume. Immutable once created.",
+        description="Each broker's log directory volume. Type, size and class are immutable once created.",
         json_schema_extra={
-            "default": {},
-            "x-kubernetes-validations": [cel("self == oldSelf", STORAGE_IMMUTABLE_MESSAGE)],
+            # Spelled out (not {}): the API server checks the rule against the default itself.
+            "default": {"type": "persistent-claim", "size": "10Gi", "deleteClaim": False},
+            "x-kubernetes-validations": [cel(STORAGE_IMMUTABLE_RULE, STORAGE_IMMUTABLE_MESSAGE)],
         },
     )
     config: dict[str, IntOrString] = Field(

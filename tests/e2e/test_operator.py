@@ -216,8 +216,15 @@ def test_storage_is_immutable(kube_env, kube_namespace, crds):
         "-p", json.dumps({"spec": {"storage": {"size": "2Gi"}}}), check=False,
     )
     assert proc.returncode != 0 and "spec.storage" in proc.stderr and "immutable" in proc.stderr
-    # Anything else may change.
-    kube_env.kubectl("patch", "kafkacluster", "fixed", "-n", kube_namespace, "--type=merge", "-p", '{"spec": {"replicas": 2}}')
+    proc = kube_env.kubectl(
+        "patch", "kafkacluster", "fixed", "-n", kube_namespace, "--type=merge",
+        "-p", json.dumps({"spec": {"storage": {"storageClassName": "fast"}}}), check=False,
+    )
+    assert proc.returncode != 0 and "immutable" in proc.stderr
+    # deleteClaim (a StatefulSet retention policy, which may change) and anything else may change.
+    kube_env.kubectl("patch", "kafkacluster", "fixed", "-n", kube_namespace, "--type=merge",
+                     "-p", '{"spec": {"replicas": 2, "storage": {"deleteClaim": true}}}')
+    assert get_json(kube_env, "kafkacluster", "fixed", "-n", kube_namespace)["spec"]["storage"]["deleteClaim"] is True
 
 
 def test_defaults_are_applied_by_the_api_server(kube_env, kube_namespace, crds):

@@ -91,6 +91,23 @@ def _container(owner: Owner, spec: KafkaClusterSpec, image: str, pull_policy: st
     return container
 
 
+def default_affinity(owner: Owner) -> dict[str, Any]:
+    """Prefer one broker per node, so that losing a node loses one broker."""
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": selector_labels(owner)},
+                    },
+                }
+            ]
+        }
+    }
+
+
 def build_statefulset(
     owner: Owner,
     spec: KafkaClusterSpec,
@@ -143,8 +160,8 @@ def build_statefulset(
         "containers": [_container(owner, spec, image, pull_policy)],
         "volumes": volumes,
     }
-    if template.affinity:
-        pod_spec["affinity"] = template.affinity
+    # Spread brokers over nodes unless told otherwise: preferred, so it never blocks scheduling.
+    pod_spec["affinity"] = template.affinity if template.affinity else default_affinity(owner)
     if template.tolerations:
         pod_spec["tolerations"] = template.tolerations
     if template.node_selector:

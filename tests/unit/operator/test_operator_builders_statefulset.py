@@ -114,6 +114,14 @@ def test_pod_template_overrides(owner):
     assert c["resources"] == {"requests": {"cpu": "1"}, "limits": {"memory": "2Gi"}}
 
 
+def test_brokers_spread_over_nodes_by_default(owner, spec):
+    affinity = _sts(owner, spec)["spec"]["template"]["spec"]["affinity"]
+    (term,) = affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"]["app.kubernetes.io/instance"] == "demo"
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in affinity["podAntiAffinity"]
+
+
 def test_runs_as_non_root(owner, spec):
     ps = _sts(owner, spec)["spec"]["template"]["spec"]
     assert ps["securityContext"]["runAsNonRoot"] is True and ps["securityContext"]["fsGroup"] == 10001

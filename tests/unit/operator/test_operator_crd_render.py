@@ -89,7 +89,7 @@ def test_kafkacluster_crd_shape():
     rules = {r["rule"]: r["message"] for r in config["x-kubernetes-validations"]}
     for key in OPERATOR_OWNED_CONFIG_KEYS:
         assert rules[f"!('{key}' in self)"].startswith(f"spec.config must not set {key}:")
-    assert spec["properties"]["storage"]["x-kubernetes-validations"][0]["rule"] == "self == oldSelf"
+    assert "oldSelf.size" in spec["properties"]["storage"]["x-kubernetes-validations"][0]["rule"]
     assert spec["properties"]["listeners"]["x-kubernetes-list-type"] == "map"
     affinity = spec["properties"]["template"]["properties"]["affinity"]
     assert affinity["x-kubernetes-preserve-unknown-fields"] is True and affinity["type"] == "object"
@@ -109,3 +109,11 @@ def _rules(node):
         yield from _rules(child)
     if isinstance(node.get("items"), dict):
         yield from _rules(node["items"])
+
+
+def test_storage_default_matches_the_model():
+    """The CRD's spelled-out storage default must be what the model defaults to."""
+    from flotilla_operator.models import Storage
+
+    spec = _schema(KAFKA_CLUSTER)["properties"]["spec"]
+    assert spec["properties"]["storage"]["default"] == Storage().to_k8s()
