@@ -384,6 +384,11 @@ def test_persistent_storage_renders_claim_templates(kube_env, kube_namespace, op
         for r in (get_json(kube_env, "pvc", "data-disks-broker-0", "-n", ns)["metadata"].get("ownerReferences") or [])
     ), timeout=30)
     assert pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    # Changing deleteClaim changes the StatefulSet's retention policy in place.
+    kube_env.kubectl("patch", "kafkacluster", "disks", "-n", ns, "--type=merge",
+                     "-p", '{"spec": {"storage": {"deleteClaim": false}}}')
+    wait_for("retention policy Retain", lambda: get_json(kube_env, "statefulset", "disks-broker", "-n", ns)
+             ["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain", timeout=30)
 
 
 def test_clientquota_and_recorddeletion_await_broker_support(kube_env, kube_namespace, operator):
