@@ -56,10 +56,10 @@ class Case:
 class Sizes:
     """Record counts; `--smoke` uses tiny ones, `--scale` multiplies the defaults."""
 
-    produce_bytes: int = 160 * MB  # per produce run (records = bytes / record size)
-    consume_bytes: int = 256 * MB  # warm log read by each consumer
-    latency_seconds: float = 5.0  # duration of the fixed-rate run
-    warmup_bytes: int = 64 * MB  # written and read once per broker session before any case (not timed)
+    produce_bytes: int = 100 * MB  # per produce run (records = bytes / record size)
+    consume_bytes: int = 160 * MB  # warm log read by each consumer
+    latency_seconds: float = 4.0  # duration of the fixed-rate run
+    warmup_bytes: int = 48 * MB  # written and read once per broker session before any case (not timed)
     min_records: int = 1000
     timeout: float = 240.0  # per client run
 
