@@ -77,19 +77,50 @@ def _java_cmd(libs: Path, main: str) -> list[str]:
     return [java, *TOOL_JVM_OPTS, "-cp", f"{libs}/*", main]
 
 
-def _run(cmd: list[str], timeout: float) -> str:
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"")
-        out = out.decode(errors="replace") if isinstance(out, bytes) else out
-        raise ToolError(f"timed out after {timeout:.0f}s: {' '.join(cmd)}\nstdout tail:\n{out[-1500:]}") from None
+class BrokerDied(RuntimeError):
+    pass
+
+
+def run_client(cmd: list[str], timeout: float, broker_alive=None, cwd=None) -> tuple[str, str]:
+    """Run a client to completion; stop it early if the broker process dies meanwhile.
+
+    Returns (stdout, stderr); raises ToolError on timeout or a non-zero exit.
+    """
+    import tempfile
+    import time
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd)
+        deadline = time.monotonic() + timeout
+        why = ""
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                why = f"timed out after {timeout:.0f}s"
+            elif broker_alive is not None and not broker_alive():
+                why = "the broker process died while the client ran"
+            if why:
+                proc.kill()
+                proc.wait()
+                break
+            time.sleep(0.1)
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+    if why:
+        exc = BrokerDied if "died" in why else ToolError
+        raise exc(f"{why}: {' '.join(cmd)}\nstdout tail:\n{stdout[-1500:]}\nstderr tail:\n{stderr[-1500:]}")
     if proc.returncode != 0:
         raise ToolError(
-            f"exit code {proc.returncode}: {' '.join(cmd)}\nstdout tail:\n{proc.stdout[-1500:]}"
-            f"\nstderr tail:\n{proc.stderr[-2500:]}"
+            f"exit code {proc.returncode}: {' '.join(cmd)}\nstdout tail:\n{stdout[-1500:]}"
+            f"\nstderr tail:\n{stderr[-2500:]}"
         )
-    return proc.stdout + "\n" + proc.stderr
+    return stdout, stderr
+
+
+def _run(cmd: list[str], timeout: float, broker_alive=None) -> str:
+    stdout, stderr = run_client(cmd, timeout, broker_alive)
+    return stdout + "\n" + stderr
 
 
 # "1000 records sent, 9.9 records/sec (0.01 MB/sec), 3.1 ms avg latency, 20.0 ms max latency,
@@ -104,6 +135,7 @@ _PP_FINAL = re.compile(
 def producer_performance(
     bootstrap: str, topic: str, records: int, record_size: int, *, acks: str, throughput: int = -1,
     batch_size: int = 65536, linger_ms: int = 5, timeout: float = 300, libs: Path | None = None,
+    broker_alive=None,
 ) -> dict[str, Any]:
     libs = libs or ensure_tools(fetch=False)
     cmd = _java_cmd(libs, "org.apache.kafka.tools.ProducerPerformance") + [
@@ -111,7 +143,7 @@ def producer_performance(
         "--throughput", str(throughput), "--producer-props", f"bootstrap.servers={bootstrap}",
         f"acks={acks}", f"batch.size={batch_size}", f"linger.ms={linger_ms}", "compression.type=none",
     ]
-    out = _run(cmd, timeout)
+    out = _run(cmd, timeout, broker_alive)
     matches = list(_PP_FINAL.finditer(out))
     if not matches:
         raise ToolError(f"no summary line in ProducerPerformance output:\n{out[-2000:]}")
@@ -135,6 +167,7 @@ def producer_performance(
 
 def consumer_performance(
     bootstrap: str, topic: str, records: int, *, group: str, timeout: float = 300, libs: Path | None = None,
+    broker_alive=None,
 ) -> dict[str, Any]:
     """Reads `records` records from the beginning of `topic` in a fresh consumer group."""
     libs = libs or ensure_tools(fetch=False)
@@ -142,7 +175,7 @@ def consumer_performance(
         "--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(records),
         "--group", group, "--timeout", "30000", "--hide-header",
     ]
-    out = _run(cmd, timeout)
+    out = _run(cmd, timeout, broker_alive)
     # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
     # rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
     for line in reversed(out.splitlines()):

@@ -147,6 +147,7 @@ def run(opts: Options) -> dict[str, Any]:
     failures: list[dict[str, Any]] = []
     loads = [dict(machine.load_snapshot(), when="start")]
     others = machine.OtherLoad()
+    session_no = 0
     n_sessions = len(groups) * len(targets)
 
     for rnd in range(1, opts.repeat + 1):
@@ -157,7 +158,9 @@ def run(opts: Options) -> dict[str, Any]:
             partitions, extra = key[0], dict(key[1])
             settings = broker_settings(partitions, extra)
             for ti, target in enumerate(order):
-                label = f"round {rnd}/{opts.repeat} | {LABELS[target]} | p={partitions}"
+                session_no += 1
+                label = (f"round {rnd}/{opts.repeat} | {LABELS[target]} | p={partitions}"
+                         f" | session {session_no}/{n_sessions * opts.repeat}")
                 session = Session(target, opts.workdir / f"r{rnd}-p{partitions}-g{gi}-{target}", settings)
                 progress.begin(f"start {label}")
                 try:
@@ -204,7 +207,8 @@ def run(opts: Options) -> dict[str, Any]:
                                 "case": case.id, "target": target, "round": rnd, "partitions": partitions,
                                 "error": f"{type(e).__name__}: {e}",
                                 "traceback": traceback.format_exc(limit=4)[-3000:],
-                                "broker_alive_after": alive, "log_tail": session.log_tail(40),
+                                "broker_alive_after": alive, "broker_exit_code": session.exit_code(),
+                                "log_tail": session.log_tail(40),
                             })
                             if not alive:
                                 progress.note(f"[bench] {LABELS[target]} broker died; restarting on fresh data")

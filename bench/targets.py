@@ -273,6 +273,10 @@ class Session:
     def alive(self) -> bool:
         return self.broker is not None and self.broker.is_running()
 
+    def exit_code(self) -> int | None:
+        proc = self.broker.proc if self.broker else None
+        return proc.poll() if proc is not None else None
+
     def restart_fresh(self) -> None:
         """After a crash: a new process on fresh data, so later workloads can still run."""
         self.close(keep_dir=True)

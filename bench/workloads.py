@@ -14,7 +14,6 @@ subclass `Workload`, give it a `name`, `description`, `order`, return `Case`s fr
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 import uuid
@@ -123,16 +122,22 @@ class Context:
             raise javatools.ToolError("Kafka's perf tools (kafka-tools jars) are not available")
         return self.tools_libs
 
+    def broker_alive(self) -> bool:
+        return self.session.alive()
+
+    def producer_perf(self, topic: str, records: int, size: int, **kw: Any) -> dict[str, Any]:
+        return javatools.producer_performance(self.bootstrap, topic, records, size, timeout=self.sizes.timeout,
+                                              libs=self.need_tools(), broker_alive=self.broker_alive, **kw)
+
+    def consumer_perf(self, topic: str, records: int) -> dict[str, Any]:
+        return javatools.consumer_performance(self.bootstrap, topic, records, group=f"bench-{uuid.uuid4().hex[:8]}",
+                                              timeout=self.sizes.timeout, libs=self.need_tools(),
+                                              broker_alive=self.broker_alive)
+
     def rdkafka(self, *args: str) -> dict[str, Any]:
         cmd = [sys.executable, "-m", "bench.rdkafka_client", *args, "--timeout", str(self.sizes.timeout)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.sizes.timeout + 30,
-                                  cwd=REPO_ROOT)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"timed out: {' '.join(cmd)}") from None
-        if proc.returncode != 0:
-            raise RuntimeError(f"exit code {proc.returncode}: {' '.join(cmd)}\n{proc.stderr[-2500:]}")
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        stdout, _ = javatools.run_client(cmd, self.sizes.timeout + 30, self.broker_alive, cwd=REPO_ROOT)
+        result = json.loads(stdout.strip().splitlines()[-1])
         result["command"] = " ".join(cmd)
         return result
 
@@ -197,8 +202,7 @@ def warm_up(ctx: Context, partitions: int) -> dict[str, Any]:
     records = ctx.sizes.records_for(ctx.sizes.warmup_bytes, 1024)
     topic = ctx.new_topic("warmup", partitions)
     if ctx.tools_libs is not None:
-        javatools.producer_performance(ctx.bootstrap, topic, records, 1024, acks="1",
-                                       timeout=ctx.sizes.timeout, libs=ctx.tools_libs)
+        ctx.producer_perf(topic, records, 1024, acks="1")
     else:
         ctx.rdkafka("produce", ctx.bootstrap, topic, str(records), "1024", "--acks", "1")
     ctx.rdkafka("consume", ctx.bootstrap, topic, str(records))
@@ -275,8 +279,7 @@ class ProduceThroughput(Workload):
         ctx.session.sampler.open()
         try:
             if case.client == "java":
-                r = javatools.producer_performance(ctx.bootstrap, topic, records, size, acks=acks,
-                                                   timeout=ctx.sizes.timeout, libs=ctx.need_tools())
+                r = ctx.producer_perf(topic, records, size, acks=acks)
             else:
                 r = ctx.rdkafka("produce", ctx.bootstrap, topic, str(records), str(size), "--acks", acks)
         finally:
@@ -296,7 +299,7 @@ class ConsumeThroughput(Workload):
     name = "consume"
     description = (
         "Consume throughput from a warm log: a topic of 1 KiB records is written first (not timed, "
-        "Java producer, acks=1), so it sits in the page cache; then a consumer in a fresh group reads "
+        "Java producer if available, else librdkafka; acks=1), so it sits in the page cache; then a consumer in a fresh group reads "
         "all of it from the beginning. This is the broker's zero-copy (sendfile) path. The Java tool "
         "reports fetch throughput excluding its group join; librdkafka assigns partitions directly."
     )
@@ -313,18 +316,15 @@ class ConsumeThroughput(Workload):
     def metrics(self, case: Case) -> list[Metric]:
         return [Metric("mb_per_sec", "throughput", "MB/s", "higher"), *THROUGHPUT_SECONDARY]
 
-    def available(self, case: Case, tools: bool) -> str | None:
-        if not tools:  # the warm log is written with the Java producer
-            return "Kafka's perf tools are not available (kafka-tools jars not cached)"
-        return None
-
     def warm_topic(self, ctx: Context, partitions: int) -> tuple[str, int]:
         key = ("warm_topic", partitions)
         if key not in ctx.session_state:
             records = ctx.sizes.records_for(ctx.sizes.consume_bytes, 1024)
             topic = ctx.new_topic("warm", partitions)
-            javatools.producer_performance(ctx.bootstrap, topic, records, 1024, acks="1",
-                                           timeout=ctx.sizes.timeout, libs=ctx.need_tools())
+            if ctx.tools_libs is not None:
+                ctx.producer_perf(topic, records, 1024, acks="1")
+            else:
+                ctx.rdkafka("produce", ctx.bootstrap, topic, str(records), "1024", "--acks", "1")
             ctx.session_state[key] = (topic, records)
         return ctx.session_state[key]
 
@@ -333,8 +333,7 @@ class ConsumeThroughput(Workload):
         ctx.session.sampler.open()
         try:
             if case.client == "java":
-                r = javatools.consumer_performance(ctx.bootstrap, topic, records, group=f"bench-{uuid.uuid4().hex[:8]}",
-                                                   timeout=ctx.sizes.timeout, libs=ctx.need_tools())
+                r = ctx.consumer_perf(topic, records)
             else:
                 r = ctx.rdkafka("consume", ctx.bootstrap, topic, str(records))
         finally:
@@ -393,8 +392,7 @@ class ProduceLatency(Workload):
         topic = ctx.new_topic("latency", case.partitions or 1)
         ctx.session.sampler.open()
         try:
-            r = javatools.producer_performance(ctx.bootstrap, topic, records, 1024, acks="1", throughput=rate,
-                                               timeout=ctx.sizes.timeout, libs=ctx.need_tools())
+            r = ctx.producer_perf(topic, records, 1024, acks="1", throughput=rate)
         finally:
             window = ctx.session.sampler.close().summary()
         r.update(window)
