@@ -80,6 +80,7 @@ def consume(args: argparse.Namespace) -> dict:
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         "enable.partition.eof": False,
+        **({"fetch.message.max.bytes": args.max_partition_fetch_bytes} if args.max_partition_fetch_bytes else {}),
     })
     md = c.list_topics(args.topic, timeout=30)
     parts = sorted(md.topics[args.topic].partitions)
@@ -129,6 +130,7 @@ def main(argv: list[str]) -> int:
     cp.add_argument("topic")
     cp.add_argument("records", type=int)
     cp.add_argument("--timeout", type=float, default=120)
+    cp.add_argument("--max-partition-fetch-bytes", type=int, default=0, help="small values: many fetches (warm-up)")
     args = ap.parse_args(argv)
     try:
         result = produce(args) if args.cmd == "produce" else consume(args)

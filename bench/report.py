@@ -75,7 +75,8 @@ def markdown(data: dict[str, Any]) -> str:
         lines.append(f"- Latency run, {p} partition(s): {r['records_per_sec']:,} records/s offered ({r['basis']}).")
     lines += [
         "",
-        "Ratio = Flotilla / Kafka; the last column reads it with the metric's direction "
+        "Ratio = Flotilla median / Kafka median (in brackets: the range of the per-round ratios, "
+        "Flotilla and Kafka of the same round); the last column reads it with the metric's direction "
         "(throughput: higher is better; latency, memory, start time: lower is better).",
         "",
     ]
@@ -93,7 +94,11 @@ def markdown(data: dict[str, Any]) -> str:
             cells.append(_fmt(v) + _spread(row["samples"].get(t, [])) if v is not None else "failed / not run")
         if len(targets) > 1:
             ratio = row["ratio_flotilla_over_kafka"]
-            cells += [f"{ratio:.2f}" if ratio is not None else "–", row["better"], _verdict(row)]
+            pr = row.get("ratio_per_round") or []
+            rtxt = f"{ratio:.2f}" if ratio is not None else "–"
+            if len(pr) > 1:
+                rtxt += f" ({min(pr):.2f}–{max(pr):.2f})"
+            cells += [rtxt, row["better"], _verdict(row)]
         lines.append("| " + " | ".join(cells) + " |")
 
     cpu_rows = [r for r in data["results"] if r["metric"] == "broker_cpu_s_per_gb"]
@@ -141,7 +146,8 @@ def chart(data: dict[str, Any], path: Path) -> None:
     if have_ratio:
         rows = have_ratio
         values = [r["flotilla_relative_performance"] for r in rows]
-        xlabel = "Flotilla relative to Apache Kafka (log scale; >1: Flotilla better, <1: Kafka better)"
+        xlabel = ("Flotilla relative to Apache Kafka (log scale; >1: Flotilla better, <1: Kafka better;"
+                  " whiskers: range of per-round ratios)")
     else:
         rows = [r for r in rows if r["median"].get("flotilla")]
         values = [r["median"]["flotilla"] for r in rows]
@@ -151,17 +157,30 @@ def chart(data: dict[str, Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(10, 0.32 * len(rows) + 1.4))
     y = list(range(len(rows)))[::-1]
     colors = ["#2a9d8f" if (v >= 1 or not have_ratio) else "#e76f51" for v in values]
-    ax.barh(y, values, color=colors, height=0.7)
+    xerr = None
+    if have_ratio:
+        lo_err, hi_err = [], []
+        for r, v in zip(rows, values):
+            pr = [x if r["better"] == "higher" else 1 / x for x in (r.get("ratio_per_round") or []) if x > 0]
+            lo_err.append(max(0.0, v - min(pr)) if len(pr) > 1 else 0.0)
+            hi_err.append(max(0.0, max(pr) - v) if len(pr) > 1 else 0.0)
+        if any(lo_err) or any(hi_err):
+            xerr = [lo_err, hi_err]
+    ax.barh(y, values, color=colors, height=0.7, xerr=xerr, error_kw={"elinewidth": 0.8, "capsize": 2})
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=7)
     ax.set_xscale("log")
     if have_ratio:
         ax.axvline(1.0, color="black", linewidth=0.8)
-        lo, hi = min(values + [1.0]), max(values + [1.0])
+        ends = values + [1.0]
+        if xerr:
+            ends += [v - e for v, e in zip(values, xerr[0])] + [v + e for v, e in zip(values, xerr[1])]
+        lo, hi = min(x for x in ends if x > 0), max(ends)
         ax.set_xlim(lo / 1.6, hi * 1.6)
-    for yi, v, r in zip(y, values, rows):
+    for i, (yi, v, r) in enumerate(zip(y, values, rows)):
         text = f"{v:.2f}×" if have_ratio else f"{_fmt(v)} {r['unit']}"
-        ax.text(v * 1.03, yi, text, va="center", fontsize=6.5)
+        right = v + (xerr[1][i] if xerr else 0.0)
+        ax.text(right * 1.04, yi, text, va="center", fontsize=6.5)
     ax.set_xlabel(xlabel, fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
     title = f"Flotilla vs Apache Kafka {data['machine']['apache_kafka']}, {data['machine']['cores']} cores, median of {data['settings']['repeat']}"

@@ -148,6 +148,7 @@ def run(opts: Options) -> dict[str, Any]:
     loads = [dict(machine.load_snapshot(), when="start")]
     others = machine.OtherLoad()
     session_no = 0
+    target_commands: dict[str, str] = {}
     n_sessions = len(groups) * len(targets)
 
     for rnd in range(1, opts.repeat + 1):
@@ -165,6 +166,8 @@ def run(opts: Options) -> dict[str, Any]:
                 progress.begin(f"start {label}")
                 try:
                     session.start()
+                    if session.broker is not None:
+                        target_commands.setdefault(target, " ".join(session.broker.command()))
                     progress.end(f"ready in {session.ready_seconds:.2f}s, RSS {session.idle_rss_mb} MB")
                 except Exception as e:
                     progress.end("FAILED to start")
@@ -231,6 +234,7 @@ def run(opts: Options) -> dict[str, Any]:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "duration_seconds": round(time.time() - started, 1),
         "targets": targets,
+        "target_commands": target_commands,
         "settings": {
             "repeat": opts.repeat,
             "partitions": opts.partitions,
@@ -263,6 +267,12 @@ def summarize(cases: list[Case], samples: dict, targets: list[str]) -> list[dict
             med = {t: _median(v) for t, v in vals.items()}
             f, k = med.get("flotilla"), med.get("apache")
             ratio = f / k if f is not None and k not in (None, 0) else None
+            # Ratios of the same round (taken minutes apart at most): their spread says how stable
+            # the comparison is, whatever the machine's load did between rounds.
+            by_round = {t: {r["round"]: r[m.key] for r in per_target.get(t, []) if isinstance(r.get(m.key), (int, float))}
+                        for t in ("flotilla", "apache")}
+            paired = [by_round["flotilla"][n] / by_round["apache"][n] for n in sorted(by_round["flotilla"])
+                      if by_round["apache"].get(n)]
             relative = None
             if ratio is not None and ratio > 0:
                 relative = ratio if m.better == "higher" else 1 / ratio
@@ -281,6 +291,7 @@ def summarize(cases: list[Case], samples: dict, targets: list[str]) -> list[dict
                 "samples": vals,
                 "median": med,
                 "ratio_flotilla_over_kafka": ratio,
+                "ratio_per_round": [round(x, 4) for x in paired],
                 "flotilla_relative_performance": relative,
                 "runs": {t: [{k2: v2 for k2, v2 in r.items() if k2 != "command"} for r in per_target.get(t, [])]
                          for t in targets} if i == 0 else None,
