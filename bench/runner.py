@@ -101,6 +101,13 @@ def _headline(case: Case, res: dict[str, Any]) -> str:
 def run(opts: Options) -> dict[str, Any]:
     progress = Progress()
     started = time.time()
+    import re
+    import shutil
+
+    if opts.workdir.is_dir():  # broker dirs of an earlier run (this harness's naming only)
+        for d in opts.workdir.iterdir():
+            if re.match(r"r\d+-p\d+-g\d+-(flotilla|apache)", d.name):
+                shutil.rmtree(d, ignore_errors=True) if d.is_dir() else d.unlink()
     notes: list[str] = []
     targets = list(opts.targets)
     if "apache" in targets:
