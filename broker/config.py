@@ -44,6 +44,19 @@ def _parse_listeners(value: str) -> tuple[Listener, ...]:
     return tuple(out)
 
 
+def _parse_protocol_map(value: str) -> dict[str, str]:
+    out = {}
+    for item in (v.strip() for v in value.split(",") if v.strip()):
+        name, sep, proto = item.partition(":")
+        if not sep:
+            raise ValueError(f"{item!r} is not NAME:PROTOCOL")
+        proto = proto.strip().upper()
+        if proto != "PLAINTEXT":
+            raise ValueError(f"security protocol {proto} is not supported yet (only PLAINTEXT)")
+        out[name.strip().upper()] = proto
+    return out
+
+
 def _parse_host_port(value: str) -> tuple[str, int] | None:
     value = value.strip()
     if not value:
@@ -111,6 +124,10 @@ KEYS: tuple[Key, ...] = (
         "Addresses the broker binds, as NAME://host:port (comma separated)."),
     Key("advertised.listeners", "", lambda v: _parse_listeners(v) if v.strip() else (),
         "Addresses given to clients in Metadata; defaults to `listeners`."),
+    Key("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT", _parse_protocol_map,
+        "Security protocol of each listener name, NAME:PROTOCOL (only PLAINTEXT today)."),
+    Key("inter.broker.listener.name", "", lambda v: v.strip().upper(),
+        "Listener other brokers use to reach this one (default: the first listener)."),
     Key("log.dirs", "./data", _dirs, "Directories holding partition logs and checkpoint files."),
     Key("num.partitions", "1", _int_at_least(1), "Partitions of an auto-created topic."),
     Key("default.replication.factor", "1", _int_at_least(1),
@@ -236,6 +253,15 @@ def parse_config(raw: Mapping[str, str]) -> BrokerConfig:
             values[key.name] = key.parse(text)
         except (ValueError, TypeError) as e:
             raise ConfigError(f"invalid value {text!r} for configuration key {key.name!r}: {e}") from None
+    protocols = values["listener.security.protocol.map"]
+    for key in ("listeners", "advertised.listeners"):
+        for listener in values[key]:
+            if listener.name not in protocols and listener.name != "PLAINTEXT":
+                raise ConfigError(f"listener name {listener.name!r} in {key!r} has no entry in "
+                                  f"'listener.security.protocol.map'")
+    inter = values["inter.broker.listener.name"]
+    if inter and inter not in {l.name for l in values["listeners"]}:
+        raise ConfigError(f"'inter.broker.listener.name' {inter!r} is not one of the names in 'listeners'")
     values["__raw__"] = dict(raw)
     return BrokerConfig(values=values)
 

@@ -45,3 +45,16 @@ def test_advertised_listeners_win():
 def test_malformed_properties_line():
     with pytest.raises(ConfigError, match="line 2"):
         parse_properties("a=1\njust words\n")
+
+
+def test_listener_names_and_protocol_map():
+    cfg = parse_config({"listeners": "CLIENT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091",
+                        "listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT",
+                        "inter.broker.listener.name": "REPLICATION"})
+    assert [l.name for l in cfg.listeners] == ["CLIENT", "REPLICATION"]
+    with pytest.raises(ConfigError, match="'listener.security.protocol.map'"):
+        parse_config({"listeners": "CLIENT://0.0.0.0:9092"})
+    with pytest.raises(ConfigError, match="only PLAINTEXT"):
+        parse_config({"listener.security.protocol.map": "PLAINTEXT:SSL"})
+    with pytest.raises(ConfigError, match="'inter.broker.listener.name'"):
+        parse_config({"inter.broker.listener.name": "OTHER"})
