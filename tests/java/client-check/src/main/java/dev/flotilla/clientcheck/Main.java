@@ -42,7 +42,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *
  * <pre>
  * produce        --bootstrap B --topic T [--compression none|gzip|snappy|lz4|zstd] [--acks 0|1|all]
- *                [--idempotent true|false]   reads "key\tvalue" lines on stdin, prints one
+ *                [--idempotent true|false] [--count N [--keys K] [--value-size S]]
+ *                reads "key\tvalue" lines on stdin (or generates N records over K keys), prints one
  *                {"partition","offset","key","value"} per record, in input order
  * consume        --bootstrap B --topic T [--group G] [--offset-reset earliest|latest] [--max N]
  *                [--timeout-ms MS] [--commit]   prints {"event":"assigned"|"revoked"|"record"|...};
@@ -133,11 +134,25 @@ public final class Main {
     p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
 
     List<String[]> input = new ArrayList<>();
-    try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
-      String line;
-      while ((line = in.readLine()) != null) {
-        int tab = line.indexOf('\t');
-        input.add(tab < 0 ? new String[] {null, line} : new String[] {line.substring(0, tab), line.substring(tab + 1)});
+    if (opts.containsKey("count")) {
+      // Generated records: key-(i % keys), value-i padded to --value-size characters.
+      int count = Integer.parseInt(opts.get("count"));
+      int keys = Integer.parseInt(opts.getOrDefault("keys", "10"));
+      int size = Integer.parseInt(opts.getOrDefault("value-size", "0"));
+      for (int i = 0; i < count; i++) {
+        StringBuilder v = new StringBuilder("value-").append(i);
+        while (v.length() < size) {
+          v.append('x');
+        }
+        input.add(new String[] {"key-" + (i % keys), v.toString()});
+      }
+    } else {
+      try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+        String line;
+        while ((line = in.readLine()) != null) {
+          int tab = line.indexOf('\t');
+          input.add(tab < 0 ? new String[] {null, line} : new String[] {line.substring(0, tab), line.substring(tab + 1)});
+        }
       }
     }
     List<Future<RecordMetadata>> futures = new ArrayList<>();
