@@ -55,22 +55,24 @@ class Case:
 class Sizes:
     """Record counts; `--smoke` uses tiny ones, `--scale` multiplies the defaults."""
 
-    produce_bytes: int = 100 * MB  # per produce run (records = bytes / record size)
-    consume_bytes: int = 160 * MB  # warm log read by each consumer
-    latency_seconds: float = 4.0  # duration of the fixed-rate run
-    warmup_bytes: int = 48 * MB  # written and read once per broker session before any case (not timed)
-    warmup_requests: int = 20000  # one-record produce requests in the warm-up
+    produce_bytes: int = 64 * MB  # per produce run of 1 KiB records (records = bytes / record size)
+    produce_small_bytes: int = 32 * MB  # per produce run of 100-byte records
+    consume_bytes: int = 128 * MB  # warm log read by each consumer
+    latency_seconds: float = 5.0  # duration of the fixed-rate run
+    warmup_bytes: int = 32 * MB  # written and read once per broker session before any case (not timed)
+    warmup_requests: int = 15000  # one-record produce requests in the warm-up
     min_records: int = 1000
     timeout: float = 240.0  # per client run
 
     @classmethod
     def smoke(cls) -> "Sizes":
-        return cls(produce_bytes=2 * MB, consume_bytes=2 * MB, latency_seconds=1.0, warmup_bytes=1 * MB, warmup_requests=200,
+        return cls(produce_bytes=2 * MB, produce_small_bytes=1 * MB, consume_bytes=2 * MB, latency_seconds=1.0, warmup_bytes=1 * MB, warmup_requests=200,
                    min_records=500, timeout=90.0)
 
     def scaled(self, factor: float) -> "Sizes":
         return Sizes(
-            produce_bytes=int(self.produce_bytes * factor), consume_bytes=int(self.consume_bytes * factor),
+            produce_bytes=int(self.produce_bytes * factor), produce_small_bytes=int(self.produce_small_bytes * factor),
+            consume_bytes=int(self.consume_bytes * factor),
             latency_seconds=self.latency_seconds * max(factor, 0.2), warmup_bytes=int(self.warmup_bytes * factor),
             warmup_requests=max(200, int(self.warmup_requests * factor)),
             min_records=self.min_records, timeout=self.timeout,
@@ -199,7 +201,7 @@ def _with_window(ctx: Context, result: dict[str, Any], window: dict[str, Any], n
 def warm_up(ctx: Context, partitions: int) -> dict[str, Any]:
     """Not timed, the same for both targets: traffic once per broker session before any case, so
     that no case pays for a cold broker. A JVM compiles a method fully after ~10-15k calls, and a
-    64 KiB-batch case makes only ~1.6k produce requests per 100 MB; so besides filling the page
+    64 KiB-batch case makes only ~1k produce requests per 64 MB; so besides filling the page
     cache with large batches, the warm-up sends ~20k one-record produce requests and reads with
     small fetches (Python has no JIT; for Flotilla this only warms caches and allocators)."""
     t0 = time.monotonic()
@@ -280,7 +282,7 @@ class ProduceThroughput(Workload):
 
     def run(self, ctx: Context, case: Case) -> dict[str, Any]:
         size, acks = case.params["record_size"], case.params["acks"]
-        records = ctx.sizes.records_for(ctx.sizes.produce_bytes, size)
+        records = ctx.sizes.records_for(ctx.sizes.produce_bytes if size >= 1024 else ctx.sizes.produce_small_bytes, size)
         topic = ctx.new_topic("produce", case.partitions or 1)
         ctx.session.sampler.open()
         try:
