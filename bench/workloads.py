@@ -202,7 +202,7 @@ def warm_up(ctx: Context, partitions: int) -> dict[str, Any]:
     """Not timed, the same for both targets: traffic once per broker session before any case, so
     that no case pays for a cold broker. A JVM compiles a method fully after ~10-15k calls, and a
     64 KiB-batch case makes only ~1k produce requests per 64 MB; so besides filling the page
-    cache with large batches, the warm-up sends ~20k one-record produce requests and reads with
+    cache with large batches, the warm-up sends ~15k one-record produce requests and reads with
     small fetches (Python has no JIT; for Flotilla this only warms caches and allocators)."""
     t0 = time.monotonic()
     records = ctx.sizes.records_for(ctx.sizes.warmup_bytes, 1024)
