@@ -8,6 +8,7 @@ recompiles only what changed.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -255,8 +256,20 @@ class Builder:
 
 
 def ensure_built(root: Path | None = None) -> Path:
-    """Build whatever is missing and return the bin directory; fast when everything is cached."""
+    """Build whatever is missing and return the bin directory; fast when everything is cached.
+
+    Concurrent callers (a developer's shell and a test run, say) take turns on a lock file; the
+    second one then finds the binaries built and returns.
+    """
     bin_dir = versions.bin_dir(root)
     if not missing(bin_dir):
         return bin_dir
-    return Builder(root).build_missing()
+    lock_path = versions.version_dir(root) / "build.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"another build holds {lock_path}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        return Builder(root).build_missing()
