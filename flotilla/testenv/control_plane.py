@@ -295,6 +295,9 @@ class ControlPlane:
             f"--cluster-signing-cert-file={paths.ca_cert}",
             f"--cluster-signing-key-file={paths.ca_key}",
             "--use-service-account-credentials=true",
+            # kwok's heartbeats can lag on a loaded 2-core machine; a longer grace period keeps the
+            # fake nodes from flapping NotReady (and their pods from being tainted for eviction).
+            "--node-monitor-grace-period=2m",
             "--leader-elect=false",
             "--controllers=*",
             "--v=1",
