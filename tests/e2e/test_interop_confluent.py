@@ -5,11 +5,11 @@ import pytest
 from tests.support.broker_process import free_port
 from tests.support.clients import keyed_records
 from tests.support.fault_proxy import FaultProxy
-from tests.support.interop_suite import InteropSuite, make_topic
+from tests.support.interop_suite import AdminScenarios, InteropSuite, make_topic
 from tests.support.verify import read_all
 
 
-class TestConfluentKafka(InteropSuite):
+class TestConfluentKafka(InteropSuite, AdminScenarios):
     family_name = "confluent"
 
     @pytest.mark.timeout(60)

@@ -6,12 +6,12 @@ these tests (it does not skip them).
 
 import pytest
 
-from tests.support.interop_suite import InteropSuite
+from tests.support.interop_suite import AdminScenarios, InteropSuite
 
 pytestmark = pytest.mark.java
 
 
-class TestJavaClient(InteropSuite):
+class TestJavaClient(InteropSuite, AdminScenarios):
     family_name = "java"
 
     @pytest.mark.timeout(90)

@@ -153,6 +153,26 @@ class Family:
     ) -> Consumer:
         raise NotImplementedError
 
+    # admin beyond CreateTopics (families with an admin API) ----------------------------------------
+    def delete_topic(self, bootstrap: str, topic: str) -> None:
+        raise NotImplementedError
+
+    def create_partitions(self, bootstrap: str, topic: str, total: int) -> None:
+        raise NotImplementedError
+
+    def topic_config(self, bootstrap: str, topic: str) -> dict[str, str | None]:
+        raise NotImplementedError
+
+    def list_groups(self, bootstrap: str) -> set[str]:
+        raise NotImplementedError
+
+    def group_state(self, bootstrap: str, group: str) -> str:
+        """The group's state, lower case ("empty", "stable", ...)."""
+        raise NotImplementedError
+
+    def delete_group(self, bootstrap: str, group: str) -> None:
+        raise NotImplementedError
+
     def consume_and_commit(self, bootstrap: str, topic: str, group: str, n: int, timeout: float = DEFAULT_TIMEOUT) -> list[Rec]:
         """Consume exactly n records in `group` from the committed position (else earliest),
         commit the position after them, and leave."""
@@ -265,6 +285,39 @@ class ConfluentFamily(Family):
             "controller": d.controller.id if d.controller else -1,
             "nodes": [(n.id, n.host, n.port) for n in d.nodes],
         }
+
+    def delete_topic(self, bootstrap, topic):
+        admin = self._admin(bootstrap)
+        admin.delete_topics([topic], operation_timeout=20, request_timeout=30)[topic].result(timeout=30)
+
+    def create_partitions(self, bootstrap, topic, total):
+        from confluent_kafka.admin import NewPartitions
+
+        admin = self._admin(bootstrap)
+        admin.create_partitions([NewPartitions(topic, total)], request_timeout=30)[topic].result(timeout=30)
+
+    def topic_config(self, bootstrap, topic):
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        admin = self._admin(bootstrap)
+        res = ConfigResource(ResourceType.TOPIC, topic)
+        entries = admin.describe_configs([res], request_timeout=30)[res].result(timeout=30)
+        return {name: e.value for name, e in entries.items()}
+
+    def list_groups(self, bootstrap):
+        admin = self._admin(bootstrap)
+        result = admin.list_consumer_groups(request_timeout=30).result(timeout=30)
+        return {g.group_id for g in result.valid}
+
+    def group_state(self, bootstrap, group):
+        admin = self._admin(bootstrap)
+        d = admin.describe_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
+        state = getattr(d, "state", None) or getattr(d, "group_state", None)
+        return str(getattr(state, "name", state)).lower()
+
+    def delete_group(self, bootstrap, group):
+        admin = self._admin(bootstrap)
+        admin.delete_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
 
     def produce(self, bootstrap, topic, records, *, compression="none", acks="all", idempotent=False):
         from confluent_kafka import Producer
@@ -439,11 +492,44 @@ class KafkaPythonFamily(Family):
             admin.close()
 
     def list_topics(self, bootstrap):
+        return self._with_admin(bootstrap, lambda a: set(a.list_topics()))
+
+    def _with_admin(self, bootstrap: str, fn: Callable[[Any], Any]) -> Any:
         admin = self._admin(bootstrap)
         try:
-            return set(admin.list_topics())
+            return fn(admin)
         finally:
             admin.close()
+
+    def delete_topic(self, bootstrap, topic):
+        self._with_admin(bootstrap, lambda a: a.delete_topics([topic]))
+
+    def create_partitions(self, bootstrap, topic, total):
+        from kafka.admin import NewPartitions
+
+        self._with_admin(bootstrap, lambda a: a.create_partitions({topic: NewPartitions(total_count=total)}))
+
+    def topic_config(self, bootstrap, topic):
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        r = self._with_admin(
+            bootstrap, lambda a: a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+        )
+        return {name: c["value"] for name, c in r["topic"][topic].items()}
+
+    def list_groups(self, bootstrap):
+        return {g["group_id"] for g in self._with_admin(bootstrap, lambda a: a.list_groups())}
+
+    def group_state(self, bootstrap, group):
+        d = self._with_admin(bootstrap, lambda a: a.describe_groups([group]))[group]
+        if d.get("error"):
+            raise ClientError(f"kafka-python describe_groups {group}: {d['error']}")
+        return str(d["group_state"]).lower()
+
+    def delete_group(self, bootstrap, group):
+        r = self._with_admin(bootstrap, lambda a: a.delete_groups([group]))
+        if r.get(group) != "OK":
+            raise ClientError(f"kafka-python delete_groups {group}: {r}")
 
     def produce(self, bootstrap, topic, records, *, compression="none", acks="all", idempotent=False):
         from kafka import KafkaProducer
@@ -595,6 +681,57 @@ class AIOKafkaFamily(Family):
             return set(await admin.list_topics())
 
         return self._with_admin(bootstrap, lt)
+
+    def delete_topic(self, bootstrap, topic):
+        async def dt(admin: Any) -> None:
+            resp = await admin.delete_topics([topic])
+            codes = [t[1] for t in resp.topic_error_codes]
+            if any(codes):
+                raise ClientError(f"aiokafka delete_topics {topic}: {resp}")
+
+        self._with_admin(bootstrap, dt)
+
+    def create_partitions(self, bootstrap, topic, total):
+        from aiokafka.admin import NewPartitions
+
+        async def cp(admin: Any) -> None:
+            await admin.create_partitions({topic: NewPartitions(total_count=total)})
+
+        self._with_admin(bootstrap, cp)
+
+    def topic_config(self, bootstrap, topic):
+        from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+        async def dc(admin: Any) -> dict[str, str | None]:
+            out: dict[str, str | None] = {}
+            for resp in await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]):
+                for error_code, _msg, _type, name, entries, *_ in resp.resources:
+                    if error_code or name != topic:
+                        raise ClientError(f"aiokafka describe_configs {topic}: error {error_code}")
+                    out.update({e[0]: e[1] for e in entries})
+            return out
+
+        return self._with_admin(bootstrap, dc)
+
+    def list_groups(self, bootstrap):
+        async def lg(admin: Any) -> set[str]:
+            return {g[0] for g in await admin.list_consumer_groups()}
+
+        return self._with_admin(bootstrap, lg)
+
+    def group_state(self, bootstrap, group):
+        async def dg(admin: Any) -> str:
+            for resp in await admin.describe_consumer_groups([group]):
+                for error_code, gid, state, *_ in resp.groups:
+                    if gid == group:
+                        if error_code:
+                            raise ClientError(f"aiokafka describe_consumer_groups {group}: error {error_code}")
+                        return str(state).lower()
+            raise ClientError(f"aiokafka describe_consumer_groups: {group} not in the answer")
+
+        return self._with_admin(bootstrap, dg)
+
+    # aiokafka has no DeleteGroups call: delete_group stays NotImplementedError.
 
     def produce(self, bootstrap, topic, records, *, compression="none", acks="all", idempotent=False):
         async def go() -> list[Rec]:
@@ -763,6 +900,24 @@ class JavaFamily(Family):
 
     def list_topics(self, bootstrap):
         return set(self._run("list-topics", "--bootstrap", bootstrap)[-1]["topics"])
+
+    def delete_topic(self, bootstrap, topic):
+        assert self._run("delete-topic", "--bootstrap", bootstrap, "--topic", topic)[-1]["deleted"] == topic
+
+    def create_partitions(self, bootstrap, topic, total):
+        self._run("create-partitions", "--bootstrap", bootstrap, "--topic", topic, "--partitions", str(total))
+
+    def topic_config(self, bootstrap, topic):
+        return dict(self._run("describe-configs", "--bootstrap", bootstrap, "--topic", topic)[-1]["configs"])
+
+    def list_groups(self, bootstrap):
+        return set(self._run("list-groups", "--bootstrap", bootstrap)[-1]["groups"])
+
+    def group_state(self, bootstrap, group):
+        return str(self._run("describe-group", "--bootstrap", bootstrap, "--group", group)[-1]["state"]).lower()
+
+    def delete_group(self, bootstrap, group):
+        assert self._run("delete-group", "--bootstrap", bootstrap, "--group", group)[-1]["deleted"] == group
 
     def describe_cluster(self, bootstrap: str) -> dict[str, Any]:
         d = self._run("describe-cluster", "--bootstrap", bootstrap)[-1]

@@ -232,3 +232,43 @@ class InteropSuite:
         values = [r.value for r in got]
         assert len(values) == len(set(values)), f"{len(values) - len(set(values))} duplicates after retries"
         check_round_trip(sent, delivered, got, 2, client.reports_offsets)
+
+
+class AdminScenarios:
+    """Admin APIs beyond CreateTopics, for families that have an admin client (not kcat)."""
+
+    family_name = "?"
+
+    @pytest.mark.timeout(180)
+    def test_admin_topic_and_group_lifecycle(self, client: Family, shared_broker: ServerProcess) -> None:
+        import time
+
+        bootstrap = shared_broker.bootstrap
+        topic = kafka_wire.unique_topic("admin")
+        with kafka_wire.connect(bootstrap) as conn:
+            assert int(conn.create_topic(topic, 2, {"retention.ms": "123456"})) == 0
+        # DescribeConfigs: the topic's own setting and a default.
+        config = client.topic_config(bootstrap, topic)
+        assert config.get("retention.ms") == "123456", f"retention.ms = {config.get('retention.ms')!r}"
+        assert config.get("cleanup.policy") == "delete"
+        # CreatePartitions
+        client.create_partitions(bootstrap, topic, 5)
+        assert partition_count(shared_broker, topic) == 5
+        # ListGroups / DescribeGroups / DeleteGroups on a group with a committed offset.
+        group = new_group()
+        family("confluent").produce(bootstrap, topic, [("key-1", "for-the-group")])
+        family("confluent").consume_and_commit(bootstrap, topic, group, 1)
+        assert group in client.list_groups(bootstrap)
+        assert client.group_state(bootstrap, group) == "empty"
+        try:
+            client.delete_group(bootstrap, group)
+        except NotImplementedError:
+            pass  # this client cannot delete groups
+        else:
+            assert group not in client.list_groups(bootstrap), "deleted group still listed"
+        # DeleteTopics
+        client.delete_topic(bootstrap, topic)
+        deadline = time.monotonic() + 20
+        while topic in client.list_topics(bootstrap):
+            assert time.monotonic() < deadline, f"{topic} still listed 20s after DeleteTopics"
+            time.sleep(0.5)

@@ -52,6 +52,12 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * list-topics    --bootstrap B                  prints {"topics":[...]}
  * describe-cluster --bootstrap B                prints {"clusterId","controller","nodes":[...]}
  * create-topic   --bootstrap B --topic T [--partitions P]  prints {"created":T,"partitions":P}
+ * delete-topic   --bootstrap B --topic T        prints {"deleted":T}
+ * create-partitions --bootstrap B --topic T --partitions TOTAL  prints {"topic":T,"partitions":TOTAL}
+ * describe-configs  --bootstrap B --topic T     prints {"configs":{name:value,...}}
+ * list-groups    --bootstrap B                  prints {"groups":[...]}
+ * describe-group --bootstrap B --group G        prints {"group":G,"state":S,"members":N}
+ * delete-group   --bootstrap B --group G        prints {"deleted":G}
  * </pre>
  */
 public final class Main {
@@ -75,6 +81,12 @@ public final class Main {
       case "list-topics" -> rc = listTopics(bootstrap);
       case "describe-cluster" -> rc = describeCluster(bootstrap);
       case "create-topic" -> rc = createTopic(bootstrap, opts);
+      case "delete-topic" -> rc = deleteTopic(bootstrap, opts);
+      case "create-partitions" -> rc = createPartitions(bootstrap, opts);
+      case "describe-configs" -> rc = describeConfigs(bootstrap, opts);
+      case "list-groups" -> rc = listGroups(bootstrap);
+      case "describe-group" -> rc = describeGroup(bootstrap, opts);
+      case "delete-group" -> rc = deleteGroup(bootstrap, opts);
       default -> {
         System.err.println("unknown subcommand " + argv[0]);
         rc = 2;
@@ -383,6 +395,86 @@ public final class Main {
       ObjectNode n = JSON.createObjectNode();
       n.put("created", topic);
       n.put("partitions", partitions);
+      emit(n);
+    }
+    return 0;
+  }
+
+  private static int deleteTopic(String bootstrap, Map<String, String> opts) throws Exception {
+    String topic = need(opts, "topic");
+    try (Admin admin = admin(bootstrap)) {
+      admin.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
+      ObjectNode n = JSON.createObjectNode();
+      n.put("deleted", topic);
+      emit(n);
+    }
+    return 0;
+  }
+
+  private static int createPartitions(String bootstrap, Map<String, String> opts) throws Exception {
+    String topic = need(opts, "topic");
+    int total = Integer.parseInt(need(opts, "partitions"));
+    try (Admin admin = admin(bootstrap)) {
+      admin.createPartitions(Map.of(topic, org.apache.kafka.clients.admin.NewPartitions.increaseTo(total)))
+          .all().get(30, TimeUnit.SECONDS);
+      ObjectNode n = JSON.createObjectNode();
+      n.put("topic", topic);
+      n.put("partitions", total);
+      emit(n);
+    }
+    return 0;
+  }
+
+  private static int describeConfigs(String bootstrap, Map<String, String> opts) throws Exception {
+    String topic = need(opts, "topic");
+    org.apache.kafka.common.config.ConfigResource res =
+        new org.apache.kafka.common.config.ConfigResource(org.apache.kafka.common.config.ConfigResource.Type.TOPIC, topic);
+    try (Admin admin = admin(bootstrap)) {
+      org.apache.kafka.clients.admin.Config config =
+          admin.describeConfigs(List.of(res)).all().get(30, TimeUnit.SECONDS).get(res);
+      ObjectNode n = JSON.createObjectNode();
+      ObjectNode c = n.putObject("configs");
+      for (org.apache.kafka.clients.admin.ConfigEntry e : config.entries()) {
+        c.put(e.name(), e.value());
+      }
+      emit(n);
+    }
+    return 0;
+  }
+
+  private static int listGroups(String bootstrap) throws Exception {
+    try (Admin admin = admin(bootstrap)) {
+      ObjectNode n = JSON.createObjectNode();
+      ArrayNode a = n.putArray("groups");
+      TreeSet<String> ids = new TreeSet<>();
+      admin.listConsumerGroups().all().get(30, TimeUnit.SECONDS).forEach(g -> ids.add(g.groupId()));
+      ids.forEach(a::add);
+      emit(n);
+    }
+    return 0;
+  }
+
+  @SuppressWarnings("deprecation")
+  private static int describeGroup(String bootstrap, Map<String, String> opts) throws Exception {
+    String group = need(opts, "group");
+    try (Admin admin = admin(bootstrap)) {
+      org.apache.kafka.clients.admin.ConsumerGroupDescription d =
+          admin.describeConsumerGroups(List.of(group)).all().get(30, TimeUnit.SECONDS).get(group);
+      ObjectNode n = JSON.createObjectNode();
+      n.put("group", d.groupId());
+      n.put("state", d.state().toString());
+      n.put("members", d.members().size());
+      emit(n);
+    }
+    return 0;
+  }
+
+  private static int deleteGroup(String bootstrap, Map<String, String> opts) throws Exception {
+    String group = need(opts, "group");
+    try (Admin admin = admin(bootstrap)) {
+      admin.deleteConsumerGroups(List.of(group)).all().get(30, TimeUnit.SECONDS);
+      ObjectNode n = JSON.createObjectNode();
+      n.put("deleted", group);
       emit(n);
     }
     return 0;
