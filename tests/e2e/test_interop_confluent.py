@@ -33,3 +33,35 @@ class TestConfluentKafka(InteropSuite, AdminScenarios):
             got = read_all(f"127.0.0.1:{proxy.port}", topic, (0,))
         assert len(got) > len(sent), "no duplicates: the proxy did not force a retry"
         assert {r.value for r in got} == {v for _, v in sent}
+
+    @pytest.mark.timeout(60)
+    def test_fetch_returns_a_first_batch_larger_than_the_fetch_limits(self, client, shared_broker):
+        """KIP-74: a batch larger than max.partition.fetch.bytes / fetch.max.bytes is still returned
+        when it is the first one, so a consumer can always make progress."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        topic = make_topic(shared_broker, 1, "kip74")
+        sent = [("k", "A" * 300_000), ("k", "B" * 300_000)]
+        client.produce(shared_broker.bootstrap, topic, sent)
+        c = Consumer(
+            {
+                "bootstrap.servers": shared_broker.bootstrap,
+                "group.id": "unused",
+                "enable.auto.commit": False,
+                "message.max.bytes": 1000,  # librdkafka wants fetch.max.bytes >= this
+                "fetch.max.bytes": 1024,
+                "max.partition.fetch.bytes": 1024,
+                "receive.message.max.bytes": 2000000,
+            }
+        )
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+            got = []
+            deadline = __import__("time").monotonic() + 30
+            while len(got) < 2 and __import__("time").monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None and not m.error():
+                    got.append((m.offset(), len(m.value())))
+        finally:
+            c.close()
+        assert got == [(0, 300_000), (1, 300_000)]

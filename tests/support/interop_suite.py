@@ -151,6 +151,35 @@ class InteropSuite:
         for r in got:
             assert r.offset >= old_end[r.partition], f"{r} is older than the position at subscribe time"
 
+    @pytest.mark.timeout(180)
+    def test_reads_batches_written_by_other_clients(self, client: Family, shared_broker: ServerProcess) -> None:
+        """The broker stores batches as producers wrote them; every consumer must read every
+        producer's framing and codec from one partition."""
+        topic = make_topic(shared_broker, 1, "mixed")
+        writers = [("confluent", "zstd"), ("kafka-python", "gzip"), ("aiokafka", "snappy"), ("confluent", "lz4")]
+        sent: list[tuple[str, str]] = []
+        for i, (writer, codec) in enumerate(writers):
+            part = keyed_records(50, keys=3, prefix=f"{writer}-{codec}-{i}", size=90)
+            family(writer).produce(shared_broker.bootstrap, topic, part, compression=codec)
+            sent += part
+        with client.consumer(shared_broker.bootstrap, topic, offset_reset="earliest") as c:
+            c.take(len(sent))
+            c.settle(1.0)
+            got = list(c.records)
+        assert [(r.key, r.value) for r in got] == sent, "records differ or arrive out of order"
+        assert [r.offset for r in got] == list(range(len(sent)))
+
+    @pytest.mark.timeout(120)
+    def test_large_record(self, client: Family, shared_broker: ServerProcess) -> None:
+        topic = make_topic(shared_broker, 1, "large")
+        big = "L" * 700_000
+        sent = [("key-big", big), ("key-small", "after")]
+        client.produce(shared_broker.bootstrap, topic, sent)
+        with client.consumer(shared_broker.bootstrap, topic, offset_reset="earliest") as c:
+            got = c.take(2)
+        assert [(r.key, len(r.value or "")) for r in got] == [("key-big", 700_000), ("key-small", 5)]
+        assert got[0].value == big
+
     # -- groups -----------------------------------------------------------------------------------------
 
     @pytest.mark.timeout(180)
