@@ -188,7 +188,7 @@ def chart(data: dict[str, Any], path: Path) -> None:
         title += " (smoke run)"
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=90, bbox_inches="tight")
+    fig.savefig(path, dpi=80, bbox_inches="tight")
     plt.close(fig)
 
 

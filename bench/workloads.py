@@ -55,8 +55,9 @@ class Case:
 class Sizes:
     """Record counts; `--smoke` uses tiny ones, `--scale` multiplies the defaults."""
 
-    produce_bytes: int = 64 * MB  # per produce run of 1 KiB records (records = bytes / record size)
-    produce_small_bytes: int = 32 * MB  # per produce run of 100-byte records
+    produce_bytes: int = 128 * MB  # per produce run of 1 KiB records (records = bytes / record size)
+    produce_small_bytes: int = 64 * MB  # per produce run of 100-byte records
+    librdkafka_factor: float = 2.0  # librdkafka is faster than the Java tool: longer runs
     consume_bytes: int = 128 * MB  # warm log read by each consumer
     latency_seconds: float = 5.0  # duration of the fixed-rate run
     warmup_bytes: int = 32 * MB  # written and read once per broker session before any case (not timed)
@@ -66,13 +67,13 @@ class Sizes:
 
     @classmethod
     def smoke(cls) -> "Sizes":
-        return cls(produce_bytes=2 * MB, produce_small_bytes=1 * MB, consume_bytes=2 * MB, latency_seconds=1.0, warmup_bytes=1 * MB, warmup_requests=200,
+        return cls(produce_bytes=2 * MB, produce_small_bytes=1 * MB, librdkafka_factor=1.0, consume_bytes=2 * MB, latency_seconds=1.0, warmup_bytes=1 * MB, warmup_requests=200,
                    min_records=500, timeout=90.0)
 
     def scaled(self, factor: float) -> "Sizes":
         return Sizes(
             produce_bytes=int(self.produce_bytes * factor), produce_small_bytes=int(self.produce_small_bytes * factor),
-            consume_bytes=int(self.consume_bytes * factor),
+            consume_bytes=int(self.consume_bytes * factor), librdkafka_factor=self.librdkafka_factor,
             latency_seconds=self.latency_seconds * max(factor, 0.2), warmup_bytes=int(self.warmup_bytes * factor),
             warmup_requests=max(200, int(self.warmup_requests * factor)),
             min_records=self.min_records, timeout=self.timeout,
@@ -282,7 +283,10 @@ class ProduceThroughput(Workload):
 
     def run(self, ctx: Context, case: Case) -> dict[str, Any]:
         size, acks = case.params["record_size"], case.params["acks"]
-        records = ctx.sizes.records_for(ctx.sizes.produce_bytes if size >= 1024 else ctx.sizes.produce_small_bytes, size)
+        nbytes = ctx.sizes.produce_bytes if size >= 1024 else ctx.sizes.produce_small_bytes
+        if case.client == "librdkafka":
+            nbytes = int(nbytes * ctx.sizes.librdkafka_factor)
+        records = ctx.sizes.records_for(nbytes, size)
         topic = ctx.new_topic("produce", case.partitions or 1)
         ctx.session.sampler.open()
         try:
