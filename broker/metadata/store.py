@@ -18,6 +18,9 @@ import uuid
 from dataclasses import dataclass, field
 
 
+NO_TOPIC_ID = uuid.UUID(int=0)  # what Kafka sends where a topic id is absent or unknown
+
+
 class MetadataError(Exception):
     pass
 

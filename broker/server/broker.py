@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import uuid
 from pathlib import Path
 
 from broker.config import BrokerConfig

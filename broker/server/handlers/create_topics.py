@@ -5,11 +5,10 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.config import topic_config_entries
-from broker.metadata.store import TopicExists
+from broker.metadata.store import NO_TOPIC_ID, TopicExists
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.topics import TopicError
 
-ZERO_UUID = __import__("uuid").UUID(int=0)
 
 
 class CreateTopicsHandler(Handler):
@@ -42,7 +41,7 @@ class CreateTopicsHandler(Handler):
                                    config_source=1 if k in configs else 5, is_sensitive=False)
                          for k, v in sorted(effective.items())) if code == ErrorCode.none and ctx.has("CreatableTopicConfigs") else ()
             results.append(ctx.build(
-                "CreatableTopicResult", name=t.name, topic_id=record.topic_id if record else ZERO_UUID,
+                "CreatableTopicResult", name=t.name, topic_id=record.topic_id if record else NO_TOPIC_ID,
                 error_code=code, error_message=msg, topic_config_error_code=ErrorCode.none,
                 num_partitions=partitions if code == ErrorCode.none else -1,
                 replication_factor=rf if code == ErrorCode.none else -1, configs=cfgs))

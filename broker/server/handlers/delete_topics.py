@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
-
 from kio.schema.errors import ErrorCode
 
+from broker.metadata.store import NO_TOPIC_ID
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.topics import TopicError
 
-ZERO_UUID = uuid.UUID(int=0)
 
 
 class DeleteTopicsHandler(Handler):
@@ -25,7 +23,7 @@ class DeleteTopicsHandler(Handler):
             wanted = [(t.name, t.topic_id) for t in request.topics]
         out = []
         for name, topic_id in wanted:
-            if name is None and topic_id not in (None, ZERO_UUID):
+            if name is None and topic_id not in (None, NO_TOPIC_ID):
                 rec = b.store.topic_by_id(topic_id)
                 name = rec.name if rec else None
             code, msg = ErrorCode.none, None
@@ -38,7 +36,7 @@ class DeleteTopicsHandler(Handler):
                     b.topics.delete(name)
                 except TopicError as e:
                     code, msg = e.code, e.message
-            out.append(ctx.build("DeletableTopicResult", name=name, topic_id=rec.topic_id if rec else (topic_id or ZERO_UUID),
+            out.append(ctx.build("DeletableTopicResult", name=name, topic_id=rec.topic_id if rec else (topic_id or NO_TOPIC_ID),
                                  error_code=code, error_message=msg))
         return ctx.build("DeleteTopicsResponse", throttle_time=NO_THROTTLE, responses=tuple(out))
 

@@ -7,7 +7,6 @@ Until fetch sessions (KIP-227) land, every response carries session_id 0 (no ses
 
 from __future__ import annotations
 
-import uuid
 
 from kio.schema.errors import ErrorCode
 

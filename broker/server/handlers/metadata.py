@@ -6,14 +6,12 @@ Unknown topics are created here when auto.create.topics.enable is on and the cli
 
 from __future__ import annotations
 
-import uuid
-
 from kio.schema.errors import ErrorCode
 
+from broker.metadata.store import NO_TOPIC_ID
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.topics import TopicError
 
-ZERO_UUID = uuid.UUID(int=0)
 
 
 class MetadataHandler(Handler):
@@ -34,7 +32,7 @@ class MetadataHandler(Handler):
         topics = []
         for name, topic_id in wanted:
             record = store.topic(name) if name is not None else (
-                store.topic_by_id(topic_id) if topic_id not in (None, ZERO_UUID) else None)
+                store.topic_by_id(topic_id) if topic_id not in (None, NO_TOPIC_ID) else None)
             error = ErrorCode.none
             if record is None and name is not None and allow_auto:
                 try:
@@ -45,7 +43,7 @@ class MetadataHandler(Handler):
                 if error == ErrorCode.none:
                     error = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
                 topics.append(ctx.build("MetadataResponseTopic", error_code=error, name=name,
-                                        topic_id=topic_id or ZERO_UUID, is_internal=False, partitions=()))
+                                        topic_id=topic_id or NO_TOPIC_ID, is_internal=False, partitions=()))
                 continue
             partitions = tuple(
                 ctx.build("MetadataResponsePartition", error_code=ErrorCode.none, partition_index=p,
