@@ -1,5 +1,7 @@
 """confluent-kafka (librdkafka) against the broker: the shared interop scenarios plus DescribeCluster."""
 
+import time
+
 import pytest
 
 from tests.support.broker_process import free_port
@@ -57,8 +59,8 @@ class TestConfluentKafka(InteropSuite, AdminScenarios):
         try:
             c.assign([TopicPartition(topic, 0, 0)])
             got = []
-            deadline = __import__("time").monotonic() + 30
-            while len(got) < 2 and __import__("time").monotonic() < deadline:
+            deadline = time.monotonic() + 30
+            while len(got) < 2 and time.monotonic() < deadline:
                 m = c.poll(0.5)
                 if m is not None and not m.error():
                     got.append((m.offset(), len(m.value())))

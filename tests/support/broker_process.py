@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -153,7 +152,7 @@ class ServerProcess:
                         if resp.status != 200:
                             raise RuntimeError(f"metrics answered HTTP {resp.status}")
                 return
-            except (OSError, RuntimeError, EOFError, ValueError, urllib.error.URLError) as e:
+            except Exception as e:  # not up yet, or answering garbage: keep trying until the deadline
                 last_error = e
                 time.sleep(0.2)
         raise BrokerStartError(

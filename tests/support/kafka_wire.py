@@ -12,6 +12,7 @@ and can corrupt them in the ways the bad-input tests need.
 from __future__ import annotations
 
 import datetime
+import importlib
 import io
 import itertools
 import socket
@@ -57,7 +58,7 @@ def _response_header_type(response_type: type) -> type:
 def response_type_for(request: Any) -> type:
     """The kio response class matching a kio request instance (same API, same version)."""
     module_name = type(request).__module__.rsplit(".", 1)[0] + ".response"
-    module = __import__(module_name, fromlist=["_"])
+    module = importlib.import_module(module_name)
     name = type(request).__name__.replace("Request", "Response")
     return getattr(module, name)
 
