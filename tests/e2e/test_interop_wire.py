@@ -129,3 +129,11 @@ def test_metrics_and_healthz_endpoints(shared_broker: ServerProcess) -> None:
     assert "# TYPE" in text, "not Prometheus text exposition"
     with urllib.request.urlopen(shared_broker.metrics_url.replace("/metrics", "/healthz"), timeout=5) as resp:
         assert resp.status == 200
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.flotilla_only("Flotilla's start-up banner")
+def test_startup_banner_names_bootstrap_and_metrics(shared_broker: ServerProcess) -> None:
+    log = shared_broker.log_text()
+    assert f"bootstrap address: {shared_broker.bootstrap}" in log
+    assert str(shared_broker.metrics_url) in log
