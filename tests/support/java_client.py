@@ -75,6 +75,9 @@ def build(verbose: bool = False) -> Path:
         (staging / ".complete").touch()
         shutil.rmtree(d, ignore_errors=True)
         staging.rename(d)
+    for old in CACHE_ROOT.glob("client-check-*"):  # builds of earlier sources
+        if old != d and not old.name.endswith(".tmp"):
+            shutil.rmtree(old, ignore_errors=True)
     return d
 
 
