@@ -6,26 +6,34 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if command -v kcat >/dev/null 2>&1; then
-  echo "kcat: $(command -v kcat) (already installed)"
-else
-  echo "kcat: installing the Debian package"
+apt_updated=
+apt_install() {  # apt_install WHAT PACKAGE...
+  local what=$1; shift
   if [ "$(id -u)" -ne 0 ]; then
-    echo "kcat: not root; install it with: sudo apt-get install -y kcat" >&2
+    echo "$what: not root; install it with: sudo apt-get install -y $*" >&2
     exit 1
   fi
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq kcat >/dev/null
+  if [ -z "$apt_updated" ]; then
+    apt-get update -qq
+    apt_updated=1
+  fi
+  echo "$what: apt-get install $*"
+  apt-get install -y -qq "$@" >/dev/null
+}
+
+if command -v kcat >/dev/null 2>&1; then
+  echo "kcat: $(command -v kcat) (already installed)"
+else
+  apt_install kcat kcat
   echo "kcat: $(kcat -V 2>&1 | head -1)"
 fi
 
-for tool in java javac mvn; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "java client: $tool is missing (needs a JDK 17+ and Maven)" >&2
-    exit 1
-  fi
-done
+if command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then
+  echo "java: $(java -version 2>&1 | head -1); $(mvn -v 2>/dev/null | head -1 | sed 's/\x1b\[[0-9;]*m//g')"
+else
+  apt_install "java client" openjdk-17-jdk-headless maven
+fi
 PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 dir=$("$PY" -m tests.support.java_client path)
