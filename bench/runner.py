@@ -156,6 +156,7 @@ def run(opts: Options) -> dict[str, Any]:
     others = machine.OtherLoad()
     session_no = 0
     target_commands: dict[str, str] = {}
+    warmups: list[dict[str, Any]] = []
     n_sessions = len(groups) * len(targets)
 
     for rnd in range(1, opts.repeat + 1):
@@ -190,7 +191,8 @@ def run(opts: Options) -> dict[str, Any]:
                         progress.begin(f"warm-up | {label}")
                         try:
                             w = warm_up(ctx, partitions)
-                            progress.end(f"done ({w['records']} records)")
+                            warmups.append({"target": target, "round": rnd, "partitions": partitions, **w})
+                            progress.end(f"done: {w['rounds']} round(s), broker CPU per round {w['broker_cpu_per_round']} s")
                         except Exception as e:
                             progress.end(f"FAILED: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
                             failures.append({
@@ -200,7 +202,7 @@ def run(opts: Options) -> dict[str, Any]:
                             })
                             if not session.alive():
                                 session.restart_fresh()
-                    for case in group_cases:
+                    for case in _round_order(group_cases, rnd):
                         ctx = Context(session, target, rnd, opts.sizes, shared, tools_libs, progress.note)
                         progress.begin(f"{case.id} | {label}")
                         try:
@@ -256,8 +258,20 @@ def run(opts: Options) -> dict[str, Any]:
         "notes": notes,
         "skipped": skipped,
         "results": summarize(cases, samples, targets),
+        "warmups": warmups,
         "failures": failures,
     }
+
+
+def _round_order(cases: list[Case], rnd: int) -> list[Case]:
+    """Cases by workload order; within a workload, reversed in even rounds, so that no case always
+    runs first (on a broker that has seen the least traffic) or last."""
+    if rnd % 2 == 1:
+        return cases
+    out: list[Case] = []
+    for order in sorted({c.workload.order for c in cases}):
+        out += list(reversed([c for c in cases if c.workload.order == order]))
+    return out
 
 
 def _median(xs: list[float]) -> float | None:

@@ -60,14 +60,15 @@ class Sizes:
     librdkafka_factor: float = 2.0  # librdkafka is faster than the Java tool: longer runs
     consume_bytes: int = 128 * MB  # warm log read by each consumer
     latency_seconds: float = 5.0  # duration of the fixed-rate run
-    warmup_bytes: int = 32 * MB  # written and read once per broker session before any case (not timed)
-    warmup_requests: int = 15000  # one-record produce requests in the warm-up
+    warmup_bytes: int = 32 * MB  # per warm-up round, before any case of a broker session (not timed)
+    warmup_requests: int = 5000  # one-record produce requests per warm-up round
+    warmup_max_rounds: int = 8
     min_records: int = 1000
     timeout: float = 240.0  # per client run
 
     @classmethod
     def smoke(cls) -> "Sizes":
-        return cls(produce_bytes=2 * MB, produce_small_bytes=1 * MB, librdkafka_factor=1.0, consume_bytes=2 * MB, latency_seconds=1.0, warmup_bytes=1 * MB, warmup_requests=200,
+        return cls(produce_bytes=2 * MB, produce_small_bytes=1 * MB, librdkafka_factor=1.0, consume_bytes=2 * MB, latency_seconds=1.0, warmup_bytes=1 * MB, warmup_requests=200, warmup_max_rounds=2,
                    min_records=500, timeout=90.0)
 
     def scaled(self, factor: float) -> "Sizes":
@@ -75,7 +76,7 @@ class Sizes:
             produce_bytes=int(self.produce_bytes * factor), produce_small_bytes=int(self.produce_small_bytes * factor),
             consume_bytes=int(self.consume_bytes * factor), librdkafka_factor=self.librdkafka_factor,
             latency_seconds=self.latency_seconds * max(factor, 0.2), warmup_bytes=int(self.warmup_bytes * factor),
-            warmup_requests=max(200, int(self.warmup_requests * factor)),
+            warmup_requests=max(200, int(self.warmup_requests * factor)), warmup_max_rounds=self.warmup_max_rounds,
             min_records=self.min_records, timeout=self.timeout,
         )
 
@@ -200,25 +201,40 @@ def _with_window(ctx: Context, result: dict[str, Any], window: dict[str, Any], n
 
 
 def warm_up(ctx: Context, partitions: int) -> dict[str, Any]:
-    """Not timed, the same for both targets: traffic once per broker session before any case, so
-    that no case pays for a cold broker. A JVM compiles a method fully after ~10-15k calls, and a
-    64 KiB-batch case makes only ~1k produce requests per 64 MB; so besides filling the page
-    cache with large batches, the warm-up sends ~15k one-record produce requests and reads with
-    small fetches (Python has no JIT; for Flotilla this only warms caches and allocators)."""
+    """Not timed, the same for both targets: traffic before any case of a broker session until the
+    broker's CPU cost per round stops falling, so that no case pays for a cold broker.
+
+    A JVM interprets, then compiles with C1, then (after ~10-15 thousand calls or loop iterations)
+    with C2; until then the same work costs Kafka several times more CPU. One round mixes what the
+    cases do: large batches of 1 KiB records, idempotent batches of 100-byte records, one-record
+    requests, and reading back with small fetches. Rounds repeat until the broker's CPU time for a
+    round is within 10 % of the previous round's (at least 2, at most `warmup_max_rounds`). Python
+    has no JIT: for Flotilla this settles after two rounds and only warms caches and allocators.
+    """
+    from bench.targets import cpu_seconds
+
     t0 = time.monotonic()
+    pid = ctx.session.broker.pid
     records = ctx.sizes.records_for(ctx.sizes.warmup_bytes, 1024)
-    topic = ctx.new_topic("warmup", partitions)
-    if ctx.tools_libs is not None:
-        ctx.producer_perf(topic, records, 1024, acks="1")
-    else:
-        ctx.rdkafka("produce", ctx.bootstrap, topic, str(records), "1024", "--acks", "1")
-    ctx.rdkafka("consume", ctx.bootstrap, topic, str(records), "--max-partition-fetch-bytes", "16384")
-    many = ctx.new_topic("warmup-requests", partitions)
-    ctx.rdkafka("produce", ctx.bootstrap, many, str(ctx.sizes.warmup_requests), "100", "--acks", "1",
-                "--linger-ms", "0", "--batch-size", "200")
-    small = ctx.new_topic("warmup-idempotent", partitions)
-    ctx.rdkafka("produce", ctx.bootstrap, small, str(max(ctx.sizes.min_records, records * 2)), "100", "--acks", "all")
-    return {"records": records, "seconds": round(time.monotonic() - t0, 2)}
+    cpu: list[float] = []
+    for n in range(ctx.sizes.warmup_max_rounds):
+        c0 = cpu_seconds(pid)
+        big = ctx.new_topic("warmup", partitions)
+        ctx.rdkafka("produce", ctx.bootstrap, big, str(records), "1024", "--acks", "1")
+        small = ctx.new_topic("warmup-idempotent", partitions)
+        ctx.rdkafka("produce", ctx.bootstrap, small, str(records * 2), "100", "--acks", "all")
+        many = ctx.new_topic("warmup-requests", partitions)
+        ctx.rdkafka("produce", ctx.bootstrap, many, str(ctx.sizes.warmup_requests), "100", "--acks", "1",
+                    "--linger-ms", "0", "--batch-size", "200")
+        ctx.rdkafka("consume", ctx.bootstrap, big, str(records), "--max-partition-fetch-bytes", "65536")
+        cpu.append(round(cpu_seconds(pid) - c0, 3))
+        if n >= 1 and cpu[-1] >= 0.9 * cpu[-2]:  # stopped falling
+            break
+    if ctx.tools_libs is not None:  # the Java client's request versions too, once
+        java = ctx.new_topic("warmup-java", partitions)
+        ctx.producer_perf(java, records, 1024, acks="1")
+    return {"records_per_round": records, "rounds": len(cpu), "broker_cpu_per_round": cpu,
+            "seconds": round(time.monotonic() - t0, 2)}
 
 
 # -- start-up ---------------------------------------------------------------------------------------
