@@ -67,3 +67,58 @@ class TestConfluentKafka(InteropSuite, AdminScenarios):
         finally:
             c.close()
         assert got == [(0, 300_000), (1, 300_000)]
+
+    @pytest.mark.timeout(90)
+    def test_many_partitions_round_trip(self, client, shared_broker):
+        """One Produce and one Fetch carry many partitions at once."""
+        from tests.support.interop_suite import check_round_trip
+
+        partitions = 48
+        topic = make_topic(shared_broker, partitions, "wide")
+        sent = keyed_records(2000, keys=200, prefix="wide")
+        delivered = client.produce(shared_broker.bootstrap, topic, sent, compression="lz4")
+        got = read_all(shared_broker.bootstrap, topic, range(partitions))
+        assert len({r.partition for r in got}) > partitions // 2, "keys did not spread over the partitions"
+        check_round_trip(sent, delivered, got, partitions, True)
+
+    @pytest.mark.timeout(60)
+    def test_long_poll_fetch_wakes_on_new_data(self, client, shared_broker):
+        """A consumer waiting at the end of the log (fetch.wait.max.ms=5000) gets a new record
+        as soon as it is appended, not when its fetch times out."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        topic = make_topic(shared_broker, 1, "longpoll")
+        client.produce(shared_broker.bootstrap, topic, [("k", "warm-up")])
+        c = Consumer(
+            {
+                "bootstrap.servers": shared_broker.bootstrap,
+                "group.id": "unused",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 5000,
+                "fetch.min.bytes": 1,
+            }
+        )
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+            deadline = time.monotonic() + 20
+            m = None
+            while m is None or m.error():
+                assert time.monotonic() < deadline, "warm-up record never arrived"
+                m = c.poll(0.5)
+            time.sleep(1.0)  # the consumer is now parked in a long-poll Fetch
+            delays = []
+            for i in range(3):
+                start = time.monotonic()
+                client.produce(shared_broker.bootstrap, topic, [("k", f"ping-{i}")])
+                m = None
+                while m is None or m.error():
+                    assert time.monotonic() - start < 15, "record never arrived"
+                    m = c.poll(0.05)
+                assert m.value() == f"ping-{i}".encode()
+                delays.append(time.monotonic() - start)
+                time.sleep(0.7)
+        finally:
+            c.close()
+        # Producing (new producer, metadata, ack) takes a fraction of a second; a broker that
+        # only answers at fetch.wait.max.ms would show ~5 s.
+        assert min(delays) < 2.5, f"new data waited for the fetch timeout: {delays}"
