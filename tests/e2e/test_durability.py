@@ -181,3 +181,57 @@ def test_torn_tail_is_truncated_at_startup(broker: ServerProcess, kind: str, shu
     assert read_all(broker.bootstrap, topic, (0,))[-1].value == "after-repair"
     if segment.exists():
         assert segment.stat().st_size >= size_before, "recovery truncated acknowledged data"
+
+
+@pytest.mark.timeout(180)
+def test_committed_offsets_survive_kill9(broker: ServerProcess) -> None:
+    """An acknowledged OffsetCommit is as durable as an acknowledged record."""
+    topic = create(broker, 2, "commit-crash")
+    group = f"g-{os.urandom(4).hex()}"
+    fam = ConfluentFamily()
+    sent = keyed_records(40, keys=4, prefix="cc")
+    fam.produce(broker.bootstrap, topic, sent, acks="all")
+    first = fam.consume_and_commit(broker.bootstrap, topic, group, 25)
+    committed: dict[int, int] = {}
+    for r in first:
+        committed[r.partition] = max(committed.get(r.partition, 0), r.offset + 1)
+    broker.kill9()
+    broker.start()
+    with fam.consumer(broker.bootstrap, topic, group=group, offset_reset="earliest") as c:
+        c.take(len(sent) - 25)
+        c.settle(1.0)
+        rest = list(c.records)
+    for r in rest:
+        assert r.offset >= committed.get(r.partition, 0), f"{r} was consumed before the crash and committed"
+    assert sorted((r.key, r.value) for r in first + rest) == sorted(sent)
+
+
+@pytest.mark.timeout(180)
+def test_topic_changes_survive_restart(broker: ServerProcess) -> None:
+    """Created, grown and deleted topics are remembered across a kill -9 and a restart."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    grown = create(broker, 2, "grown")
+    doomed = create(broker, 1, "doomed")
+    ConfluentFamily().produce(broker.bootstrap, doomed, [("k", "old-data")])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_partitions([NewPartitions(grown, 5)], request_timeout=30)[grown].result(timeout=30)
+    admin.delete_topics([doomed], operation_timeout=20, request_timeout=30)[doomed].result(timeout=30)
+    del admin
+    broker.kill9()
+    broker.start()
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        md = {t.name: t for t in conn.metadata([grown, doomed]).topics}
+        assert int(md[grown].error_code) == 0 and len(md[grown].partitions) == 5
+        assert int(md[doomed].error_code) == 3, f"deleted topic came back: {md[doomed].error_code!r}"
+        # The name can be reused, and starts empty.
+        assert int(conn.create_topic(doomed, 1)) == 0
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            ends = high_watermarks(broker.bootstrap, doomed, (0,))
+            break
+        except RuntimeError:  # leader not yet known right after creation
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+    assert ends == {0: 0}, "a re-created topic still holds the deleted topic's records"

@@ -90,13 +90,18 @@ def test_producers_are_independent(shared_broker: ServerProcess) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_deduplication_survives_restart(broker: ServerProcess) -> None:
+@pytest.mark.parametrize("shutdown", ["sigterm", "kill9"])
+def test_deduplication_survives_restart(broker: ServerProcess, shutdown: str) -> None:
+    """Producer state comes back from a snapshot (clean stop) or from the log (crash)."""
     with kafka_wire.connect(broker.bootstrap) as conn:
         topic = new_topic(conn)
         pid, epoch = conn.init_producer_id()
         last = batch(pid, epoch, 0, 4, "before")
         assert conn.produce(topic, 0, last).error_code == ErrorCode.none
-    assert broker.stop() in broker.clean_exit_codes
+    if shutdown == "kill9":
+        broker.kill9()
+    else:
+        assert broker.stop() in broker.clean_exit_codes
     broker.start()
     with kafka_wire.connect(broker.bootstrap) as conn:
         again = conn.produce(topic, 0, last)
