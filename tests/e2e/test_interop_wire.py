@@ -3,11 +3,16 @@ sequence checks that no real client lets a test provoke on purpose, and the HTTP
 
 from __future__ import annotations
 
+import datetime
 import urllib.request
 
 import pytest
 
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.static.primitive import i16, i32
 
 from tests.support import kafka_wire
 from tests.support.broker_process import ServerProcess
@@ -142,3 +147,50 @@ def test_startup_banner_names_bootstrap_and_metrics(shared_broker: ServerProcess
     log = shared_broker.log_text()
     assert f"bootstrap address: {shared_broker.bootstrap}" in log
     assert str(shared_broker.metrics_url) in log
+
+
+@pytest.mark.timeout(60)
+def test_pipelined_requests_are_answered_in_order(shared_broker: ServerProcess) -> None:
+    """Clients send several requests before reading; answers must come back in request order,
+    even when a slow request (Produce acks=-1) precedes fast ones (ApiVersions, Metadata)."""
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        topic = new_topic(conn)
+
+        def produce(i: int) -> ProduceRequest:
+            return ProduceRequest(
+                transactional_id=None,
+                acks=i16(-1),
+                timeout=datetime.timedelta(seconds=10),
+                topic_data=(
+                    TopicProduceData(
+                        name=topic,
+                        partition_data=(
+                            PartitionProduceData(
+                                index=i32(0),
+                                records=kafka_wire.build_batch([(b"k", f"p-{i}".encode())]),
+                            ),
+                        ),
+                    ),
+                ),
+            )
+
+        requests = []
+        for i in range(30):
+            kind = i % 3
+            if kind == 0:
+                requests.append(produce(i))
+            elif kind == 1:
+                requests.append(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+            else:
+                requests.append(
+                    MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+                )
+        sent = [(conn.send(r), kafka_wire.response_type_for(r)) for r in requests]
+        offsets = []
+        for correlation_id, response_type in sent:
+            body = conn.receive(response_type, correlation_id)  # raises if out of order
+            if response_type.__name__ == "ProduceResponse":
+                p = body.responses[0].partition_responses[0]
+                assert p.error_code == ErrorCode.none
+                offsets.append(int(p.base_offset))
+        assert offsets == list(range(10)), f"pipelined produces appended out of order: {offsets}"
