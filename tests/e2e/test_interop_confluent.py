@@ -8,7 +8,7 @@ from tests.support.broker_process import free_port
 from tests.support.clients import keyed_records
 from tests.support.fault_proxy import FaultProxy
 from tests.support.interop_suite import AdminScenarios, InteropSuite, make_topic
-from tests.support.verify import read_all
+from tests.support.verify import read_all, read_all_raw
 
 
 class TestConfluentKafka(InteropSuite, AdminScenarios):
@@ -122,3 +122,23 @@ class TestConfluentKafka(InteropSuite, AdminScenarios):
         # Producing (new producer, metadata, ack) takes a fraction of a second; a broker that
         # only answers at fetch.wait.max.ms would show ~5 s.
         assert min(delays) < 2.5, f"new data waited for the fetch timeout: {delays}"
+
+    @pytest.mark.timeout(60)
+    def test_headers_null_keys_and_tombstones_round_trip(self, client, shared_broker):
+        """Record headers (repeated keys, empty and null values), null keys and null values
+        come back byte for byte, also inside a compressed batch."""
+        from confluent_kafka import Producer
+
+        topic = make_topic(shared_broker, 1, "headers")
+        p = Producer({"bootstrap.servers": shared_broker.bootstrap, "compression.type": "zstd", "linger.ms": 20})
+        sent = [
+            (b"k1", b"v1", [("trace", b"abc"), ("trace", b"def"), ("empty", b""), ("none", None)]),
+            (None, b"no-key", [("h", b"\x00\xff")]),
+            (b"k2", None, []),  # a tombstone
+            (b"", b"", [("\u00e9t\u00e9", "\u2603".encode())]),
+        ]
+        for key, value, headers in sent:
+            p.produce(topic, key=key, value=value, headers=headers)
+        assert p.flush(30) == 0
+        got = [(m.key(), m.value(), m.headers()) for m in read_all_raw(shared_broker.bootstrap, topic)]
+        assert got == [(k, v, h or None) for k, v, h in sent]

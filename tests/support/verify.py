@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 from tests.support import kafka_wire
 from tests.support.clients import ClientError, Rec, _s
@@ -61,3 +61,30 @@ def read_all(bootstrap: str, topic: str, partitions: Sequence[int] = (0,), timeo
     finally:
         c.close()
     return [r for p in partitions for r in got[p]]
+
+
+def read_all_raw(bootstrap: str, topic: str, partition: int = 0, timeout: float = 30) -> list[Any]:
+    """confluent-kafka Message objects of one partition up to its high watermark (keys, values and
+    headers as bytes, exactly as stored)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    end = high_watermarks(bootstrap, topic, (partition,))[partition]
+    out: list[Any] = []
+    if end == 0:
+        return out
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify-unused", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + timeout
+        while not out or out[-1].offset() + 1 < end:
+            if time.monotonic() > deadline:
+                raise ClientError(f"read_all_raw {topic}-{partition}: {len(out)} of {end} records in {timeout}s")
+            msg = c.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                raise ClientError(f"read_all_raw {topic}: {msg.error()}")
+            out.append(msg)
+    finally:
+        c.close()
+    return out
