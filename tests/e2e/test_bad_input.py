@@ -5,8 +5,10 @@ Frames are built with kio types (tests.support.kafka_wire); error codes are Kafk
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
+import socket
 import struct
 import subprocess
 import time
@@ -15,8 +17,13 @@ from pathlib import Path
 import pytest
 
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.static.primitive import i16, i32
 
 from tests.support import kafka_wire
 from tests.support.broker_process import ServerProcess
@@ -213,3 +220,99 @@ def test_full_disk_answers_storage_error(broker_factory, tmp_path: Path) -> None
         if b is not None:
             b.kill9()
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+# -- misbehaving but well-formed clients -------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_stalled_partial_frame_does_not_block_others(shared_broker: ServerProcess) -> None:
+    with kafka_wire.connect(shared_broker.bootstrap) as stalled:
+        stalled.send_raw(b"\x00\x00")  # half a length prefix, then nothing
+        for _ in range(5):
+            start = time.monotonic()
+            still_serving(shared_broker)
+            assert time.monotonic() - start < 2.0
+
+
+@pytest.mark.timeout(60)
+def test_disconnect_mid_produce_appends_nothing(shared_broker: ServerProcess) -> None:
+    topic = kafka_wire.unique_topic("halfsent")
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        assert int(conn.create_topic(topic, 1)) == 0
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        req = ProduceRequest(
+            transactional_id=None,
+            acks=i16(-1),
+            timeout=datetime.timedelta(seconds=5),
+            topic_data=(
+                TopicProduceData(
+                    name=topic,
+                    partition_data=(
+                        PartitionProduceData(index=i32(0), records=kafka_wire.build_batch([(b"k", b"v" * 5000)])),
+                    ),
+                ),
+            ),
+        )
+        payload = conn.header_bytes(0, 9, True, 1) + kafka_wire.encode(req)
+        frame = struct.pack(">i", len(payload)) + payload
+        conn.send_raw(frame[: len(frame) // 2])
+    time.sleep(0.5)
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        assert conn.list_offsets(topic, 0) == 0, "half a Produce request was appended"
+
+
+@pytest.mark.timeout(90)
+def test_client_that_never_reads_does_not_block_others(shared_broker: ServerProcess) -> None:
+    """A client pipelines requests without reading the answers. The broker must stop reading
+    from that connection at some bound (back-pressure, not an ever-growing queue of answers)
+    and keep serving everyone else."""
+    names = []
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        for i in range(20):  # make each Metadata request and answer a few hundred bytes or more
+            names.append(kafka_wire.unique_topic(f"bulk{i}"))
+            assert int(conn.create_topic(names[-1], 4)) == 0
+    req = MetadataRequest(
+        topics=tuple(MetadataRequestTopic(topic_id=None, name=n) for n in names),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    limit = 64 * 1024 * 1024
+    request_size = len(kafka_wire.encode(req))
+    greedy = kafka_wire.connect(shared_broker.bootstrap)
+    try:
+        greedy.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        greedy.sock.settimeout(1.0)
+        sent_bytes = 0
+        blocked = False
+        deadline = time.monotonic() + 40
+        while sent_bytes < limit and time.monotonic() < deadline:
+            try:
+                greedy.send(req)
+            except (TimeoutError, socket.timeout):
+                blocked = True
+                break
+            sent_bytes += request_size
+        assert blocked, f"broker kept reading {sent_bytes / 1e6:.0f} MB of requests whose answers nobody reads"
+        for _ in range(5):
+            start = time.monotonic()
+            still_serving(shared_broker)
+            assert time.monotonic() - start < 3.0, "one slow reader slowed everyone down"
+    finally:
+        greedy.close()
+    still_serving(shared_broker)
+    assert shared_broker.is_running()
+
+
+@pytest.mark.timeout(90)
+def test_many_connections(shared_broker: ServerProcess) -> None:
+    conns = [kafka_wire.connect(shared_broker.bootstrap) for _ in range(150)]
+    try:
+        req = ApiVersionsRequest(client_software_name="m", client_software_version="1")
+        ids = [c.send(req) for c in conns]
+        for c, cid in zip(conns, ids):
+            assert int(c.receive(ApiVersionsResponse, cid).error_code) == 0
+    finally:
+        for c in conns:
+            c.close()
+    still_serving(shared_broker)
