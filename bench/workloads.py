@@ -61,14 +61,14 @@ class Sizes:
     consume_bytes: int = 128 * MB  # warm log read by each consumer
     latency_seconds: float = 5.0  # duration of the fixed-rate run
     warmup_bytes: int = 32 * MB  # per warm-up round, before any case of a broker session (not timed)
-    warmup_requests: int = 5000  # one-record produce requests per warm-up round
+    warmup_requests: int = 3000  # one-record produce requests per warm-up round
     warmup_max_rounds: int = 8
     min_records: int = 1000
     timeout: float = 240.0  # per client run
 
     @classmethod
     def smoke(cls) -> "Sizes":
-        return cls(produce_bytes=2 * MB, produce_small_bytes=1 * MB, librdkafka_factor=1.0, consume_bytes=2 * MB, latency_seconds=1.0, warmup_bytes=1 * MB, warmup_requests=200, warmup_max_rounds=2,
+        return cls(produce_bytes=2 * MB, produce_small_bytes=1 * MB, librdkafka_factor=1.0, consume_bytes=2 * MB, latency_seconds=1.0, warmup_bytes=1 * MB, warmup_requests=200, warmup_max_rounds=3,
                    min_records=500, timeout=90.0)
 
     def scaled(self, factor: float) -> "Sizes":
@@ -207,9 +207,10 @@ def warm_up(ctx: Context, partitions: int) -> dict[str, Any]:
     A JVM interprets, then compiles with C1, then (after ~10-15 thousand calls or loop iterations)
     with C2; until then the same work costs Kafka several times more CPU. One round mixes what the
     cases do: large batches of 1 KiB records, idempotent batches of 100-byte records, one-record
-    requests, and reading back with small fetches. Rounds repeat until the broker's CPU time for a
-    round is within 10 % of the previous round's (at least 2, at most `warmup_max_rounds`). Python
-    has no JIT: for Flotilla this settles after two rounds and only warms caches and allocators.
+    requests, and reading back with small fetches. Rounds repeat until the broker's CPU time per
+    round has not fallen by 10 % below the best so far for two rounds in a row (at least 3 rounds,
+    at most `warmup_max_rounds`). Python has no JIT: for Flotilla this settles after three rounds
+    and only warms caches and allocators.
     """
     from bench.targets import cpu_seconds
 
@@ -228,8 +229,8 @@ def warm_up(ctx: Context, partitions: int) -> dict[str, Any]:
                     "--linger-ms", "0", "--batch-size", "200")
         ctx.rdkafka("consume", ctx.bootstrap, big, str(records), "--max-partition-fetch-bytes", "65536")
         cpu.append(round(cpu_seconds(pid) - c0, 3))
-        if n >= 1 and cpu[-1] >= 0.9 * cpu[-2]:  # stopped falling
-            break
+        if n >= 2 and all(cpu[i] >= 0.9 * min(cpu[:i]) for i in (n - 1, n)):
+            break  # two rounds in a row without a 10 % fall: settled
     if ctx.tools_libs is not None:  # the Java client's request versions too, once
         java = ctx.new_topic("warmup-java", partitions)
         ctx.producer_perf(java, records, 1024, acks="1")
