@@ -177,7 +177,9 @@ class KafkaConnection:
             )
         )
 
-    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> ErrorCode:
+    def create_topic(
+        self, name: str, partitions: int = 1, configs: dict[str, str] | None = None, wait: bool = True
+    ) -> ErrorCode:
         from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 
         req = CreateTopicsRequest(
@@ -194,7 +196,28 @@ class KafkaConnection:
             validate_only=False,
         )
         resp = self.request(req)
-        return resp.topics[0].error_code
+        code = resp.topics[0].error_code
+        if code == ErrorCode.none and wait:
+            self.wait_for_leaders(name, partitions)
+        return code
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout: float = 15.0) -> None:
+        """Until metadata names a leader for every partition (CreateTopics may answer before the
+        partitions can take writes, as Apache Kafka's does)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            t = self.metadata([topic]).topics[0]
+            if (
+                t.error_code == ErrorCode.none
+                and len(t.partitions) >= partitions
+                and all(p.error_code == ErrorCode.none and p.leader_id >= 0 for p in t.partitions)
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}: partitions have no leader {timeout}s after CreateTopics: {t}")
+            time.sleep(0.05)
 
     def init_producer_id(self) -> tuple[int, int]:
         from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
