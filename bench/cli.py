@@ -42,11 +42,22 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--name", default=None, help="results file name stem (default comparison; smoke with --smoke)")
     ap.add_argument("--workdir", type=Path, default=BENCH_DIR / ".work" / "runs", help="broker data directories")
     ap.add_argument("--list", action="store_true", help="list workloads and cases, then exit")
+    ap.add_argument("--render", type=Path, metavar="RESULTS.json",
+                    help="only rewrite the markdown and chart next to an existing results JSON")
     return ap
 
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    if args.render:
+        import json
+
+        data = json.loads(args.render.read_text())
+        paths = report.write(data, args.render.parent, args.render.stem)
+        print(report.markdown(data))
+        for kind, p in paths.items():
+            print(f"{kind}: {p}", file=sys.stderr)
+        return 0
     unknown = [w for w in args.workloads if w not in REGISTRY]
     if unknown:
         print(f"unknown workload(s) {unknown}; known: {', '.join(REGISTRY)}", file=sys.stderr)

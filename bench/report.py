@@ -71,6 +71,23 @@ def markdown(data: dict[str, Any]) -> str:
            if la[0] >= 1.5 or (others and max(others) >= 0.5) else ""),
         "",
     ]
+    warm = data.get("warmups") or []
+    for t in targets:
+        ws = [w for w in warm if w["target"] == t and w.get("broker_cpu_per_round")]
+        if not ws:
+            continue
+        first = sorted(w["broker_cpu_per_round"][0] for w in ws)[len(ws) // 2]
+        last = sorted(w["broker_cpu_per_round"][-1] for w in ws)[len(ws) // 2]
+        rounds = sorted(w["rounds"] for w in ws)
+        capped = sum(1 for w in ws if len(w["broker_cpu_per_round"]) > 1
+                     and w["broker_cpu_per_round"][-1] < 0.9 * min(w["broker_cpu_per_round"][:-1]))
+        lines.append(
+            f"- Warm-up, {LABELS[t]}: {rounds[0]}–{rounds[-1]} rounds per broker session; broker CPU per warm-up "
+            f"round (median over sessions) {first:.2f} s in the first round, {last:.2f} s in the last"
+            + (f"; in {capped} of {len(ws)} sessions it was still falling when the warm-up stopped at its cap,"
+                 " so those cases measured a broker that was still getting faster"
+               if capped else "") + "."
+        )
     for p, r in data["settings"].get("latency_rates", {}).items():
         lines.append(f"- Latency run, {p} partition(s): {r['records_per_sec']:,} records/s offered ({r['basis']}).")
     lines += [
