@@ -42,7 +42,9 @@ def test_bench_smoke(tmp_path: Path) -> None:
     for case, metric in [
         ("start", "ready_seconds"),
         ("produce-1KiB-acks1-p1-librdkafka", "mb_per_sec"),
-        ("produce-100B-acksall-p1-librdkafka", "mb_per_sec"),
+        ("produce-1KiB-acksall-p1-librdkafka", "mb_per_sec"),
+        ("produce-100B-acks1-p1-librdkafka", "mb_per_sec"),
+        ("consume-1KiB-p1-librdkafka", "mb_per_sec"),
         ("memory-p1", "rss_peak_mb"),
     ]:
         v = rows[(case, metric)]["median"]["flotilla"]
