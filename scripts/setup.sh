@@ -12,6 +12,6 @@ stamp=.venv/.flotilla-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "==> installing Flotilla and test dependencies into .venv"
   .venv/bin/pip install -q -U pip
-  .venv/bin/pip install -q -e '.[test]'
+  .venv/bin/pip install -q -e '.[test,bench]'
   touch "$stamp"
 fi
