@@ -76,7 +76,7 @@ class TestConfluentKafka(InteropSuite, AdminScenarios):
         partitions = 48
         topic = make_topic(shared_broker, partitions, "wide")
         sent = keyed_records(2000, keys=200, prefix="wide")
-        delivered = client.produce(shared_broker.bootstrap, topic, sent, compression="lz4")
+        delivered = client.produce(shared_broker.bootstrap, topic, sent, compression="lz4", idempotent=True)
         got = read_all(shared_broker.bootstrap, topic, range(partitions))
         assert len({r.partition for r in got}) > partitions // 2, "keys did not spread over the partitions"
         check_round_trip(sent, delivered, got, partitions, True)

@@ -331,6 +331,8 @@ class ConfluentFamily(Family):
                 "partitioner": "murmur2_random",
                 "linger.ms": 5,
                 "message.timeout.ms": 30000,
+                # Without idempotence only one request in flight keeps per-key order across retries.
+                "max.in.flight.requests.per.connection": 5 if idempotent else 1,
             }
         )
         results: list[Rec | None] = [None] * len(records)
@@ -541,6 +543,7 @@ class KafkaPythonFamily(Family):
             enable_idempotence=idempotent,
             linger_ms=5,
             request_timeout_ms=20000,
+            max_in_flight_requests_per_connection=5 if idempotent else 1,
         )
         try:
             futures = [p.send(topic, key=_b(k), value=_b(v)) for k, v in records]
@@ -1055,6 +1058,7 @@ class KcatFamily(Family):
             "-P", "-E", "-b", bootstrap, "-t", topic, "-K", "\t", "-z", compression,
             "-X", f"acks={'-1' if acks == 'all' else acks}", "-X", f"enable.idempotence={str(idempotent).lower()}",
             "-X", "partitioner=murmur2_random", "-X", "linger.ms=5", "-X", "message.timeout.ms=30000",
+            "-X", f"max.in.flight={5 if idempotent else 1}",
             input="".join(f"{k}\t{v}\n" for k, v in records),
             timeout=90,
         )

@@ -138,6 +138,8 @@ public final class Main {
     p.put(ProducerConfig.ACKS_CONFIG, opts.getOrDefault("acks", "all"));
     boolean idempotent = Boolean.parseBoolean(opts.getOrDefault("idempotent", "false"));
     p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, Boolean.toString(idempotent));
+    // Without idempotence only one request in flight keeps per-key order across retries.
+    p.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, idempotent ? "5" : "1");
     p.put(ProducerConfig.LINGER_MS_CONFIG, opts.getOrDefault("linger-ms", "5"));
     p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, opts.getOrDefault("delivery-timeout-ms", "30000"));
     p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
