@@ -156,10 +156,20 @@ def test_crds_are_established_and_documented(kube_env, crds):
     for crd in CRD_NAMES:
         got = get_json(kube_env, "crd", crd)
         assert any(c["type"] == "Established" and c["status"] == "True" for c in got["status"]["conditions"])
-    explained = kube_env.kubectl("explain", "kafkacluster.spec.config").stdout
-    assert "Kafka's key names" in explained
-    explained = kube_env.kubectl("explain", "clientquota.spec.entity.default").stdout
-    assert "default quota" in explained
+    assert "Kafka's key names" in explain(kube_env, "kafkacluster.spec.config")
+    assert "default quota" in explain(kube_env, "clientquota.spec.entity.default")
+
+
+def explain(kube_env, path: str, timeout: float = 60.0) -> str:
+    """`kubectl explain`, retried: the API server publishes a new CRD's OpenAPI a little after
+    the CRD is Established, and a loaded machine can stretch that to seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = kube_env.kubectl("explain", path, check=False)
+        if proc.returncode == 0 or time.monotonic() > deadline:
+            assert proc.returncode == 0, f"kubectl explain {path}: {proc.stderr}"
+            return proc.stdout
+        time.sleep(1)
 
 
 @pytest.mark.parametrize(
