@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import uuid
 
 import pytest
 
 from flotilla.testenv import versions
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube
 
@@ -57,16 +57,6 @@ CRD = {
 }
 
 
-def wait_for(what: str, check, timeout: float = 120.0, interval: float = 0.5):
-    """Poll check() until it returns something truthy; fail naming `what` and the last value."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 def get_json(kube_env, *args: str) -> dict:
@@ -142,7 +132,7 @@ def test_statefulset_pods_are_created_scheduled_and_ready(kube_env, kube_namespa
         status = get_json(kube_env, "statefulset", "sts-proof", "-n", ns).get("status", {})
         return status.get("readyReplicas", 0) == 3 and status
 
-    wait_for("3 ready replicas", ready_replicas)
+    wait_for("3 ready replicas", ready_replicas, timeout=120)
     pods = get_json(kube_env, "pods", "-n", ns, "-l", "app=sts-proof")["items"]
     assert sorted(p["metadata"]["name"] for p in pods) == ["sts-proof-0", "sts-proof-1", "sts-proof-2"]
     node_names = {n["metadata"]["name"] for n in get_json(kube_env, "nodes")["items"]}
@@ -177,7 +167,7 @@ def test_deleting_a_namespace_removes_it_and_its_pods(kube_env):
     kube_env.kubectl("create", "deployment", "web", f"--image={IMAGE}", "--replicas=2", "-n", ns)
     wait_for("2 running pods", lambda: len([
         p for p in get_json(kube_env, "pods", "-n", ns)["items"] if p["status"].get("phase") == "Running"
-    ]) == 2)
+    ]) == 2, timeout=120)
     kube_env.kubectl("delete", "namespace", ns, "--wait=false")
     phase = get_json(kube_env, "namespace", ns)["status"]["phase"]
     assert phase == "Terminating"
@@ -186,7 +176,7 @@ def test_deleting_a_namespace_removes_it_and_its_pods(kube_env):
         proc = kube_env.kubectl("get", "namespace", ns, check=False)
         return proc.returncode != 0 and "NotFound" in proc.stderr
 
-    wait_for(f"namespace {ns} to be finalised", gone)
+    wait_for(f"namespace {ns} to be finalised", gone, timeout=120)
     assert "doomed" not in kube_env.kubectl("get", "pods", "-A").stdout
 
 

@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube
 
@@ -45,16 +46,6 @@ CHILDREN = [
 # helpers
 
 
-def wait_for(what: str, check, timeout: float = 90.0, interval: float = 0.5):
-    """Poll check() until it returns something truthy; fail naming `what` and the last value."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 def get_json(kube_env, *args: str, check: bool = True) -> dict | None:

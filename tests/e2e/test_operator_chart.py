@@ -14,12 +14,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube
 
@@ -30,15 +30,6 @@ SERVICE_ACCOUNT = "flotilla-operator"  # the chart's <release>-operator
 CRD_NAMES = ["kafkaclusters.flotilla.io", "clientquotas.flotilla.io", "recorddeletions.flotilla.io"]
 
 
-def wait_for(what: str, check, timeout: float = 90.0, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 def free_port() -> int:
