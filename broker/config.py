@@ -208,11 +208,6 @@ class BrokerConfig:
     def log_dirs(self) -> tuple[Path, ...]:
         return self.values["log.dirs"]
 
-    def with_overrides(self, overrides: Mapping[str, str]) -> "BrokerConfig":
-        raw = dict(self.values["__raw__"])
-        raw.update(overrides)
-        return parse_config(raw)
-
 
 def parse_properties(text: str) -> dict[str, str]:
     """Java .properties subset: `key=value` or `key: value`, # and ! comments, blank lines."""

@@ -178,7 +178,7 @@ class Log:
         self._unflushed_messages += sum(h.records_count for h in assigned)
         if self._first_unflushed_at is None:
             self._first_unflushed_at = time.monotonic()
-        self._maybe_flush()
+        self.maybe_flush()
         return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset)
 
     def _maybe_roll(self, incoming: int, next_offset: int) -> None:
@@ -204,7 +204,8 @@ class Log:
         except OSError as e:
             log.warning("%s-%d: producer snapshot failed: %s", self.topic, self.partition, e)
 
-    def _maybe_flush(self) -> None:
+    def maybe_flush(self) -> None:
+        """fsync if flush.messages or flush.ms say it is due."""
         due_count = self._unflushed_messages >= self.config.flush_messages
         due_time = (
             self.config.flush_ms is not None
@@ -217,7 +218,7 @@ class Log:
     def flush(self) -> None:
         """fsync everything written so far and move the recovery point up to the log end."""
         for seg in self.segments:
-            if seg.base_offset >= self.recovery_point or seg is self.active or seg.next_offset > self.recovery_point:
+            if seg.next_offset > self.recovery_point:  # holds data not yet known to be on disk
                 seg.flush()
         self.recovery_point = self.log_end_offset
         self._unflushed_messages = 0

@@ -165,7 +165,7 @@ class ReplicaManager:
 
     def flush_due(self) -> None:
         for part in self.partitions.values():
-            part.log._maybe_flush()
+            part.log.maybe_flush()
 
     async def housekeeping_loop(self) -> None:
         """Retention, time-based flush and checkpoints, on Kafka's intervals."""
