@@ -1,5 +1,8 @@
 """Sparse offset and time indexes of one segment, in Kafka's on-disk entry shapes.
 
+One entry of each per index.interval.bytes of log (see Segment._index_batch); a lookup gives
+where to start scanning, and the scan makes the answer exact.
+
 Offset index entry: relative offset (int32), file position (int32) - 8 bytes.
 Time index entry: timestamp (int64), relative offset (int32) - 12 bytes.
 Entries are kept in memory (a segment has at most a few hundred thousand) and appended to the
@@ -111,8 +114,10 @@ class TimeIndex(_AppendOnlyIndex):
         self._append(timestamp, relative_offset)
 
     def lookup(self, timestamp: int) -> int:
-        """Relative offset from which to scan for the first record with ts >= `timestamp`."""
-        i = bisect.bisect_left(self.keys, timestamp) - 1
+        """Relative offset from which to scan for the first record with ts >= `timestamp`: that of
+        the last entry with a timestamp <= it. Every record before that offset's batch has a
+        smaller timestamp (an entry is made when the largest timestamp so far grows)."""
+        i = bisect.bisect_right(self.keys, timestamp) - 1
         return self.values[i] if i >= 0 else 0
 
     def truncate_to_offset(self, relative_offset: int) -> None:

@@ -197,6 +197,7 @@ class Log:
             new = Segment(self.directory, base, self.config.index_interval_bytes)
         except OSError as e:
             raise StorageError(f"{self.topic}-{self.partition}: cannot roll segment: {e.strerror}") from e
+        self.active.seal()
         self.flush()
         self.segments.append(new)
         try:
@@ -246,23 +247,21 @@ class Log:
         return None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch whose max timestamp >= `timestamp`."""
+        """(offset, timestamp) of the first record whose timestamp is >= `timestamp`, searched in
+        the first segment whose largest timestamp reaches it, as Kafka does."""
         for seg in self.segments:
             if seg.max_timestamp < timestamp:
                 continue
-            off = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
-            if off is not None:
-                found = seg.find_position(off)
-                return off, (found[1].max_timestamp if found else timestamp)
+            return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
         return None
 
     def max_timestamp(self) -> tuple[int, int]:
-        """(offset, timestamp) of the record with the largest timestamp, or (-1, -1)."""
-        best = (-1, -1)
+        """(offset, timestamp) of the first record holding the largest timestamp, or (-1, -1)."""
+        best = None
         for seg in self.segments:
-            if seg.max_timestamp > best[1]:
-                best = (seg.offset_of_max_timestamp, seg.max_timestamp)
-        return best
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        return best.max_timestamp_record() if best is not None else (-1, -1)
 
     # -- retention and deletion --------------------------------------------------------------
     def advance_log_start_offset(self, offset: int) -> int:
@@ -312,6 +311,7 @@ class Log:
     def close(self) -> None:
         """Flush, snapshot producer state at the log end, and close files (clean shutdown)."""
         try:
+            self.active.seal()
             self.flush()
             self.producer_state.take_snapshot(self.log_end_offset)
         except OSError as e:

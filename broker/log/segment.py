@@ -8,6 +8,7 @@ byte for byte, with broker-assigned base offsets, so fetches can sendfile() them
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -16,9 +17,10 @@ from pathlib import Path
 import crc32c
 
 from broker.log.index import OffsetIndex, TimeIndex
-from broker.protocol import records
+from broker.protocol import batch_records, records
 from broker.protocol.records import BatchHeader
 
+log = logging.getLogger(__name__)
 
 FILE_DELETE_DELAY_S = 60.0  # Kafka's file.delete.delay.ms default
 
@@ -85,15 +87,27 @@ class Segment:
         self.size = position
 
     def _index_batch(self, h: BatchHeader, position: int) -> None:
-        if self._bytes_since_index >= self.index_interval_bytes or position == 0:
-            self.offset_index.append(h.base_offset - self.base_offset, position)
-            self._bytes_since_index = 0
-        self._bytes_since_index += h.size
+        """Kafka's sparse indexing: one offset entry and one time entry (the largest timestamp so
+        far and the offset holding it) per index.interval.bytes of log, not per batch."""
         if h.max_timestamp > self.max_timestamp:
             self.max_timestamp = h.max_timestamp
             self.offset_of_max_timestamp = h.last_offset
-            self.time_index.append(h.max_timestamp, h.last_offset - self.base_offset)
+        if self._bytes_since_index >= self.index_interval_bytes or position == 0:
+            self.offset_index.append(h.base_offset - self.base_offset, position)
+            self._index_max_timestamp()
+            self._bytes_since_index = 0
+        self._bytes_since_index += h.size
         self.next_offset = h.last_offset + 1
+
+    def _index_max_timestamp(self) -> None:
+        if self.max_timestamp >= 0:
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
+
+    def seal(self) -> None:
+        """The segment stops being appended to (rolled, or the log closes): its time index gets
+        the final largest timestamp, so reopening it knows its max without a scan (as Kafka's
+        onBecomeInactiveSegment and close do)."""
+        self._index_max_timestamp()
 
     def flush(self) -> None:
         os.fsync(self.fd)
@@ -146,16 +160,49 @@ class Segment:
             return None
         return FileRegion(self.fd, start, end - start)
 
-    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> int | None:
-        """Base offset of the first batch at or after `start_offset` with max_timestamp >= `timestamp`."""
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `start_offset` whose timestamp is
+        >= `timestamp`. The time index gives where to start; batches are skipped by their max
+        timestamp and only the batch that must hold the answer is decoded."""
         rel = self.time_index.lookup(timestamp)
         found = self.find_position(max(self.base_offset + rel, start_offset))
         if found is None:
             return None
-        for _, h in self.iter_headers(found[0]):
+        for position, h in self.iter_headers(found[0]):
             if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
-                return max(h.base_offset, start_offset)
+                hit = self._first_record(position, h, lambda off, ts: ts >= timestamp and off >= start_offset)
+                if hit is not None:
+                    return hit
         return None
+
+    def max_timestamp_record(self) -> tuple[int, int]:
+        """(offset, timestamp) of the first record holding this segment's largest timestamp."""
+        if self.max_timestamp < 0:
+            return -1, -1
+        found = self.find_position(self.offset_of_max_timestamp)
+        if found is not None:
+            for position, h in self.iter_headers(found[0]):
+                if h.max_timestamp == self.max_timestamp:
+                    hit = self._first_record(position, h, lambda off, ts: ts == self.max_timestamp)
+                    if hit is not None:
+                        return hit
+                    break
+        return self.offset_of_max_timestamp, self.max_timestamp
+
+    def _first_record(self, position: int, h: BatchHeader, wanted) -> tuple[int, int] | None:
+        """The first (offset, timestamp) of the batch at `position` that `wanted` accepts. A batch
+        whose records cannot be read (its compressed body was never validated) answers at batch
+        granularity, with a warning, rather than failing the request."""
+        data = os.pread(self.fd, h.size, position)
+        try:
+            for off, ts in batch_records.record_timestamps(data):
+                if wanted(off, ts):
+                    return off, ts
+            return None
+        except records.InvalidRecordError as e:
+            log.warning("%s: batch at offset %d: %s; answering with the batch's first offset",
+                        self.log_path, h.base_offset, e)
+            return (h.base_offset, h.max_timestamp) if wanted(h.last_offset, h.max_timestamp) else None
 
     # -- recovery ----------------------------------------------------------------------------
     def load_indexes(self) -> None:
@@ -222,6 +269,20 @@ class Segment:
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset - self.base_offset)
         self.next_offset = offset if position > 0 or offset > self.base_offset else self.base_offset
+        self._rescan_max_timestamp()
+
+    def _rescan_max_timestamp(self) -> None:
+        """Largest timestamp after a truncation: the last time index entry, then the batches
+        after it (the index is sparse, so it may lag behind the log)."""
+        self.max_timestamp, self.offset_of_max_timestamp = -1, -1
+        start = 0
+        if self.time_index.keys:
+            self.max_timestamp = self.time_index.keys[-1]
+            self.offset_of_max_timestamp = self.base_offset + self.time_index.values[-1]
+            start = self.offset_index.lookup(self.time_index.values[-1])
+        for _, h in self.iter_headers(start):
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
