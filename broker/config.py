@@ -170,7 +170,9 @@ KEYS: tuple[Key, ...] = (
     Key("offsets.retention.minutes", "10080", _int_at_least(1),
         "Keep committed offsets of empty groups this long."),
     Key("producer.id.expiration.ms", "86400000", _int_at_least(1),
-        "Forget an idle idempotent producer's state after this long."),
+        "Forget an idempotent producer's state once its newest batch's timestamp is this old."),
+    Key("producer.id.expiration.check.interval.ms", "600000", _int_at_least(1),
+        "How often idle producers are looked for and expired (producer.id.expiration.ms)."),
     Key("flotilla.metrics.listener", "127.0.0.1:9404", _parse_host_port,
         "host:port of the HTTP endpoint serving Prometheus /metrics and /healthz (empty: off)."),
 )

@@ -38,6 +38,7 @@ class LogConfig:
     index_interval_bytes: int = 4096  # index.interval.bytes
     max_message_bytes: int = 1048588  # max.message.bytes
     cleanup_policy: str = "delete"  # cleanup.policy
+    producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms (a broker key)
 
 
 class LogError(Exception):
@@ -124,13 +125,15 @@ class Log:
         self.recovery_point = min(recovery_point, leo)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
         # Producer state: newest snapshot, then replay batch headers after it.
-        snap = self.producer_state.load_snapshot(leo)
+        now_ms = int(time.time() * 1000)
+        snap = self.producer_state.load_snapshot(leo, now_ms, config.producer_id_expiration_ms)
         for seg in self.segments:
             if seg.next_offset <= snap:
                 continue
             for _, h in seg.iter_headers(seg.offset_index.lookup(max(0, snap - seg.base_offset))):
                 if h.last_offset >= snap:
                     self.producer_state.record(h)
+        self.remove_expired_producers(now_ms)
         return self
 
     # -- offsets -----------------------------------------------------------------------------
@@ -224,6 +227,11 @@ class Log:
         self.recovery_point = self.log_end_offset
         self._unflushed_messages = 0
         self._first_unflushed_at = None
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget idempotent producers idle past producer.id.expiration.ms (see ProducerStateManager)."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        return self.producer_state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, upper_bound: int, min_one: bool = True) -> FileRegion | None:

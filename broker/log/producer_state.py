@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +103,9 @@ class ProducerStateManager:
             entry.epoch = h.producer_epoch
             entry.batches.clear()
         entry.batches.append(CachedBatch(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp))
-        entry.last_seen_ms = int(time.time() * 1000)
+        # Kafka ages a producer by its newest batch's timestamp, not by the broker's clock:
+        # replaying the log on start gives every producer the age it had.
+        entry.last_seen_ms = h.max_timestamp
 
     def bump_epoch(self, producer_id: int, epoch: int) -> None:
         """InitProducerId handed out a new epoch: older epochs are fenced from now on."""
@@ -113,9 +114,15 @@ class ProducerStateManager:
             entry.epoch = epoch
             entry.batches.clear()
 
-    def expire(self, now_ms: int, expiration_ms: int) -> None:
-        for pid in [p for p, e in self.producers.items() if now_ms - e.last_seen_ms > expiration_ms]:
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers whose newest batch is `expiration_ms` old or older (Kafka's
+        removeExpiredProducers, run every producer.id.expiration.check.interval.ms), so that state
+        and snapshots hold only producers still writing. A producer that comes back later is
+        unknown and may start from any sequence, as in Kafka. Returns how many were removed."""
+        expired = [pid for pid, e in self.producers.items() if now_ms - e.last_seen_ms >= expiration_ms]
+        for pid in expired:
             del self.producers[pid]
+        return len(expired)
 
     def truncate_after(self, offset: int) -> None:
         """Forget batches at or beyond `offset` (log truncation)."""
@@ -156,8 +163,9 @@ class ProducerStateManager:
         for _, old in self.snapshot_files()[:-keep]:
             old.unlink(missing_ok=True)
 
-    def load_snapshot(self, not_after: int) -> int:
-        """Load the newest valid snapshot at or before `not_after`; return its offset (0 if none)."""
+    def load_snapshot(self, not_after: int, now_ms: int | None = None, expiration_ms: int | None = None) -> int:
+        """Load the newest valid snapshot at or before `not_after`, leaving out producers already
+        expired at `now_ms`; return its offset (0 if none)."""
         for offset, path in reversed(self.snapshot_files()):
             if offset > not_after:
                 path.unlink(missing_ok=True)
@@ -172,6 +180,8 @@ class ProducerStateManager:
             for p in doc["producers"]:
                 e = ProducerEntry(p["id"], p["epoch"], last_seen_ms=p["last_seen_ms"])
                 e.batches.extend(CachedBatch(*b) for b in p["batches"])
+                if now_ms is not None and expiration_ms is not None and now_ms - e.last_seen_ms >= expiration_ms:
+                    continue
                 self.producers[e.producer_id] = e
             return offset
         self.producers = {}

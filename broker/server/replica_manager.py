@@ -54,6 +54,7 @@ def log_config_for(config: BrokerConfig, topic_configs: dict[str, str]) -> LogCo
         index_interval_bytes=pick("index.interval.bytes", "log.index.interval.bytes"),
         max_message_bytes=pick("max.message.bytes", "message.max.bytes"),
         cleanup_policy=topic_configs.get("cleanup.policy", "delete"),
+        producer_id_expiration_ms=config["producer.id.expiration.ms"],
     )
 
 
@@ -163,6 +164,11 @@ class ReplicaManager:
                 deleted += part.log.enforce_retention()
         return deleted
 
+    def remove_expired_producers(self) -> int:
+        """Kafka's periodic producer expiration check, over every partition held here."""
+        now_ms = int(time.time() * 1000)
+        return sum(part.log.remove_expired_producers(now_ms) for part in self.partitions.values())
+
     def flush_due(self) -> None:
         for part in self.partitions.values():
             part.log.maybe_flush()
@@ -172,6 +178,8 @@ class ReplicaManager:
         retention_every = self.config["log.retention.check.interval.ms"] / 1000
         next_retention = time.monotonic() + retention_every
         next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
+        expire_every = self.config["producer.id.expiration.check.interval.ms"] / 1000
+        next_expiry = time.monotonic() + expire_every
         while True:
             await asyncio.sleep(1.0)
             try:
@@ -181,6 +189,11 @@ class ReplicaManager:
                     if n:
                         log.info("retention deleted %d segments", n)
                     next_retention = time.monotonic() + retention_every
+                if time.monotonic() >= next_expiry:
+                    n = self.remove_expired_producers()
+                    if n:
+                        log.info("expired %d idle producer ids", n)
+                    next_expiry = time.monotonic() + expire_every
                 if time.monotonic() >= next_checkpoint:
                     self.write_checkpoints()
                     next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S

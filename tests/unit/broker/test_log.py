@@ -1,4 +1,5 @@
 import os
+import time
 
 import pytest
 
@@ -137,14 +138,15 @@ def test_idempotent_producer_dedup_and_gaps(tmp_path):
 
 def test_producer_state_survives_restart(tmp_path):
     log = Log.open(tmp_path / "t-0", "t", 0, LogConfig())
-    append(log, [b"a"], producer_id=9, epoch=0, base_sequence=0)
+    now = int(time.time() * 1000)  # producers age by their batches' timestamps
+    append(log, [b"a"], producer_id=9, epoch=0, base_sequence=0, timestamp_ms=now)
     log.close()
     # unclean: no snapshot at the end, state must be rebuilt from batch headers
     for s in (tmp_path / "t-0").glob("*.snapshot"):
         s.unlink()
     log2 = Log.open(tmp_path / "t-0", "t", 0, LogConfig())
     with pytest.raises(DuplicateSequence):
-        append(log2, [b"a"], producer_id=9, epoch=0, base_sequence=0)
+        append(log2, [b"a"], producer_id=9, epoch=0, base_sequence=0, timestamp_ms=now)
 
 
 def test_failed_write_leaves_log_unchanged(tmp_path, monkeypatch):
@@ -163,3 +165,27 @@ def test_failed_write_leaves_log_unchanged(tmp_path, monkeypatch):
     assert log.active.size == size == log.active.log_path.stat().st_size
     assert log.log_end_offset == 1
     assert append(log, [b"next"]).base_offset == 1
+
+
+def test_idle_producers_expire_from_state_and_snapshots(tmp_path):
+    cfg = LogConfig(producer_id_expiration_ms=60_000)
+    log = Log.open(tmp_path / "t-0", "t", 0, cfg)
+    now = int(time.time() * 1000)
+    for pid in range(100):  # idle: newest batch two minutes old
+        append(log, [b"old"], producer_id=pid, epoch=0, base_sequence=0, timestamp_ms=now - 120_000)
+    append(log, [b"live"], producer_id=500, epoch=0, base_sequence=0, timestamp_ms=now)
+    log.roll()
+    big = sorted((tmp_path / "t-0").glob("*.snapshot"))[-1].stat().st_size
+    assert log.remove_expired_producers(now) == 100
+    assert list(log.producer_state.producers) == [500]
+    log.roll()
+    small = sorted((tmp_path / "t-0").glob("*.snapshot"))[-1].stat().st_size
+    assert small < big / 20
+    with pytest.raises(DuplicateSequence):  # the live producer still deduplicates
+        append(log, [b"live"], producer_id=500, epoch=0, base_sequence=0, timestamp_ms=now)
+    # an expired producer is unknown: it may go on from any sequence, as in Kafka
+    assert append(log, [b"back"], producer_id=7, epoch=0, base_sequence=5, timestamp_ms=now).base_offset == 101
+    log.close()
+    # reopened from the snapshot written at close: the producers still writing
+    log2 = Log.open(tmp_path / "t-0", "t", 0, cfg)
+    assert sorted(log2.producer_state.producers) == [7, 500]
