@@ -1,7 +1,7 @@
 # Two commands a newcomer needs:
 #   make broker   set up a virtualenv and start one local broker (127.0.0.1:9092)
 #   make test     set up everything the tests need and run every test
-.PHONY: setup broker test unit interop-apache bench clean
+.PHONY: setup broker test unit interop-apache bench pipeline clean
 
 setup:
 	bash scripts/setup.sh
@@ -23,6 +23,14 @@ interop-apache: setup
 
 bench: setup
 	.venv/bin/python -m bench
+
+# The PySpark pipeline against `make broker` (docs/pipeline.md): installs PySpark and the Kafka
+# connector (cached), writes 20 000 events (about 2 % malformed), then streams until Ctrl-C.
+BOOTSTRAP ?= 127.0.0.1:9092
+pipeline: setup
+	bash scripts/setup.d/30-pipeline.sh
+	.venv/bin/python -m pipeline generate --bootstrap $(BOOTSTRAP) --count 20000 --malformed-every 50
+	.venv/bin/python -m pipeline run --bootstrap $(BOOTSTRAP)
 
 clean:
 	rm -rf .venv data tests/.work bench/.work

@@ -64,7 +64,7 @@ def pyspark_jars() -> Path:
 
 def _artifact(jar_name: str) -> str:
     """`kafka-clients-3.4.1.jar` -> `kafka-clients`; `spark-tags_2.12-3.5.7.jar` -> `spark-tags_2.12`."""
-    return re.sub(r"-\d[^-]*(-[A-Za-z0-9.]+)?\.jar$", "", jar_name)
+    return re.sub(r"-\d+(\.\d+)*([.-][A-Za-z0-9]+)*\.jar$", "", jar_name)
 
 
 def ensure_connector_jars(version: str = SPARK_VERSION) -> list[Path]:
