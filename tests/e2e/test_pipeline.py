@@ -46,6 +46,8 @@ from pipeline.generator import generate  # noqa: E402
 from pipeline.results import dead_letters_by_source, latest_per_key, read_topic, reason  # noqa: E402
 from pipeline.topics import Topics, ensure_topics  # noqa: E402
 
+pytestmark = pytest.mark.timeout(900)  # three Spark start-ups on a busy 2-core machine
+
 N_EVENTS = 1600
 SETTINGS = GeneratorSettings(seed=7, malformed_every=12)
 WINDOW_MS = 10_000
