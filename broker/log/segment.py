@@ -7,7 +7,7 @@ byte for byte, with broker-assigned base offsets, so fetches can sendfile() them
 
 from __future__ import annotations
 
-import asyncio
+import errno
 import logging
 import os
 import time
@@ -22,36 +22,43 @@ from broker.protocol.records import BatchHeader
 
 log = logging.getLogger(__name__)
 
-FILE_DELETE_DELAY_S = 60.0  # Kafka's file.delete.delay.ms default
-
-
-def _close_later(fd: int) -> None:
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        os.close(fd)
-        return
-    loop.call_later(FILE_DELETE_DELAY_S, _close_quietly, fd)
-
-
-def _close_quietly(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
 def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+class SegmentFile:
+    """An open segment file whose descriptor is closed only when nothing refers to it any more.
+
+    The segment holds one reference and every FileRegion read from it another, so a fetch
+    response still waiting to be sent keeps its file open (readable even once deleted): the
+    descriptor number cannot be closed and reused for another topic's file under it. CPython's
+    reference counting closes the descriptor as soon as the last holder lets go; no per-fetch
+    system call is needed.
+    """
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __del__(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
 @dataclass(frozen=True, slots=True)
 class FileRegion:
-    """Bytes `[position, position+length)` of an open segment file, sent with sendfile()."""
+    """Bytes `[position, position+length)` of a segment file, sent with sendfile()."""
 
-    fd: int
+    file: SegmentFile
     position: int
     length: int
+
+    @property
+    def fd(self) -> int:
+        return self.file.fd
 
 
 class Segment:
@@ -62,13 +69,19 @@ class Segment:
         self.offset_index = OffsetIndex(directory / segment_name(base_offset, ".index"))
         self.time_index = TimeIndex(directory / segment_name(base_offset, ".timeindex"))
         self.index_interval_bytes = index_interval_bytes
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.file: SegmentFile | None = SegmentFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self.created_at = time.time()
         self._bytes_since_index = 0
+
+    @property
+    def fd(self) -> int:
+        if self.file is None:
+            raise OSError(errno.EBADF, f"{self.log_path} is closed")
+        return self.file.fd
 
     # -- writing -----------------------------------------------------------------------------
     def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
@@ -158,7 +171,7 @@ class Segment:
             end = position + h.size
         if end == start:
             return None
-        return FileRegion(self.fd, start, end - start)
+        return FileRegion(self.file, start, end - start)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after `start_offset` whose timestamp is
@@ -290,19 +303,15 @@ class Segment:
         return time.time() - self.created_at
 
     def close(self) -> None:
+        """Let go of the files; the log descriptor closes once no pending FileRegion holds it."""
         self.offset_index.close()
         self.time_index.close()
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
+        self.file = None
 
     def delete(self) -> None:
-        """Remove the files. The descriptor stays open a while: a fetch response may still be
-        sending from it with sendfile(), and an unlinked file stays readable through it."""
-        self.offset_index.close()
-        self.time_index.close()
-        _close_later(self.fd)
+        """Remove the files. A fetch response still sending from this segment keeps reading the
+        unlinked file through its own reference (see SegmentFile)."""
+        self.close()
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.log.segment import FileRegion
+from broker.log.segment import FileRegion, SegmentFile
 from broker.protocol import codec, fetch_response
 from broker.protocol.fetch_response import PartitionResult, TopicResult
 from tests.unit.broker.batches import make_batch
@@ -41,19 +41,16 @@ def test_matches_kio_byte_for_byte(version, tmp_path):
     seg = tmp_path / "seg.log"
     data = make_batch([b"one", b"two"]) + make_batch([b"three"])
     seg.write_bytes(b"junk" + data)
-    fd = os.open(seg, os.O_RDONLY)
-    try:
-        topics = [
-            TopicResult("orders", uuid.UUID(int=42), [
-                PartitionResult(0, 0, 10, 10, 0, None, -1, FileRegion(fd, 4, len(data))),
-                PartitionResult(1, 1, -1, -1, -1, None, -1, None),
-                PartitionResult(2, 0, 5, 5, 1, [(3, 4), (5, 6)], -1, b""),
-            ]),
-            TopicResult("empty", uuid.UUID(int=43), []),
-        ]
-        chunks = fetch_response.encode_fetch_response(version, 99, 7, 0, 0, topics)
-        ours = b"".join(c if isinstance(c, bytes) else os.pread(c.fd, c.length, c.position) for c in chunks)
-        assert any(isinstance(c, FileRegion) for c in chunks), "records must stay in the file"
-        assert ours == kio_bytes(version, 99, topics, 0)
-    finally:
-        os.close(fd)
+    file = SegmentFile(os.open(seg, os.O_RDONLY))  # closed when the last reference goes
+    topics = [
+        TopicResult("orders", uuid.UUID(int=42), [
+            PartitionResult(0, 0, 10, 10, 0, None, -1, FileRegion(file, 4, len(data))),
+            PartitionResult(1, 1, -1, -1, -1, None, -1, None),
+            PartitionResult(2, 0, 5, 5, 1, [(3, 4), (5, 6)], -1, b""),
+        ]),
+        TopicResult("empty", uuid.UUID(int=43), []),
+    ]
+    chunks = fetch_response.encode_fetch_response(version, 99, 7, 0, 0, topics)
+    ours = b"".join(c if isinstance(c, bytes) else os.pread(c.fd, c.length, c.position) for c in chunks)
+    assert any(isinstance(c, FileRegion) for c in chunks), "records must stay in the file"
+    assert ours == kio_bytes(version, 99, topics, 0)
