@@ -31,7 +31,8 @@ def parser() -> argparse.ArgumentParser:
                     " unless Apache Kafka's jars are cached)")
     ap.add_argument("--partitions", type=_ints, default=None, help="partition counts, e.g. 1,32 (default; 1 with --smoke)")
     ap.add_argument("--clients", type=_names, default=["java", "librdkafka"], help="java,librdkafka (default both)")
-    ap.add_argument("--workloads", type=_names, default=list(REGISTRY), help=f"subset of: {','.join(REGISTRY)}")
+    ap.add_argument("--workloads", type=_names, default=None, help=f"subset of: {','.join(REGISTRY)} (default all;"
+                    " with --smoke all but those with a slow start-up of their own: pipeline)")
     ap.add_argument("--only", type=_names, default=[], help="run only cases whose id contains one of these strings")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply record counts (default 1.0)")
     ap.add_argument("--smoke", action="store_true", help="tiny record counts: checks the harness, measures nothing")
@@ -49,6 +50,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    if args.workloads is None:
+        args.workloads = [w for w in REGISTRY if not (args.smoke and REGISTRY[w].slow_start)]
     if args.render:
         import json
 

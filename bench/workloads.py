@@ -65,11 +65,12 @@ class Sizes:
     warmup_max_rounds: int = 8
     min_records: int = 1000
     timeout: float = 240.0  # per client run
+    pipeline_events: int = 200_000  # events through the PySpark pipeline per run
 
     @classmethod
     def smoke(cls) -> "Sizes":
         return cls(produce_bytes=2 * MB, produce_small_bytes=1 * MB, librdkafka_factor=1.0, consume_bytes=2 * MB, latency_seconds=1.0, warmup_bytes=1 * MB, warmup_requests=200, warmup_max_rounds=3,
-                   min_records=500, timeout=90.0)
+                   min_records=500, timeout=90.0, pipeline_events=3000)
 
     def scaled(self, factor: float) -> "Sizes":
         return Sizes(
@@ -78,6 +79,7 @@ class Sizes:
             latency_seconds=self.latency_seconds * max(factor, 0.2), warmup_bytes=int(self.warmup_bytes * factor),
             warmup_requests=max(200, int(self.warmup_requests * factor)), warmup_max_rounds=self.warmup_max_rounds,
             min_records=self.min_records, timeout=self.timeout,
+            pipeline_events=max(1000, int(self.pipeline_events * factor)),
         )
 
     def records_for(self, nbytes: int, size: int) -> int:
@@ -152,6 +154,8 @@ class Workload:
     name = ""
     description = ""
     order = 50  # cases run in this order within a broker session
+    # Needs a slow start-up of its own (Spark): left out of `--smoke` unless named in --workloads.
+    slow_start = False
 
     def cases(self, cfg: "Config") -> list[Case]:
         raise NotImplementedError
@@ -427,6 +431,86 @@ class ProduceLatency(Workload):
         r.update(window)
         r["target_rate"] = rate
         r["rate_basis"] = basis
+        return r
+
+
+# -- the PySpark pipeline ----------------------------------------------------------------------------
+
+
+@register
+class PipelineThroughput(Workload):
+    name = "pipeline"
+    description = (
+        "End-to-end events per second through the PySpark pipeline (pipeline/, docs/pipeline.md) on "
+        "local[2]: N events (1 % malformed) are written to a fresh 3-partition raw topic first (not "
+        "timed); then `python -m pipeline run` (Spark's Kafka connector, a fresh checkpoint, micro-batches "
+        "of at most 20 000 records, no trigger delay) reads them, sends dead letters and windowed "
+        "aggregates to their topics, and stops once caught up. Events per second = N / the time from "
+        "the start of the first micro-batch that read data to the end of the last one (Spark start-up "
+        "excluded, reported apart). Spark shares the 2 cores with the broker: this measures how much "
+        "the broker slows a real Spark job down, not the broker's ceiling."
+    )
+    order = 40
+    slow_start = True
+
+    def cases(self, cfg: Config) -> list[Case]:
+        p = cfg.partitions[0]
+        return [Case(self, "pipeline-e2e", "PySpark pipeline end to end (3 raw partitions, local[2])",
+                     {"raw_partitions": 3}, p, client="spark")]
+
+    def metrics(self, case: Case) -> list[Metric]:
+        return [
+            Metric("events_per_sec", "end-to-end throughput", "events/s", "higher"),
+            Metric("spark_startup_seconds", "Spark start-up (driver, queries)", "s", "lower", primary=False),
+            Metric("broker_cpu_seconds", "broker CPU during the run", "CPU s", "lower", primary=False),
+            Metric("broker_rss_peak_mb", "broker peak RSS", "MB", "lower", primary=False),
+        ]
+
+    def available(self, case: Case, tools: bool) -> str | None:
+        import importlib.util
+
+        if importlib.util.find_spec("pyspark") is None:
+            return "PySpark not installed (bash scripts/setup.d/30-pipeline.sh)"
+        from pipeline import spark_env
+
+        if not (spark_env.jars_dir().parent / ".complete").exists():
+            return "Spark's Kafka connector jars are not cached (python -m pipeline jars)"
+        return None
+
+    def run(self, ctx: Context, case: Case) -> dict[str, Any]:
+        from pipeline.events import GeneratorSettings
+        from pipeline.generator import generate
+        from pipeline.results import read_topic
+        from pipeline.topics import Topics, ensure_topics
+
+        n = ctx.sizes.pipeline_events
+        suffix = uuid.uuid4().hex[:8]
+        topics = Topics(raw=f"pipeline-raw-{suffix}", output=f"pipeline-out-{suffix}",
+                        dead_letter=f"pipeline-dead-{suffix}", raw_partitions=case.params["raw_partitions"])
+        ensure_topics(ctx.bootstrap, topics)
+        generate(ctx.bootstrap, topics.raw, GeneratorSettings(seed=11, malformed_every=100), 0, n)
+        checkpoint = ctx.session.workdir / f"pipeline-checkpoint-{suffix}"
+        cmd = [sys.executable, "-m", "pipeline", "run", "--json", "--bootstrap", ctx.bootstrap,
+               "--raw-topic", topics.raw, "--output-topic", topics.output, "--dead-letter-topic", topics.dead_letter,
+               "--checkpoint", str(checkpoint), "--trigger", "0 seconds", "--max-offsets-per-trigger", "20000",
+               "--stop-when-idle", "2"]
+        ctx.session.sampler.open()
+        try:
+            stdout, _ = javatools.run_client(cmd, ctx.sizes.timeout + 120, ctx.broker_alive, cwd=REPO_ROOT)
+        finally:
+            window = ctx.session.sampler.close().summary()
+        events = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+        started = next(e for e in events if e["event"] == "started")
+        stopped = next(e for e in events if e["event"] == "stopped")
+        for query, totals in stopped["totals"].items():
+            if totals["input_rows"] != n:
+                raise RuntimeError(f"query {query} read {totals['input_rows']} of {n} events")
+        if not read_topic(ctx.bootstrap, topics.output):
+            raise RuntimeError("the pipeline wrote no aggregates")
+        r = {"events": n, "busy_seconds": stopped["busy_seconds"], "events_per_sec": n / stopped["busy_seconds"],
+             "spark_startup_seconds": started["startup_seconds"], "command": " ".join(cmd),
+             "micro_batches": stopped["totals"]["aggregates"]["batches"]}
+        r.update(window)
         return r
 
 
