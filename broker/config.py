@@ -128,6 +128,8 @@ KEYS: tuple[Key, ...] = (
         "Security protocol of each listener name, NAME:PROTOCOL (only PLAINTEXT today)."),
     Key("inter.broker.listener.name", "", lambda v: v.strip().upper(),
         "Listener other brokers use to reach this one (default: the first listener)."),
+    Key("broker.rack", "", str.strip,
+        "Rack (or zone) of this broker; the controller spreads a partition's replicas over racks."),
     Key("log.dirs", "./data", _dirs, "Directories holding partition logs and checkpoint files."),
     Key("num.partitions", "1", _int_at_least(1), "Partitions of an auto-created topic."),
     Key("default.replication.factor", "1", _int_at_least(1),

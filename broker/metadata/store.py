@@ -1,24 +1,22 @@
-"""Cluster metadata: what topics exist, with which ids, partitions and configs.
+"""PROVISIONAL (branch cluster only; replaced by helper "store"'s version when it lands).
 
-The store interface follows the shape of Patroni's DCS layer: a small set of operations grouped
-by the consistency they need, with interchangeable backends. Today there is the local-file
-backend (a single broker: the embedded default); a Kubernetes backend (ConfigMaps/Leases with
-resourceVersion as compare-and-set) comes with replication and plugs in behind the same methods.
-
-  create-if-absent : create_topic        (fails with TopicExists if the name is taken)
-  compare-and-set  : update_topic        (fails with Conflict if `version` moved on)
-  delete           : delete_topic
-  read             : topics(), topic(name)
+Cluster metadata interface as agreed in FLEET-INTERFACE.md: reads from an immutable image,
+async writes with their consistency levels.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
+import logging
+import types
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+log = logging.getLogger(__name__)
 
-NO_TOPIC_ID = uuid.UUID(int=0)  # what Kafka sends where a topic id is absent or unknown
+NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 class MetadataError(Exception):
@@ -37,15 +35,46 @@ class Conflict(MetadataError):
     """A compare-and-set lost: someone else changed the record first."""
 
 
+class StoreUnavailable(MetadataError):
+    """The backing store cannot be reached; retriable."""
+
+
+class DuplicateBroker(MetadataError):
+    """A live registration for this node id is held by another process."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    node_id: int
+    incarnation: str
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class TopicRecord:
-    """One topic as the cluster knows it. `version` increases on every change (CAS token)."""
-
     name: str
     topic_id: uuid.UUID
     partitions: int
     replication_factor: int = 1
     configs: dict[str, str] = field(default_factory=dict)
+    assignment: tuple[PartitionState, ...] | None = None
     version: int = 0
 
     @property
@@ -58,31 +87,59 @@ def new_topic(name: str, partitions: int, replication_factor: int = 1, configs: 
                        replication_factor=replication_factor, configs=dict(configs or {}))
 
 
-class MetadataStore(abc.ABC):
-    """Where cluster metadata lives. Implementations must be safe to call from one event loop."""
-
+@dataclass(frozen=True)
+class MetadataImage:
     cluster_id: str
+    brokers: Mapping[int, BrokerRegistration]
+    controller_id: int | None
+    topics: Mapping[str, TopicRecord]
+    _by_id: Mapping[uuid.UUID, TopicRecord] = field(default_factory=dict, repr=False)
 
-    @abc.abstractmethod
-    def topics(self) -> dict[str, TopicRecord]: ...
-
-    def topic(self, name: str) -> TopicRecord | None:
-        return self.topics().get(name)
+    @classmethod
+    def build(cls, cluster_id, brokers, controller_id, topics: Mapping[str, TopicRecord]) -> "MetadataImage":
+        return cls(cluster_id, types.MappingProxyType(dict(brokers)), controller_id,
+                   types.MappingProxyType(dict(topics)),
+                   types.MappingProxyType({t.topic_id: t for t in topics.values()}))
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicRecord | None:
-        for t in self.topics().values():
-            if t.topic_id == topic_id:
-                return t
-        return None
+        return self._by_id.get(topic_id)
+
+
+class MetadataStore(abc.ABC):
+    image: MetadataImage
+
+    def __init__(self) -> None:
+        self._subscribers: list[Callable[[MetadataImage, MetadataImage], None]] = []
+
+    def subscribe(self, callback: Callable[[MetadataImage, MetadataImage], None]) -> None:
+        self._subscribers.append(callback)
+
+    def _publish(self, new: MetadataImage) -> None:
+        old, self.image = self.image, new
+        for cb in list(self._subscribers):
+            try:
+                cb(old, new)
+            except Exception:
+                log.exception("metadata subscriber failed")
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
 
     @abc.abstractmethod
-    def create_topic(self, topic: TopicRecord) -> TopicRecord:
-        """Create-if-absent; raises TopicExists."""
+    async def register_broker(self, reg: BrokerRegistration) -> None: ...
 
     @abc.abstractmethod
-    def update_topic(self, topic: TopicRecord) -> TopicRecord:
-        """Compare-and-set on `topic.version`; raises Conflict or UnknownTopic. Returns the stored record."""
+    async def create_topic(self, rec: TopicRecord) -> TopicRecord: ...
 
     @abc.abstractmethod
-    def delete_topic(self, name: str) -> TopicRecord:
-        """Remove a topic; raises UnknownTopic."""
+    async def update_topic(self, rec: TopicRecord) -> TopicRecord: ...
+
+    @abc.abstractmethod
+    async def delete_topic(self, name: str) -> TopicRecord: ...
+
+    @abc.abstractmethod
+    async def campaign(self, node_id: int) -> bool: ...
+
+    @abc.abstractmethod
+    def is_controller(self, node_id: int) -> bool: ...

@@ -4,7 +4,8 @@ Fetch is the hot path: kio would need the records as Python bytes, copied out of
 files and into a buffer. This encoder instead emits a list of chunks, bytes for the framing
 and FileRegions for record sets, which the connection sends with sendfile(). It writes
 exactly what kio's FetchResponse writer writes for the same values (a unit test compares
-them byte for byte); tagged fields are always left at their defaults (none written).
+them byte for byte); tagged fields are written only for KIP-951 (CurrentLeader, NodeEndpoints) when a partition is
+led elsewhere.
 """
 
 from __future__ import annotations
@@ -44,12 +45,24 @@ class PartitionResult:
     aborted_transactions: list[tuple[int, int]] | None = None  # (producer_id, first_offset)
     preferred_read_replica: int = -1
     records: FileRegion | bytes | None = None
+    # KIP-951 (tagged, v12+): (leader id, leader epoch) when the error is NOT_LEADER_OR_FOLLOWER
+    current_leader: tuple[int, int] | None = None
 
     @property
     def records_size(self) -> int:
         if self.records is None:
             return 0
         return self.records.length if isinstance(self.records, FileRegion) else len(self.records)
+
+
+@dataclass(frozen=True)
+class NodeEndpoint:
+    """A leader's address for the response's NodeEndpoints (KIP-951, tagged, v16+)."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
 
 
 @dataclass
@@ -93,6 +106,7 @@ def encode_fetch_response(
     error_code: int,
     session_id: int,
     topics: list[TopicResult],
+    node_endpoints: list[NodeEndpoint] | tuple[NodeEndpoint, ...] = (),
 ) -> list[bytes | FileRegion]:
     """Frame a whole FetchResponse (size prefix and response header included) as chunks."""
     if not MIN_VERSION <= version <= MAX_VERSION:
@@ -147,10 +161,26 @@ def encode_fetch_response(
                 else:
                     out.write(p.records)
             if flexible:
-                out.write(b"\x00")
+                if p.current_leader is None:
+                    out.write(b"\x00")
+                else:  # one tagged field: tag 1 = CurrentLeader {LeaderId, LeaderEpoch, no tags}
+                    out.write(b"\x01\x01\x09" + _i32(p.current_leader[0]) + _i32(p.current_leader[1]) + b"\x00")
         if flexible:
             out.write(b"\x00")
     if flexible:
-        out.write(b"\x00")
+        if version >= 16 and node_endpoints:  # one tagged field: tag 0 = NodeEndpoints
+            body = bytearray(_uvarint(len(node_endpoints) + 1))
+            for n in node_endpoints:
+                host = n.host.encode()
+                body += _i32(n.node_id) + _uvarint(len(host) + 1) + host + _i32(n.port)
+                if n.rack is None:
+                    body += b"\x00"
+                else:
+                    rack = n.rack.encode()
+                    body += _uvarint(len(rack) + 1) + rack
+                body += b"\x00"
+            out.write(b"\x01\x00" + _uvarint(len(body)) + bytes(body))
+        else:
+            out.write(b"\x00")
     parts = out.done()
     return [_i32(out.size)] + parts

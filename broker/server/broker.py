@@ -1,16 +1,26 @@
-"""A broker: wires config, metadata store, logs, coordinators, handlers and sockets together,
-and runs start-up and graceful shutdown in the right order."""
+"""A broker: wires config, metadata store, controller, logs, coordinators, handlers and sockets
+together, and runs start-up and graceful shutdown in the right order.
+
+Start-up: open the metadata store (its image), bind the listeners, register this broker
+(refusing to start while another live process holds the same node.id), open the partitions the
+image says this broker leads, then campaign for the controller Lease (the controller acts only
+while this broker holds it). After that every image change re-applies leadership here.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
+import time
+import uuid
 from pathlib import Path
 
 from broker.config import BrokerConfig
 from broker.coordinator.producer_ids import ProducerIdManager
+from broker.controller.controller import Controller
 from broker.metadata.file_store import FileMetadataStore
+from broker.metadata.store import BrokerRegistration, DuplicateBroker, Endpoint, StoreUnavailable
 from broker.metadata.meta_properties import ensure_meta_properties
 from broker.network.server import SocketServer
 from broker.server.apis import RequestDispatcher
@@ -23,6 +33,14 @@ from broker.server.topics import TopicManager
 
 log = logging.getLogger(__name__)
 
+# How long a restarted broker waits for the Lease of its previous (killed) process to expire
+# before deciding that another live broker holds its node.id.
+REGISTER_WAIT_S = 30.0
+
+
+class DuplicateNodeId(RuntimeError):
+    """Another live broker is registered with this node.id: this one must not start."""
+
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
@@ -34,8 +52,12 @@ class Broker:
         self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config["cluster.id"] or None)
         self.metrics = BrokerMetrics()
         self.store = FileMetadataStore(first_dir, self.cluster_id)
+        self.incarnation = str(uuid.uuid4())
         self.fetch_purgatory = Purgatory("fetch")
         self.replicas = ReplicaManager(config, self.store, self.fetch_purgatory)
+        self._leadership_follows_image = False
+        self.store.subscribe(self._on_image)
+        self.controller = Controller(self.store, self.node_id)
         self.topics = TopicManager(config, self.store, self.replicas)
         self.producer_ids = ProducerIdManager(first_dir)
         from broker.coordinator.group.coordinator import GroupCoordinator
@@ -58,10 +80,65 @@ class Broker:
             return adv.__class__(adv.name, adv.host, self.sockets.bound[0][2])
         return adv
 
-    async def start(self) -> None:
+    def _on_image(self, old, new) -> None:
+        if self._leadership_follows_image:
+            self.replicas.apply_image(new)
+
+    def registration(self) -> BrokerRegistration:
+        """This broker's node id, incarnation and advertised endpoint per listener."""
+        protocols = self.config["listener.security.protocol.map"]
+        bound = {name: port for name, _, port in self.sockets.bound}
+        endpoints = tuple(
+            Endpoint(listener=adv.name, host=adv.host, port=adv.port or bound.get(adv.name, 0),
+                     security_protocol=protocols.get(adv.name, "PLAINTEXT"))
+            for adv in self.config.advertised_listeners)
+        return BrokerRegistration(node_id=self.node_id, incarnation=self.incarnation, endpoints=endpoints,
+                                  rack=self.config["broker.rack"] or None)
+
+    async def register(self, wait_s: float = REGISTER_WAIT_S) -> None:
+        """Register this broker. A Lease left by a killed process of the same node.id expires
+        within its duration, so keep trying that long; a Lease still renewed after that belongs
+        to another live broker with this node.id, and this one refuses to start."""
+        deadline = time.monotonic() + wait_s
+        reg = self.registration()
+        warned = False
+        while True:
+            try:
+                await self.store.register_broker(reg)
+                return
+            except DuplicateBroker as e:
+                if time.monotonic() >= deadline:
+                    raise DuplicateNodeId(
+                        f"node.id {self.node_id} is already registered by another live broker ({e}); "
+                        f"each broker of a cluster needs its own node.id") from None
+                if not warned:
+                    log.warning("node.id %d is registered by another process (%s); waiting up to %.0fs for "
+                                "its registration to expire", self.node_id, e, wait_s)
+                    warned = True
+            except StoreUnavailable as e:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("cannot register yet, metadata store unavailable: %s", e)
+            await asyncio.sleep(1.0)
+
+    async def start_core(self) -> None:
+        """Everything but client-facing serving: metadata, registration, logs, coordinators, controller."""
+        await self.store.start()
+        await self.register()
         self.replicas.load()
+        self._leadership_follows_image = True
         await self.groups.start()
+        self.controller.start()
+
+    async def start(self) -> None:
         await self.sockets.start()
+        try:
+            await self.start_core()
+        except BaseException:
+            self.sockets.stop_accepting()
+            await self.sockets.close_connections()
+            await self.store.close()
+            raise
         ml = self.config["flotilla.metrics.listener"]
         if ml is not None:
             self._metrics_runner, self.metrics_port = await start_metrics_server(
@@ -80,11 +157,13 @@ class Broker:
         # Answer pending JoinGroup/SyncGroup (NOT_COORDINATOR) so their connections can finish.
         await self.groups.stop()
         await self.sockets.close_connections()
+        await self.controller.stop()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         log.info("flushing logs and writing checkpoints")
         self.replicas.close()
+        await self.store.close()
         if self._metrics_runner is not None:
             await self._metrics_runner.cleanup()
         self.stopped.set()
@@ -100,7 +179,7 @@ async def run_broker(config: BrokerConfig, announce=print) -> int:
         loop.add_signal_handler(sig, stop.set)
     name, host, port = broker.sockets.bound[0]
     adv = broker.advertised
-    announce(f"Flotilla broker {broker.node_id} of cluster {broker.cluster_id} is ready")
+    announce(f"Flotilla broker {broker.node_id} of cluster {broker.store.image.cluster_id} is ready")
     announce(f"  bootstrap address: {adv.host}:{adv.port}  (listening on {host}:{port}, {name})")
     if broker.metrics_port is not None:
         mh = config['flotilla.metrics.listener'][0]

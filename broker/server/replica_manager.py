@@ -1,6 +1,8 @@
 """Owns the partitions this broker holds: opening logs, appending, reading and checkpointing.
 
-Today every partition has one replica (this broker) and the high watermark follows the log end.
+Which partitions are open here follows the cluster metadata image: this broker opens the logs
+of the partitions it leads and closes those it stops leading. Every partition has one replica
+today, so the high watermark follows the log end.
 Replication (followers fetching with KIP-227 sessions, ISR, acks=all waiting) and DeleteRecords
 (KIP-107) hook in here: `append` is where acks=all will wait in the purgatory, and
 `Log.advance_log_start_offset` is what DeleteRecords calls once followers have caught up.
@@ -15,12 +17,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode
+
 from broker.config import BrokerConfig
+from broker.controller.assignment import NO_LEADER
 from broker.log import checkpoints
 from broker.log.log import AppendResult, Log, LogConfig
 from broker.log.segment import FileRegion
 from broker.metadata.store import MetadataStore, TopicRecord
 from broker.protocol.records import BatchHeader
+from broker.server import partition_metadata
 from broker.server.purgatory import Purgatory
 
 log = logging.getLogger(__name__)
@@ -63,16 +69,28 @@ def partition_dir_name(topic: str, partition: int) -> str:
 
 
 class ReplicaManager:
+    """The partitions this broker leads, following the metadata image.
+
+    `apply_image` is Kafka's become-leader / stop-leader step: a partition whose leader in the
+    image is this broker is opened (recovering its log if needed) with the image's leader epoch;
+    one it no longer leads is flushed and closed (its data stays on disk, its offsets in the
+    checkpoint files); one whose topic was deleted (or re-created under a new topic id) is removed.
+    """
+
     def __init__(self, config: BrokerConfig, store: MetadataStore, fetch_purgatory: Purgatory) -> None:
         self.config = config
+        self.node_id = config.node_id
         self.store = store
         self.fetch_purgatory = fetch_purgatory
         self.partitions: dict[TopicPartition, Partition] = {}
         self.log_dirs = list(config.log_dirs)
+        # Offsets of partitions not open here (closed or never opened), kept for the checkpoints.
+        self._marks: dict[TopicPartition, tuple[int, int, int]] = {}
+        self._listeners: list = []
 
     # -- start-up ----------------------------------------------------------------------------
     def load(self) -> None:
-        """Open the log of every partition the metadata lists, recovering where needed."""
+        """Read the checkpoint files, then open every partition the image says this broker leads."""
         marks: dict[str, dict[TopicPartition, int]] = {}
         for d in self.log_dirs:
             for name in (checkpoints.RECOVERY_POINT, checkpoints.LOG_START_OFFSET, checkpoints.HIGH_WATERMARK):
@@ -80,18 +98,26 @@ class ReplicaManager:
                     marks.setdefault(name, {}).update(checkpoints.read_checkpoint(d / name))
                 except ValueError as e:
                     log.warning("ignoring unreadable checkpoint: %s", e)
+        tps = set().union(*(m.keys() for m in marks.values())) if marks else set()
+        for tp in tps:
+            self._marks[tp] = (marks.get(checkpoints.RECOVERY_POINT, {}).get(tp, 0),
+                               marks.get(checkpoints.LOG_START_OFFSET, {}).get(tp, 0),
+                               marks.get(checkpoints.HIGH_WATERMARK, {}).get(tp, 0))
         started = time.monotonic()
-        for topic in self.store.topics().values():
-            for p in range(topic.partitions):
-                tp = (topic.name, p)
-                self._open_partition(
-                    topic, p,
-                    recovery_point=marks.get(checkpoints.RECOVERY_POINT, {}).get(tp, 0),
-                    log_start=marks.get(checkpoints.LOG_START_OFFSET, {}).get(tp, 0),
-                    high_watermark=marks.get(checkpoints.HIGH_WATERMARK, {}).get(tp, 0),
-                )
+        self.apply_image(self.store.image)
         if self.partitions:
-            log.info("loaded %d partitions in %.2fs", len(self.partitions), time.monotonic() - started)
+            log.info("opened %d partitions in %.2fs", len(self.partitions), time.monotonic() - started)
+
+    def on_leadership_change(self, callback) -> None:
+        """callback(topic, partition, leading: bool) after a partition is opened or closed here."""
+        self._listeners.append(callback)
+
+    def _notify(self, topic: str, index: int, leading: bool) -> None:
+        for cb in self._listeners:
+            try:
+                cb(topic, index, leading)
+            except Exception:
+                log.exception("leadership listener failed for %s-%d", topic, index)
 
     def _dir_for(self, topic: str, partition: int) -> Path:
         name = partition_dir_name(topic, partition)
@@ -101,27 +127,102 @@ class ReplicaManager:
         counts = {d: sum(1 for _ in d.glob("*-*")) if d.exists() else 0 for d in self.log_dirs}
         return min(self.log_dirs, key=lambda d: counts[d]) / name
 
-    def _open_partition(self, topic: TopicRecord, p: int, recovery_point: int = 0, log_start: int = 0, high_watermark: int = 0) -> Partition:
-        log_ = Log.open(self._dir_for(topic.name, p), topic.name, p, log_config_for(self.config, topic.configs),
+    def _open_partition(self, topic: TopicRecord, p: int, leader_epoch: int = 0) -> Partition:
+        directory = self._dir_for(topic.name, p)
+        if not partition_metadata.matches(directory, topic.topic_id):
+            # Left over from a deleted topic of the same name: never serve its records.
+            log.warning("%s: removing data of an older topic of the same name", directory)
+            shutil.rmtree(directory, ignore_errors=True)
+            self._marks.pop((topic.name, p), None)
+        recovery_point, log_start, high_watermark = self._marks.pop((topic.name, p), (0, 0, 0))
+        log_ = Log.open(directory, topic.name, p, log_config_for(self.config, topic.configs),
                         recovery_point=recovery_point, log_start_offset=log_start, high_watermark=high_watermark)
+        partition_metadata.write(directory, topic.topic_id)
         # A single replica: everything in the log is committed.
         log_.high_watermark = log_.log_end_offset
-        part = Partition(topic.name, p, topic.topic_id, log_)
+        part = Partition(topic.name, p, topic.topic_id, log_, leader_epoch)
         self.partitions[(topic.name, p)] = part
         return part
 
-    # -- topic lifecycle ---------------------------------------------------------------------
+    def _close_partition(self, tp: TopicPartition) -> None:
+        part = self.partitions.pop(tp)
+        part.log.close()
+        self._marks[tp] = (part.log.recovery_point, part.log.log_start_offset, part.log.high_watermark)
+        # Long-polling fetches of this partition answer now (NOT_LEADER_OR_FOLLOWER).
+        self.fetch_purgatory.check_and_complete(tp)
+
+    # -- leadership --------------------------------------------------------------------------
+    def apply_image(self, image) -> None:
+        """Become leader of what the image says this broker leads; stop leading the rest."""
+        led: dict[TopicPartition, tuple[TopicRecord, int]] = {}
+        for topic in image.topics.values():
+            for i, state in enumerate(topic.assignment or ()):
+                if state.leader == self.node_id and i < topic.partitions:
+                    led[(topic.name, i)] = (topic, state.leader_epoch)
+        changed = False
+        for tp, part in list(self.partitions.items()):
+            topic = image.topics.get(tp[0])
+            if topic is None or topic.topic_id != part.topic_id:
+                self._delete_partition(tp)
+                self._notify(tp[0], tp[1], False)
+                changed = True
+            elif tp not in led:
+                log.info("%s-%d: no longer the leader (epoch %d)", tp[0], tp[1], part.leader_epoch)
+                self._close_partition(tp)
+                self._notify(tp[0], tp[1], False)
+                changed = True
+        for tp, (topic, epoch) in led.items():
+            part = self.partitions.get(tp)
+            if part is None:
+                try:
+                    self._open_partition(topic, tp[1], epoch)
+                except OSError as e:
+                    log.error("%s-%d: cannot open the log to lead it: %s", tp[0], tp[1], e)
+                    continue
+                log.info("%s-%d: leader at epoch %d", tp[0], tp[1], epoch)
+                self._notify(tp[0], tp[1], True)
+                changed = True
+            else:
+                part.leader_epoch = epoch
+                cfg = log_config_for(self.config, topic.configs)
+                if part.log.config != cfg:
+                    part.log.config = cfg
+        if changed:
+            self.write_checkpoints()
+
+    def _delete_partition(self, tp: TopicPartition) -> None:
+        part = self.partitions.pop(tp)
+        directory = part.log.directory
+        part.log.close()
+        shutil.rmtree(directory, ignore_errors=True)
+        self._marks.pop(tp, None)
+        self.fetch_purgatory.check_and_complete(tp)
+
+    def leader_or_error(self, topic: str, partition: int) -> tuple[Partition | None, ErrorCode, object]:
+        """The partition if this broker leads it, else why not: (None, error, the image's
+        PartitionState or None). Led elsewhere -> NOT_LEADER_OR_FOLLOWER (the state names the
+        leader), no live leader -> LEADER_NOT_AVAILABLE, unknown -> UNKNOWN_TOPIC_OR_PARTITION."""
+        record = self.store.image.topics.get(topic)
+        if record is None or not 0 <= partition < record.partitions:
+            return None, ErrorCode.unknown_topic_or_partition, None
+        assignment = record.assignment or ()
+        if partition >= len(assignment):
+            return None, ErrorCode.leader_not_available, None
+        state = assignment[partition]
+        if state.leader == NO_LEADER:
+            return None, ErrorCode.leader_not_available, state
+        part = self.partitions.get((topic, partition))
+        if state.leader != self.node_id or part is None or part.topic_id != record.topic_id:
+            return None, ErrorCode.not_leader_or_follower, state
+        return part, ErrorCode.none, state
+
+    # -- topic lifecycle (single-broker paths kept for callers that open logs directly) ------
     def create_logs(self, topic: TopicRecord) -> None:
-        for p in range(topic.partitions):
-            if (topic.name, p) not in self.partitions:
-                self._open_partition(topic, p)
+        self.apply_image(self.store.image)
 
     def delete_logs(self, topic: str) -> None:
         for tp in [tp for tp in self.partitions if tp[0] == topic]:
-            part = self.partitions.pop(tp)
-            directory = part.log.directory
-            part.log.close()
-            shutil.rmtree(directory, ignore_errors=True)
+            self._delete_partition(tp)
         self.write_checkpoints()
 
     def reconfigure(self, topic: TopicRecord) -> None:
@@ -152,6 +253,16 @@ class ReplicaManager:
             marks.setdefault(checkpoints.RECOVERY_POINT, {})[tp] = part.log.recovery_point
             marks.setdefault(checkpoints.LOG_START_OFFSET, {})[tp] = part.log.log_start_offset
             marks.setdefault(checkpoints.HIGH_WATERMARK, {})[tp] = part.log.high_watermark
+        for tp, (recovery_point, log_start, high_watermark) in self._marks.items():
+            if tp in self.partitions:
+                continue
+            found = [d for d in self.log_dirs if (d / partition_dir_name(*tp)).exists()]
+            if not found:
+                continue
+            marks = by_dir.setdefault(found[0], {})
+            marks.setdefault(checkpoints.RECOVERY_POINT, {})[tp] = recovery_point
+            marks.setdefault(checkpoints.LOG_START_OFFSET, {})[tp] = log_start
+            marks.setdefault(checkpoints.HIGH_WATERMARK, {})[tp] = high_watermark
         for d, marks in by_dir.items():
             d.mkdir(parents=True, exist_ok=True)
             for name in (checkpoints.RECOVERY_POINT, checkpoints.LOG_START_OFFSET, checkpoints.HIGH_WATERMARK):

@@ -1,16 +1,20 @@
 """Topic lifecycle shared by CreateTopics, DeleteTopics, CreatePartitions, Metadata's
-auto-creation and the internal topics of coordinators: validate, record in the metadata
-store, then open or remove logs."""
+auto-creation and the internal topics of coordinators: validate, write to the cluster metadata
+store, and wait for the controller to complete it. Logs open and close by themselves when the
+image says this broker leads a partition (ReplicaManager.apply_image)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
+from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
-from broker.metadata.store import MetadataStore, TopicRecord, new_topic
+from broker.metadata.store import (Conflict, MetadataImage, MetadataStore, StoreUnavailable, TopicExists,
+                                   TopicRecord, UnknownTopic, new_topic)
 from broker.server.replica_manager import ReplicaManager
 
 LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -59,16 +63,63 @@ def validate_topic_configs(configs: dict[str, str]) -> None:
             raise TopicError(ErrorCode.invalid_config, f"unknown topic config {k!r}")
 
 
+def is_assigned(record: TopicRecord | None) -> bool:
+    """The controller has placed every partition the topic's spec asks for."""
+    return record is not None and record.assignment is not None and len(record.assignment) >= record.partitions
+
+
 class TopicManager:
+    """Topic changes from any broker: validate, write to the store (create-if-absent or CAS),
+    then wait until the controller's assignment is visible in this broker's image, bounded by
+    the request's timeout. The store being unreachable is a retriable error (NOT_CONTROLLER)."""
+
     def __init__(self, config: BrokerConfig, store: MetadataStore, replicas: ReplicaManager) -> None:
         self.config = config
         self.store = store
         self.replicas = replicas
+        self._waiters: list[tuple[Callable[[MetadataImage], bool], asyncio.Future]] = []
+        store.subscribe(self._on_image)
 
+    # -- waiting for the image ---------------------------------------------------------------
+    def _on_image(self, old: MetadataImage, new: MetadataImage) -> None:
+        keep = []
+        for predicate, fut in self._waiters:
+            if fut.done():
+                continue
+            try:
+                ok = predicate(new)
+            except Exception as e:  # a broken predicate must not break the store's callbacks
+                fut.set_exception(e)
+                continue
+            if ok:
+                fut.set_result(None)
+            else:
+                keep.append((predicate, fut))
+        self._waiters = keep
+
+    async def wait_for_image(self, predicate: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
+        """Wait until `predicate(image)` holds; False if `timeout_s` passed first."""
+        if predicate(self.store.image):
+            return True
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append((predicate, fut))
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return predicate(self.store.image)
+        finally:
+            if not fut.done():
+                fut.cancel()
+
+    def live_brokers(self) -> int:
+        return len(self.store.image.brokers)
+
+    # -- create ------------------------------------------------------------------------------
     def check_create(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> tuple[int, int]:
         """Validate a creation request; returns the effective (partitions, replication factor)."""
         validate_topic_name(name)
-        if self.store.topic(name) is not None:
+        if name in self.store.image.topics:
             raise TopicError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
         if partitions == -1:
             partitions = self.config["num.partitions"]
@@ -78,60 +129,96 @@ class TopicManager:
             raise TopicError(ErrorCode.invalid_partitions, f"number of partitions must be positive, got {partitions}")
         if replication_factor <= 0:
             raise TopicError(ErrorCode.invalid_replication_factor, f"replication factor must be positive, got {replication_factor}")
+        live = self.live_brokers()
+        if replication_factor > max(live, 1):
+            raise TopicError(ErrorCode.invalid_replication_factor,
+                             f"replication factor {replication_factor} is larger than the {live} available broker"
+                             + ("" if live == 1 else "s"))
         if replication_factor > 1:
             raise TopicError(ErrorCode.invalid_replication_factor,
-                             f"replication factor {replication_factor} is larger than the 1 available broker")
+                             f"replication factor {replication_factor}: replication is not supported yet (use 1)")
         validate_topic_configs(configs)
         return partitions, replication_factor
 
-    def create(self, name: str, partitions: int = -1, replication_factor: int = -1,
-               configs: dict[str, str] | None = None) -> TopicRecord:
+    async def create(self, name: str, partitions: int = -1, replication_factor: int = -1,
+                     configs: dict[str, str] | None = None, timeout_s: float | None = None) -> TopicRecord:
+        """Create the topic; with `timeout_s`, also wait for its assignment (REQUEST_TIMED_OUT if it
+        does not come in time: the topic exists and the controller completes it later, as in Kafka)."""
         configs = dict(configs or {})
         partitions, replication_factor = self.check_create(name, partitions, replication_factor, configs)
         try:
-            record = self.store.create_topic(new_topic(name, partitions, replication_factor, configs))
-            self.replicas.create_logs(record)
-        except OSError as e:
-            raise TopicError(ErrorCode.kafka_storage_error, f"cannot create topic {name!r}: {e.strerror}") from e
+            record = await self.store.create_topic(new_topic(name, partitions, replication_factor, configs))
+        except TopicExists:
+            raise TopicError(ErrorCode.topic_already_exists, f"topic {name!r} already exists") from None
+        except StoreUnavailable as e:
+            raise store_unavailable(e) from None
+        if timeout_s is not None:
+            await self._await_assignment(name, timeout_s)
+            record = self.store.image.topics.get(name, record)
         return record
 
-    def ensure(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicRecord:
+    async def _await_assignment(self, name: str, timeout_s: float) -> None:
+        if not await self.wait_for_image(lambda img: is_assigned(img.topics.get(name)), timeout_s):
+            raise TopicError(ErrorCode.request_timed_out,
+                             f"topic {name!r} was created, but the controller has not assigned its partitions"
+                             f" within {timeout_s:.1f}s")
+
+    async def ensure(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicRecord:
         """Create an internal topic if it does not exist yet (coordinators' own topics)."""
-        existing = self.store.topic(name)
+        existing = self.store.image.topics.get(name)
         if existing is not None:
-            self.replicas.create_logs(existing)
             return existing
-        record = self.store.create_topic(new_topic(name, partitions, 1, configs))
-        self.replicas.create_logs(record)
-        return record
+        try:
+            return await self.store.create_topic(new_topic(name, partitions, 1, configs))
+        except TopicExists:
+            return self.store.image.topics[name] if name in self.store.image.topics else existing
 
-    def delete(self, name: str) -> TopicRecord:
+    # -- delete ------------------------------------------------------------------------------
+    async def delete(self, name: str, timeout_s: float | None = None) -> TopicRecord:
         if not self.config["delete.topic.enable"]:
             raise TopicError(ErrorCode.topic_deletion_disabled, "delete.topic.enable is false")
-        record = self.store.topic(name)
+        record = self.store.image.topics.get(name)
         if record is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
         try:
-            self.store.delete_topic(name)
-            self.replicas.delete_logs(name)
-        except OSError as e:
-            raise TopicError(ErrorCode.kafka_storage_error, f"cannot delete topic {name!r}: {e.strerror}") from e
+            await self.store.delete_topic(name)
+        except UnknownTopic:
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist") from None
+        except StoreUnavailable as e:
+            raise store_unavailable(e) from None
+        if timeout_s is not None:
+            await self.wait_for_image(lambda img: img.topics.get(name) is None
+                                      or img.topics[name].topic_id != record.topic_id, timeout_s)
         return record
 
-    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> TopicRecord:
-        record = self.store.topic(name)
-        if record is None:
-            raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
-        if total < record.partitions:
-            raise TopicError(ErrorCode.invalid_partitions,
-                             f"topic {name!r} has {record.partitions} partitions; cannot reduce to {total}")
-        if total == record.partitions:
-            raise TopicError(ErrorCode.invalid_partitions, f"topic {name!r} already has {total} partitions")
-        if validate_only:
-            return record
-        try:
-            updated = self.store.update_topic(dataclasses.replace(record, partitions=total))
-            self.replicas.create_logs(updated)
-        except OSError as e:
-            raise TopicError(ErrorCode.kafka_storage_error, f"cannot add partitions to {name!r}: {e.strerror}") from e
-        return updated
+    # -- grow --------------------------------------------------------------------------------
+    async def add_partitions(self, name: str, total: int, validate_only: bool = False,
+                             timeout_s: float | None = None) -> TopicRecord:
+        for _ in range(5):  # a lost CAS (the controller wrote in between) is tried again
+            record = self.store.image.topics.get(name)
+            if record is None:
+                raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+            if total < record.partitions:
+                raise TopicError(ErrorCode.invalid_partitions,
+                                 f"topic {name!r} has {record.partitions} partitions; cannot reduce to {total}")
+            if total == record.partitions:
+                raise TopicError(ErrorCode.invalid_partitions, f"topic {name!r} already has {total} partitions")
+            if validate_only:
+                return record
+            try:
+                updated = await self.store.update_topic(dataclasses.replace(record, partitions=total))
+            except Conflict:
+                await self.wait_for_image(lambda img: img.topics.get(name) is not record, 1.0)
+                continue
+            except UnknownTopic:
+                raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist") from None
+            except StoreUnavailable as e:
+                raise store_unavailable(e) from None
+            if timeout_s is not None:
+                await self._await_assignment(name, timeout_s)
+            return self.store.image.topics.get(name, updated)
+        raise TopicError(ErrorCode.not_controller, f"topic {name!r} kept changing; try again")
+
+
+def store_unavailable(e: Exception) -> TopicError:
+    return TopicError(ErrorCode.not_controller, f"cluster metadata is unavailable, try again: {e}")

@@ -9,7 +9,10 @@ of the client. Groups and offsets are persisted in `__consumer_offsets` (see off
 
 Everything runs on the event loop thread: state changes happen between awaits, so no locks.
 JoinGroup and SyncGroup return futures the handlers await; timers are `loop.call_later`.
-A single broker is coordinator of every group, so NOT_COORDINATOR never happens.
+Coordinator shards, as in Kafka: a group belongs to one partition of `__consumer_offsets`, and
+the broker leading that partition coordinates it. A shard is loaded (its partition replayed)
+when this broker becomes its leader and unloaded when it stops; requests for groups of shards
+not loaded here answer NOT_COORDINATOR so clients ask FindCoordinator again.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from broker.coordinator.group.group_metadata import (
     MemberMetadata,
     OffsetAndMetadata,
 )
-from broker.coordinator.group.offsets_log import OffsetsLog, StoreError
+from broker.coordinator.group.offsets_log import TOPIC, OffsetsLog, StoreError
 
 if TYPE_CHECKING:
     from broker.server.broker import Broker
@@ -124,43 +127,78 @@ class GroupCoordinator:
         self.offsets_retention_ms: int = config["offsets.retention.minutes"] * 60 * 1000
         self.groups: dict[str, GroupMetadata] = {}
         self.store = OffsetsLog(broker)
-        self.loading = True
+        # __consumer_offsets partitions this broker leads and has loaded: its coordinator shards.
+        self.shards: set[int] = set()
         self.active = False
         self._expiry_task: asyncio.Task | None = None
+        broker.replicas.on_leadership_change(self._on_leadership)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        self.store.ensure_topic()
-        started = time.monotonic()
-        self._load()
-        self.loading = False
+        """Serve the shards this broker leads (loaded as leadership arrives, see _on_leadership)."""
         self.active = True
         self._expiry_task = asyncio.create_task(self._expiry_loop(), name="group-offset-expiry")
-        if self.groups:
-            log.info("loaded %d groups from %s in %.2fs", len(self.groups), "__consumer_offsets",
-                     time.monotonic() - started)
+
+    async def ensure_topic(self, timeout_s: float = 30.0) -> None:
+        """Create `__consumer_offsets` if needed and wait until its partitions have leaders
+        (FindCoordinator does the first part lazily, as Kafka does; tests call this)."""
+        await self.store.ensure_topic()
+        topics = self.broker.topics
+        await topics.wait_for_image(lambda img: self.store.all_led(img), timeout_s)
 
     async def stop(self) -> None:
         self.active = False
         if self._expiry_task is not None:
             self._expiry_task.cancel()
             await asyncio.gather(self._expiry_task, return_exceptions=True)
-        for group in self.groups.values():
-            _cancel(group.join_timer)
-            _cancel(group.sync_timer)
-            for timer in group.pending_members.values():
-                _cancel(timer)
-            for m in group.members.values():
-                _cancel(m.heartbeat_timer)
-                # Clients find the coordinator again and rejoin (Kafka answers NOT_COORDINATOR
-                # when a coordinator moves away).
-                _resolve(m.join_waiter, JoinResult(ErrorCode.not_coordinator, m.member_id))
-                _resolve(m.sync_waiter, SyncResult(ErrorCode.not_coordinator))
+        for group in list(self.groups.values()):
+            self._unload_group(group)
+        self.shards.clear()
 
-    def _load(self) -> None:
+    def _unload_group(self, group: GroupMetadata) -> None:
+        _cancel(group.join_timer)
+        _cancel(group.sync_timer)
+        for timer in group.pending_members.values():
+            _cancel(timer)
+        for m in group.members.values():
+            _cancel(m.heartbeat_timer)
+            # Clients find the coordinator again and rejoin (Kafka answers NOT_COORDINATOR
+            # when a coordinator moves away).
+            _resolve(m.join_waiter, JoinResult(ErrorCode.not_coordinator, m.member_id))
+            _resolve(m.sync_waiter, SyncResult(ErrorCode.not_coordinator))
+        self.groups.pop(group.group_id, None)
+
+    # -- shards: one per __consumer_offsets partition led here -------------------------------
+    def _on_leadership(self, topic: str, index: int, leading: bool) -> None:
+        if topic != TOPIC:
+            return
+        self.store.refresh_partition_count()
+        if leading:
+            started = time.monotonic()
+            before = len(self.groups)
+            self._load(index)
+            self.shards.add(index)
+            log.info("coordinator shard %s-%d loaded: %d groups in %.2fs", TOPIC, index,
+                     len(self.groups) - before, time.monotonic() - started)
+        else:
+            self.shards.discard(index)
+            for group in [g for g in self.groups.values() if self.store.partition_for(g.group_id) == index]:
+                self._unload_group(group)
+            self.store.forget(index)
+            log.info("coordinator shard %s-%d unloaded", TOPIC, index)
+
+    def not_here(self, group_id: str) -> ErrorCode | None:
+        """NOT_COORDINATOR unless this broker leads the group's __consumer_offsets partition."""
+        if not self.active:
+            return ErrorCode.coordinator_not_available
+        if self.store.partition_for(group_id) not in self.shards:
+            return ErrorCode.not_coordinator
+        return None
+
+    def _load(self, index: int) -> None:
         stored_groups: dict[str, codec.StoredGroup | None] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
-        for rec in self.store.replay():
+        for rec in self.store.replay_partition(index):
             key = rec.key
             try:
                 if isinstance(key, codec.OffsetKey):
@@ -173,6 +211,7 @@ class GroupCoordinator:
                     stored_groups[key.group] = None if rec.value is None else codec.decode_group_value(rec.value)
             except codec.CodecError as e:
                 log.warning("skipping an unreadable record of group %s: %s", key.group, e)
+        loaded = []
         for group_id in set(stored_groups) | set(offsets):
             stored = stored_groups.get(group_id)
             group_offsets = offsets.get(group_id) or {}
@@ -181,7 +220,8 @@ class GroupCoordinator:
             group = self._group_from_stored(group_id, stored)
             group.offsets = dict(group_offsets)
             self.groups[group_id] = group
-        for group in self.groups.values():
+            loaded.append(group)
+        for group in loaded:
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
 
@@ -245,9 +285,8 @@ class GroupCoordinator:
     ) -> JoinResult:
         if not group_id:
             return JoinResult(ErrorCode.invalid_group_id, member_id)
-        if self.loading or not self.active:
-            return JoinResult(ErrorCode.coordinator_load_in_progress if self.loading
-                              else ErrorCode.coordinator_not_available, member_id)
+        if (error := self.not_here(group_id)) is not None:
+            return JoinResult(error, member_id)
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
             return JoinResult(ErrorCode.invalid_session_timeout, member_id)
         if rebalance_timeout_ms < 0:
@@ -534,8 +573,8 @@ class GroupCoordinator:
                          assignments: dict[str, bytes]) -> SyncResult:
         if not group_id:
             return SyncResult(ErrorCode.invalid_group_id)
-        if self.loading:
-            return SyncResult(ErrorCode.coordinator_load_in_progress)
+        if (error := self.not_here(group_id)) is not None:
+            return SyncResult(error)
         group = self.groups.get(group_id)
         if group is None:
             return SyncResult(ErrorCode.unknown_member_id)
@@ -593,8 +632,8 @@ class GroupCoordinator:
     def heartbeat(self, *, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
         if not group_id:
             return ErrorCode.invalid_group_id
-        if self.loading:
-            return ErrorCode.coordinator_load_in_progress
+        if (error := self.not_here(group_id)) is not None:
+            return error
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -618,8 +657,8 @@ class GroupCoordinator:
         """Top-level error and one error per leaving member."""
         if not group_id:
             return ErrorCode.invalid_group_id, []
-        if self.loading:
-            return ErrorCode.coordinator_load_in_progress, []
+        if (error := self.not_here(group_id)) is not None:
+            return error, []
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.none, [ErrorCode.unknown_member_id for _ in leaving]
@@ -654,10 +693,12 @@ class GroupCoordinator:
         def all_(code: ErrorCode) -> dict[tuple[str, int], ErrorCode]:
             return {tp: code for tp in offsets}
 
-        if self.loading:
-            return all_(ErrorCode.coordinator_load_in_progress)
+        if (error := self.not_here(group_id)) is not None:
+            return all_(error)
+        image = self.broker.store.image
+        # Partitions led by other brokers are accepted: only unknown ones are refused.
         unknown = {tp: ErrorCode.unknown_topic_or_partition for tp in offsets
-                   if self.broker.replicas.get(tp[0], tp[1]) is None}
+                   if tp[0] not in image.topics or not 0 <= tp[1] < image.topics[tp[0]].partitions}
         if unknown:
             known = {tp: om for tp, om in offsets.items() if tp not in unknown}
             results = self.commit_offsets(group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
@@ -719,8 +760,8 @@ class GroupCoordinator:
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
                       ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetAndMetadata | None]]:
         """Committed offsets (None where there is none); all of them when `partitions` is None."""
-        if self.loading:
-            return ErrorCode.coordinator_load_in_progress, {}
+        if (error := self.not_here(group_id)) is not None:
+            return error, {}
         group = self.groups.get(group_id)
         stored = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
         if partitions is None:
@@ -729,14 +770,15 @@ class GroupCoordinator:
 
     # -- administration ----------------------------------------------------------------------
     def list_groups(self) -> tuple[ErrorCode, list[GroupOverview]]:
-        if self.loading:
-            return ErrorCode.coordinator_load_in_progress, []
+        """The groups of the shards loaded here (clients ask every broker and merge)."""
+        if not self.active:
+            return ErrorCode.coordinator_not_available, []
         return ErrorCode.none, [GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
                                 for g in self.groups.values() if not g.is_(GroupState.DEAD)]
 
     def describe_group(self, group_id: str) -> GroupSummary:
-        if self.loading:
-            return GroupSummary(group_id, ErrorCode.coordinator_load_in_progress, "", "", "", [])
+        if (error := self.not_here(group_id)) is not None:
+            return GroupSummary(group_id, error, "", "", "", [])
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return GroupSummary(group_id, ErrorCode.group_id_not_found, GroupState.DEAD.value, "", "", [])
@@ -751,8 +793,8 @@ class GroupCoordinator:
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         out: dict[str, ErrorCode] = {}
         for group_id in group_ids:
-            if self.loading:
-                out[group_id] = ErrorCode.coordinator_load_in_progress
+            if (error := self.not_here(group_id)) is not None:
+                out[group_id] = error
                 continue
             group = self.groups.get(group_id)
             if group is None or group.is_(GroupState.DEAD):

@@ -97,11 +97,31 @@ class OffsetsLog:
         self.live: dict[int, dict[bytes, bytes]] = {}
         self.dirty: dict[int, int] = {}
 
-    def ensure_topic(self) -> None:
-        record = self.broker.topics.ensure(TOPIC, self.num_partitions,
-                                           {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES)})
+    async def ensure_topic(self) -> None:
+        """Create the topic (the controller assigns its partitions across the live brokers)."""
+        await self.broker.topics.ensure(TOPIC, self.num_partitions,
+                                        {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES)})
+        self.refresh_partition_count()
+
+    def refresh_partition_count(self) -> None:
         # An existing topic keeps its partition count, whatever the config says now.
-        self.num_partitions = record.partitions
+        record = self.broker.store.image.topics.get(TOPIC)
+        if record is not None:
+            self.num_partitions = record.partitions
+
+    def all_led(self, image) -> bool:
+        """Every partition of the topic has a leader and the ones led here are loaded."""
+        record = image.topics.get(TOPIC)
+        if record is None or record.assignment is None or len(record.assignment) < record.partitions:
+            return False
+        me = self.broker.node_id
+        return all(s.leader >= 0 and (s.leader != me or self.broker.replicas.get(TOPIC, i) is not None)
+                   for i, s in enumerate(record.assignment))
+
+    def forget(self, index: int) -> None:
+        """Drop what was tracked for a partition no longer led here."""
+        self.live.pop(index, None)
+        self.dirty.pop(index, None)
 
     def partition_for(self, group_id: str) -> int:
         return codec.partition_for(group_id, self.num_partitions)
@@ -109,7 +129,7 @@ class OffsetsLog:
     def _partition(self, index: int) -> "Partition":
         part = self.broker.replicas.get(TOPIC, index)
         if part is None:
-            raise StoreError(ErrorCode.coordinator_not_available, f"{TOPIC}-{index} is not open")
+            raise StoreError(ErrorCode.not_coordinator, f"{TOPIC}-{index} is not led by this broker")
         return part
 
     # -- writing -----------------------------------------------------------------------------
@@ -169,16 +189,16 @@ class OffsetsLog:
                  len(self.live.get(index, {})), before, part.log.log_start_offset)
 
     # -- reading -----------------------------------------------------------------------------
-    def replay(self) -> Iterator[LoadedRecord]:
-        """Every record of every partition, in offset order per partition."""
-        for index in range(self.num_partitions):
-            part = self._partition(index)
-            yield from self._replay_partition(part)
-            if self.dirty.get(index, 0) >= max(self.compact_min_records, 2 * len(self.live.get(index, {}))):
-                try:
-                    self.compact(index)
-                except StoreError as e:
-                    log.warning("%s-%d: compaction failed: %s", TOPIC, index, e)
+    def replay_partition(self, index: int) -> Iterator[LoadedRecord]:
+        """Every record of one partition, in offset order (a coordinator shard being loaded)."""
+        self.forget(index)
+        part = self._partition(index)
+        yield from self._replay_partition(part)
+        if self.dirty.get(index, 0) >= max(self.compact_min_records, 2 * len(self.live.get(index, {}))):
+            try:
+                self.compact(index)
+            except StoreError as e:
+                log.warning("%s-%d: compaction failed: %s", TOPIC, index, e)
 
     def _replay_partition(self, part: "Partition") -> Iterator[LoadedRecord]:
         offset = part.log.log_start_offset

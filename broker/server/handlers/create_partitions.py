@@ -1,10 +1,12 @@
-"""CreatePartitions (key 37): grow a topic's partition count."""
+"""CreatePartitions (key 37): grow a topic's partition count (a CAS write of the topic's spec);
+the controller assigns the new partitions and the answer waits for that, bounded by the timeout."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.server.handlers.create_topics import request_timeout
 from broker.server.topics import TopicError
 
 
@@ -20,7 +22,8 @@ class CreatePartitionsHandler(Handler):
             try:
                 if t.assignments:
                     raise TopicError(ErrorCode.invalid_replica_assignment, "manual replica assignments are not supported")
-                self.broker.topics.add_partitions(t.name, t.count, validate_only=request.validate_only)
+                await self.broker.topics.add_partitions(t.name, t.count, validate_only=request.validate_only,
+                                                       timeout_s=request_timeout(request))
             except TopicError as e:
                 code, msg = e.code, e.message
             out.append(ctx.build("CreatePartitionsTopicResult", name=t.name, error_code=code, error_message=msg))

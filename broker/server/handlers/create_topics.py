@@ -1,4 +1,6 @@
-"""CreateTopics (key 19)."""
+"""CreateTopics (key 19) from any broker: a create-if-absent write to the cluster metadata,
+then a wait (bounded by the request's timeout) until the controller's assignment reaches this
+broker's image. A timeout of 0 or less answers without waiting, as Kafka does."""
 
 from __future__ import annotations
 
@@ -9,6 +11,12 @@ from broker.metadata.store import NO_TOPIC_ID, TopicExists
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.topics import TopicError
 
+
+
+def request_timeout(request) -> float | None:
+    """Seconds to wait for the controller, from the request's timeout (None: do not wait)."""
+    seconds = request.timeout.total_seconds()
+    return seconds if seconds > 0 else None
 
 
 class CreateTopicsHandler(Handler):
@@ -31,7 +39,7 @@ class CreateTopicsHandler(Handler):
                     raise TopicError(ErrorCode.invalid_request, "manual replica assignments are not supported")
                 partitions, rf = b.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
                 if not request.validate_only:
-                    record = b.topics.create(t.name, partitions, rf, configs)
+                    record = await b.topics.create(t.name, partitions, rf, configs, timeout_s=request_timeout(request))
             except TopicError as e:
                 code, msg = e.code, e.message
             except TopicExists:

@@ -6,6 +6,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.metadata.store import NO_TOPIC_ID
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.server.handlers.create_topics import request_timeout
 from broker.server.topics import TopicError
 
 
@@ -24,16 +25,16 @@ class DeleteTopicsHandler(Handler):
         out = []
         for name, topic_id in wanted:
             if name is None and topic_id not in (None, NO_TOPIC_ID):
-                rec = b.store.topic_by_id(topic_id)
+                rec = b.store.image.topic_by_id(topic_id)
                 name = rec.name if rec else None
             code, msg = ErrorCode.none, None
-            rec = b.store.topic(name) if name else None
+            rec = b.store.image.topics.get(name) if name else None
             if rec is None:
                 code = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
                 msg = "unknown topic"
             else:
                 try:
-                    b.topics.delete(name)
+                    await b.topics.delete(name, timeout_s=request_timeout(request))
                 except TopicError as e:
                     code, msg = e.code, e.message
             out.append(ctx.build("DeletableTopicResult", name=name, topic_id=rec.topic_id if rec else (topic_id or NO_TOPIC_ID),

@@ -1,9 +1,11 @@
-"""DescribeCluster (key 60): what the Java admin client asks for the broker list."""
+"""DescribeCluster (key 60): what the Java admin client asks for the broker list: every live
+broker of the cluster (endpoints of the request's listener) and the elected controller."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from broker.server import cluster_view
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 BROKERS_ENDPOINT = 1
@@ -15,20 +17,21 @@ class DescribeClusterHandler(Handler):
     max_version = 2
 
     async def handle(self, ctx: RequestContext, request):
-        b = self.broker
+        image = self.broker.store.image
         endpoint_type = getattr(request, "endpoint_type", BROKERS_ENDPOINT)
         if endpoint_type != BROKERS_ENDPOINT:
             return ctx.build("DescribeClusterResponse", throttle_time=NO_THROTTLE,
                              error_code=ErrorCode.unsupported_endpoint_type,
                              error_message="only broker endpoints are served", endpoint_type=endpoint_type,
-                             cluster_id=b.cluster_id, controller_id=-1, brokers=(),
+                             cluster_id=image.cluster_id, controller_id=-1, brokers=(),
                              cluster_authorized_operations=-2147483648)
-        adv = b.advertised
-        brokers = (ctx.build("DescribeClusterBroker", broker_id=b.node_id, host=adv.host, port=adv.port, rack=None,
-                             is_fenced=False),)
+        brokers = tuple(ctx.build("DescribeClusterBroker", broker_id=n.node_id, host=n.host, port=n.port,
+                                  rack=n.rack, is_fenced=False)
+                        for n in cluster_view.live_nodes(image, cluster_view.listener_of(ctx)))
         return ctx.build("DescribeClusterResponse", throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
-                         error_message=None, endpoint_type=endpoint_type, cluster_id=b.cluster_id,
-                         controller_id=b.node_id, brokers=brokers, cluster_authorized_operations=-2147483648)
+                         error_message=None, endpoint_type=endpoint_type, cluster_id=image.cluster_id,
+                         controller_id=cluster_view.controller_id(image), brokers=brokers,
+                         cluster_authorized_operations=-2147483648)
 
 
 HANDLER = DescribeClusterHandler

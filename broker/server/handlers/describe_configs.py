@@ -23,7 +23,7 @@ class DescribeConfigsHandler(Handler):
     def _entries(self, resource) -> tuple[dict[str, tuple[str, int]], ErrorCode, str | None]:
         b = self.broker
         if resource.resource_type == TOPIC:
-            rec = b.store.topic(resource.resource_name)
+            rec = b.store.image.topics.get(resource.resource_name)
             if rec is None:
                 return {}, ErrorCode.unknown_topic_or_partition, f"unknown topic {resource.resource_name!r}"
             entries = {k: (v, SOURCE_DEFAULT) for k, v in topic_config_entries(b.config).items()}

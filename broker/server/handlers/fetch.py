@@ -3,6 +3,8 @@
 Record bytes are not copied: reads give file regions that the connection sends with
 sendfile(), framed by the hand-written encoder in broker.protocol.fetch_response.
 Until fetch sessions (KIP-227) land, every response carries session_id 0 (no session).
+A partition led by another broker answers NOT_LEADER_OR_FOLLOWER with the leader's id, epoch
+and endpoint in the tagged fields (KIP-951), as Kafka does.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from broker.log.log import OffsetOutOfRange
 from broker.network.response import Response
 from broker.protocol import fetch_response
 from broker.protocol.fetch_response import PartitionResult, TopicResult
+from broker.server import cluster_view
 from broker.server.handlers.base import Handler, RequestContext
 from broker.server.purgatory import DelayedOperation
 
@@ -39,14 +42,14 @@ class FetchHandler(Handler):
 
     def resolve(self, ctx: RequestContext, request):
         """[(topic name or None, topic id, [(partition, offset, max_bytes)])] in request order."""
-        store = self.broker.store
+        image = self.broker.store.image
         out = []
         for t in request.topics:
             if ctx.api_version >= fetch_response.FIRST_TOPIC_ID:
-                rec = store.topic_by_id(t.topic_id)
+                rec = image.topic_by_id(t.topic_id)
                 name, topic_id = (rec.name if rec else None), t.topic_id
             else:
-                rec = store.topic(t.topic)
+                rec = image.topics.get(t.topic)
                 name, topic_id = t.topic, (rec.topic_id if rec else None)
             out.append((name, topic_id, [(p.partition, p.fetch_offset, p.partition_max_bytes) for p in t.partitions]))
         return out
@@ -60,11 +63,18 @@ class FetchHandler(Handler):
         for name, topic_id, parts in wanted:
             tr = TopicResult(name=name, topic_id=topic_id)
             for index, offset, part_max in parts:
-                part = rm.get(name, index) if name is not None else None
+                if name is None:
+                    code = ErrorCode.unknown_topic_id if topic_id is not None else ErrorCode.unknown_topic_or_partition
+                    part, state = None, None
+                else:
+                    part, code, state = rm.leader_or_error(name, index)
+                    if code == ErrorCode.leader_not_available:
+                        code = ErrorCode.not_leader_or_follower  # what Kafka's Fetch answers for it
                 if part is None:
-                    unknown_id = name is None and topic_id is not None
-                    code = ErrorCode.unknown_topic_id if unknown_id else ErrorCode.unknown_topic_or_partition
-                    tr.partitions.append(PartitionResult(index, error_code=code))
+                    pr = PartitionResult(index, error_code=code)
+                    if code == ErrorCode.not_leader_or_follower:
+                        pr.current_leader = (state.leader, state.leader_epoch) if state is not None else (-1, -1)
+                    tr.partitions.append(pr)
                     errors = True
                     continue
                 lg = part.log
@@ -87,6 +97,19 @@ class FetchHandler(Handler):
             results.append(tr)
         return results, total, errors
 
+    def leader_endpoints(self, ctx: RequestContext, results) -> list[fetch_response.NodeEndpoint]:
+        """KIP-951: where the leaders named in NOT_LEADER_OR_FOLLOWER answers are."""
+        image = self.broker.store.image
+        listener = cluster_view.listener_of(ctx)
+        nodes = {}
+        for tr in results:
+            for pr in tr.partitions:
+                if pr.current_leader is not None and pr.current_leader[0] >= 0 and pr.current_leader[0] not in nodes:
+                    a = cluster_view.node_address(image, pr.current_leader[0], listener)
+                    if a is not None:
+                        nodes[a.node_id] = fetch_response.NodeEndpoint(a.node_id, a.host, a.port, a.rack)
+        return [nodes[k] for k in sorted(nodes)]
+
     async def handle(self, ctx: RequestContext, request):
         wanted = self.resolve(ctx, request)
         max_bytes = getattr(request, "max_bytes", 2**31 - 1)
@@ -104,7 +127,7 @@ class FetchHandler(Handler):
                     self.broker.metrics.bytes_out.labels(tr.name).inc(size)
         chunks = fetch_response.encode_fetch_response(
             ctx.api_version, ctx.header.correlation_id, throttle_time_ms=0, error_code=0, session_id=0,
-            topics=results)
+            topics=results, node_endpoints=self.leader_endpoints(ctx, results))
         return Response(chunks)
 
 

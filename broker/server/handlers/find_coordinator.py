@@ -1,16 +1,31 @@
-"""FindCoordinator (API 10): this broker coordinates every group; transactions come later.
+"""FindCoordinator (API 10): the broker leading the group's `__consumer_offsets` partition.
 
+The first request creates `__consumer_offsets` (as Kafka does, so that its partitions spread over
+the brokers alive by then) and answers COORDINATOR_NOT_AVAILABLE until the controller has given
+the group's partition a leader; clients retry. Transactions come later.
 v0-v3 ask for one key, v4+ for a batch (`coordinator_keys`, KIP-699).
 """
 
 from __future__ import annotations
 
+import logging
+
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.group.offsets_log import TOPIC
+from broker.server import cluster_view
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.server.topics import TopicError
+
+log = logging.getLogger(__name__)
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+CREATE_WAIT_S = 5.0
+
+
+def _none(code: ErrorCode, message: str) -> dict:
+    return dict(error_code=code, error_message=message, node_id=-1, host="", port=-1)
 
 
 class FindCoordinatorHandler(Handler):
@@ -18,34 +33,48 @@ class FindCoordinatorHandler(Handler):
     min_version = 0
     max_version = 6
 
-    def _answer(self, ctx: RequestContext, key_type: int) -> dict:
-        if key_type == KEY_TYPE_GROUP:
-            adv = self._listener(ctx)
-            return dict(error_code=ErrorCode.none, error_message=None, node_id=self.broker.node_id,
-                        host=adv.host, port=adv.port)
+    async def _answer(self, ctx: RequestContext, key_type: int, key: str) -> dict:
         if key_type == KEY_TYPE_TRANSACTION:
-            message = "no transaction coordinator on this broker yet"
-            code = ErrorCode.coordinator_not_available
-        else:
-            message = f"unknown coordinator key type {key_type}"
-            code = ErrorCode.invalid_request
-        return dict(error_code=code, error_message=message, node_id=-1, host="", port=-1)
+            return _none(ErrorCode.coordinator_not_available, "no transaction coordinator on this broker yet")
+        if key_type != KEY_TYPE_GROUP:
+            return _none(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
+        b = self.broker
+        if TOPIC not in b.store.image.topics:
+            try:
+                await b.groups.store.ensure_topic()
+            except TopicError as e:
+                log.warning("cannot create %s: %s", TOPIC, e.message)
+                return _none(ErrorCode.coordinator_not_available, f"{TOPIC} cannot be created yet")
+            # Usually the controller assigns it at once: spare the client a retry.
+            await b.topics.wait_for_image(lambda img: self._leader(img, key) >= 0, CREATE_WAIT_S)
+        image = b.store.image
+        b.groups.store.refresh_partition_count()
+        partition = b.groups.store.partition_for(key)
+        state = cluster_view.partition_state(image, TOPIC, partition)
+        if state is None or state.leader < 0:
+            return _none(ErrorCode.coordinator_not_available, f"{TOPIC}-{partition} has no leader yet")
+        address = cluster_view.node_address(image, state.leader, cluster_view.listener_of(ctx))
+        if address is None:
+            return _none(ErrorCode.coordinator_not_available, f"broker {state.leader} has no endpoint here")
+        return dict(error_code=ErrorCode.none, error_message=None, node_id=address.node_id,
+                    host=address.host, port=address.port)
 
-    def _listener(self, ctx: RequestContext):
-        """The advertised listener of the listener the request came in on (as Kafka does)."""
-        name = getattr(ctx.connection, "listener_name", None)
-        for adv in self.broker.config.advertised_listeners:
-            if adv.name == name and adv.port != 0:
-                return adv
-        return self.broker.advertised
+    def _leader(self, image, key: str) -> int:
+        record = image.topics.get(TOPIC)
+        if record is None:
+            return -1
+        state = cluster_view.partition_state(image, TOPIC, self.broker.groups.store.partition_for(key))
+        return -1 if state is None else state.leader
 
     async def handle(self, ctx: RequestContext, request):
         if ctx.api_version < 4:
             key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
-            return ctx.build("FindCoordinatorResponse", throttle_time=NO_THROTTLE, **self._answer(ctx, key_type))
-        coordinators = tuple(ctx.build("Coordinator", key=key, **self._answer(ctx, request.key_type))
-                             for key in request.coordinator_keys)
-        return ctx.build("FindCoordinatorResponse", throttle_time=NO_THROTTLE, coordinators=coordinators)
+            return ctx.build("FindCoordinatorResponse", throttle_time=NO_THROTTLE,
+                             **await self._answer(ctx, key_type, request.key))
+        coordinators = []
+        for key in request.coordinator_keys:
+            coordinators.append(ctx.build("Coordinator", key=key, **await self._answer(ctx, request.key_type, key)))
+        return ctx.build("FindCoordinatorResponse", throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
 
 
 HANDLER = FindCoordinatorHandler

@@ -24,11 +24,10 @@ class ListOffsetsHandler(Handler):
         for t in request.topics:
             parts = []
             for p in t.partitions:
-                part = rm.get(t.name, p.partition_index)
+                part, code, _ = rm.leader_or_error(t.name, p.partition_index)
                 if part is None:
                     parts.append(ctx.build("ListOffsetsPartitionResponse", partition_index=p.partition_index,
-                                           error_code=ErrorCode.unknown_topic_or_partition, timestamp=-1, offset=-1,
-                                           leader_epoch=-1))
+                                           error_code=code, timestamp=-1, offset=-1, leader_epoch=-1))
                     continue
                 lg = part.log
                 ts, off = -1, -1

@@ -1,17 +1,24 @@
-"""Metadata (key 3): brokers, and topics with their partitions and leaders.
+"""Metadata (key 3): the whole cluster as this broker's image has it.
+
+All live brokers with their endpoints for the listener the request came in on, the controller
+elected through the store, and each partition's leader, replicas, ISR and leader epoch. A topic
+the controller has not assigned yet, and a partition without a live leader, answer
+LEADER_NOT_AVAILABLE (clients retry), as Kafka does.
 
 Unknown topics are created here when auto.create.topics.enable is on and the client allows it
-(v4+ asks explicitly), as Kafka does.
+(v4+ asks explicitly), as Kafka does; the answer for them is LEADER_NOT_AVAILABLE until the
+controller has assigned them.
 """
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from broker.controller.assignment import NO_LEADER
 from broker.metadata.store import NO_TOPIC_ID
+from broker.server import cluster_view
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.topics import TopicError
-
 
 
 class MetadataHandler(Handler):
@@ -21,40 +28,53 @@ class MetadataHandler(Handler):
 
     async def handle(self, ctx: RequestContext, request):
         b = self.broker
-        adv = b.advertised
-        brokers = (ctx.build("MetadataResponseBroker", node_id=b.node_id, host=adv.host, port=adv.port, rack=None),)
-        store = b.store
+        image = b.store.image
+        listener = cluster_view.listener_of(ctx)
+        nodes = cluster_view.live_nodes(image, listener)
+        brokers = tuple(ctx.build("MetadataResponseBroker", node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
+                        for n in nodes)
         if request.topics is None or (ctx.api_version == 0 and not request.topics):
-            wanted = [(t.name, None) for t in sorted(store.topics().values(), key=lambda t: t.name)]
+            wanted = [(name, None) for name in sorted(image.topics)]
         else:
             wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
         allow_auto = getattr(request, "allow_auto_topic_creation", True) and b.config["auto.create.topics.enable"]
         topics = []
         for name, topic_id in wanted:
-            record = store.topic(name) if name is not None else (
-                store.topic_by_id(topic_id) if topic_id not in (None, NO_TOPIC_ID) else None)
+            record = image.topics.get(name) if name is not None else (
+                image.topic_by_id(topic_id) if topic_id not in (None, NO_TOPIC_ID) else None)
             error = ErrorCode.none
             if record is None and name is not None and allow_auto:
                 try:
-                    record = b.topics.create(name)
+                    record = await b.topics.create(name)
+                    error = ErrorCode.leader_not_available
                 except TopicError as e:
                     error = e.code
+                    if e.code == ErrorCode.topic_already_exists:
+                        record, error = b.store.image.topics.get(name), ErrorCode.leader_not_available
             if record is None:
                 if error == ErrorCode.none:
                     error = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
                 topics.append(ctx.build("MetadataResponseTopic", error_code=error, name=name,
                                         topic_id=topic_id or NO_TOPIC_ID, is_internal=False, partitions=()))
                 continue
+            if record.assignment is None:
+                topics.append(ctx.build("MetadataResponseTopic", error_code=ErrorCode.leader_not_available,
+                                        name=record.name, topic_id=record.topic_id,
+                                        is_internal=record.is_internal, partitions=()))
+                continue
+            live = image.brokers
             partitions = tuple(
-                ctx.build("MetadataResponsePartition", error_code=ErrorCode.none, partition_index=p,
-                          leader_id=b.node_id, leader_epoch=0, replica_nodes=(b.node_id,),
-                          isr_nodes=(b.node_id,), offline_replicas=())
-                for p in range(record.partitions))
+                ctx.build("MetadataResponsePartition",
+                          error_code=ErrorCode.none if s.leader != NO_LEADER else ErrorCode.leader_not_available,
+                          partition_index=i, leader_id=s.leader, leader_epoch=s.leader_epoch,
+                          replica_nodes=tuple(s.replicas), isr_nodes=tuple(s.isr),
+                          offline_replicas=tuple(r for r in s.replicas if r not in live))
+                for i, s in enumerate(record.assignment[:record.partitions]))
             topics.append(ctx.build("MetadataResponseTopic", error_code=ErrorCode.none, name=record.name,
                                     topic_id=record.topic_id, is_internal=record.is_internal,
                                     partitions=partitions))
-        return ctx.build("MetadataResponse", throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=b.cluster_id,
-                         controller_id=b.node_id, topics=tuple(topics))
+        return ctx.build("MetadataResponse", throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=image.cluster_id,
+                         controller_id=cluster_view.controller_id(image), topics=tuple(topics))
 
 
 HANDLER = MetadataHandler

@@ -27,7 +27,7 @@ class OffsetCommitHandler(Handler):
         names: list[str | None] = []
         for t in request.topics:
             if by_id:
-                record = self.broker.store.topic_by_id(t.topic_id)
+                record = self.broker.store.image.topic_by_id(t.topic_id)
                 name = record.name if record is not None else None
             else:
                 name = t.name

@@ -42,7 +42,7 @@ class OffsetFetchHandler(Handler):
             wanted = []
             for t in req_topics:
                 if by_id:
-                    record = store.topic_by_id(t.topic_id)
+                    record = store.image.topic_by_id(t.topic_id)
                     wanted.append((t.topic_id, record.name if record else None, list(t.partition_indexes)))
                 else:
                     wanted.append((t.name, t.name, list(t.partition_indexes)))
@@ -57,7 +57,7 @@ class OffsetFetchHandler(Handler):
             wanted = []
             for name, ps in grouped.items():
                 if by_id:
-                    record = store.topic(name)
+                    record = store.image.topics.get(name)
                     if record is None:
                         continue
                     wanted.append((record.topic_id, name, ps))

@@ -3,6 +3,8 @@
 acks=0 gets no response; acks=1 and acks=-1 answer once the batch is in the log (with one
 replica the ISR is this broker; replication will make acks=-1 wait in the purgatory).
 Idempotent producers' retries come back with their original offset instead of a second copy.
+A partition led by another broker answers NOT_LEADER_OR_FOLLOWER with that leader in the
+response (KIP-951, v10+), so the client can go there without a metadata round trip.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from broker.protocol import records
 import logging
 
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.server.new_leaders import NewLeaders
 
 log = logging.getLogger(__name__)
 
@@ -27,32 +30,37 @@ class ProduceHandler(Handler):
         b = self.broker
         acks = request.acks
         topics_out = []
+        leaders = NewLeaders(ctx, b.store.image)
         for topic_data in request.topic_data:
             name = topic_data.name
-            record = b.store.topic(name)
+            record = b.store.image.topics.get(name)
             parts_out = []
             for pd in topic_data.partition_data:
+                current = {}
                 if acks not in (0, 1, -1):
                     code, base, start, msg = ErrorCode.invalid_required_acks, -1, -1, f"acks={acks} is not 0, 1 or -1"
                 else:
-                    code, base, start, msg = self._append(ctx, record, name, pd.index, pd.records, request)
+                    code, base, start, msg = self._append(ctx, record, name, pd.index, pd.records, request, leaders)
+                    if code == ErrorCode.not_leader_or_follower and ctx.has("LeaderIdAndEpoch"):
+                        current = {"current_leader": leaders.current_leader(name, pd.index)}
                 parts_out.append(ctx.build(
                     "PartitionProduceResponse", index=pd.index, error_code=code, base_offset=base,
-                    log_append_time=None, log_start_offset=start, record_errors=(), error_message=msg))
+                    log_append_time=None, log_start_offset=start, record_errors=(), error_message=msg, **current))
             topics_out.append(ctx.build("TopicProduceResponse", name=name, partition_responses=tuple(parts_out)))
         if acks == 0:
             return None
-        return ctx.build("ProduceResponse", responses=tuple(topics_out), throttle_time=NO_THROTTLE)
+        return ctx.build("ProduceResponse", responses=tuple(topics_out), throttle_time=NO_THROTTLE,
+                         node_endpoints=leaders.node_endpoints())
 
-    def _append(self, ctx, record, name, index, payload, request):
+    def _append(self, ctx, record, name, index, payload, request, leaders):
         b = self.broker
         if record is None:
             return ErrorCode.unknown_topic_or_partition, -1, -1, f"unknown topic {name!r}"
         if record.is_internal:
             return ErrorCode.invalid_topic_exception, -1, -1, f"{name} is an internal topic"
-        part = b.replicas.get(name, index)
+        part, code, state = b.replicas.leader_or_error(name, index)
         if part is None:
-            return ErrorCode.unknown_topic_or_partition, -1, -1, f"unknown partition {name}-{index}"
+            return code, -1, -1, leaders.explain(code, name, index, state)
         if payload is None:
             return ErrorCode.corrupt_message, -1, -1, "no records"
         try:

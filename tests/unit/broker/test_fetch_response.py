@@ -54,3 +54,37 @@ def test_matches_kio_byte_for_byte(version, tmp_path):
     ours = b"".join(c if isinstance(c, bytes) else os.pread(c.fd, c.length, c.position) for c in chunks)
     assert any(isinstance(c, FileRegion) for c in chunks), "records must stay in the file"
     assert ours == kio_bytes(version, 99, topics, 0)
+
+
+@pytest.mark.parametrize("version", range(fetch_response.FIRST_FLEXIBLE, fetch_response.MAX_VERSION + 1))
+def test_kip951_current_leader_and_node_endpoints_match_kio(version):
+    """A partition led elsewhere carries CurrentLeader (tag 1) and, from v16, the response
+    carries NodeEndpoints (tag 0): the same bytes kio writes for those tagged fields."""
+    m = codec.response_module(1, version)
+    topics = [TopicResult("orders", uuid.UUID(int=42), [
+        PartitionResult(0, int(ErrorCode.not_leader_or_follower), -1, -1, -1, None, -1, b"", current_leader=(3, 7)),
+        PartitionResult(1, 0, 5, 5, 0, None, -1, b""),
+    ])]
+    nodes = [fetch_response.NodeEndpoint(3, "127.0.0.3", 9094, None), fetch_response.NodeEndpoint(4, "h", 1, "rack-a")]
+    chunks = fetch_response.encode_fetch_response(version, 5, 0, 0, 0, topics, node_endpoints=nodes)
+    ours = b"".join(chunks)
+
+    def part(p):
+        extra = {}
+        if p.current_leader is not None:
+            extra["current_leader"] = m.LeaderIdAndEpoch(leader_id=p.current_leader[0], leader_epoch=p.current_leader[1])
+        return codec.build(m.PartitionData, partition_index=p.partition_index, error_code=ErrorCode(p.error_code),
+                           high_watermark=p.high_watermark, last_stable_offset=p.last_stable_offset,
+                           log_start_offset=p.log_start_offset, aborted_transactions=None,
+                           preferred_read_replica=-1, records=p.records, **extra)
+    extra = {}
+    if hasattr(m, "NodeEndpoint"):
+        extra["node_endpoints"] = tuple(m.NodeEndpoint(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
+                                        for n in nodes)
+    resp = codec.build(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, session_id=0,
+                       responses=tuple(codec.build(m.FetchableTopicResponse, topic=t.name, topic_id=t.topic_id,
+                                                   partitions=tuple(part(p) for p in t.partitions)) for t in topics),
+                       **extra)
+    expected = codec.frame_response(codec.RequestHeader(1, version, 5, None, 0), codec.encode_body(1, version, resp))
+    assert ours == expected
+    assert (b"127.0.0.3" in ours) == (version >= 16)

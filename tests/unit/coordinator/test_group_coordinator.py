@@ -26,13 +26,14 @@ def make_broker(tmp_path, **overrides) -> Broker:
 
 async def open_broker(tmp_path, **overrides) -> Broker:
     b = make_broker(tmp_path, **overrides)
-    b.replicas.load()
-    await b.groups.start()
+    await b.start_core()
+    await b.groups.ensure_topic(timeout_s=10)
     return b
 
 
 async def close_broker(b: Broker) -> None:
     await b.groups.stop()
+    await b.controller.stop()
     b.replicas.close()
 
 
@@ -196,7 +197,7 @@ async def test_static_member_rejoin_without_rebalance_and_fencing(broker):
 
 
 async def test_offset_commit_validation(broker):
-    broker.topics.create("t", 2)
+    await broker.topics.create("t", 2, timeout_s=10)
     off = {("t", 0): OffsetAndMetadata(5, metadata="m"), ("nope", 0): OffsetAndMetadata(1)}
     # Standalone commit on an unknown group.
     res = broker.groups.commit_offsets(group_id="simple", member_id="", group_instance_id=None, generation_id=-1,
@@ -225,7 +226,7 @@ async def test_offset_commit_validation(broker):
 
 async def test_list_describe_delete(broker):
     a, gen = await single_member_group(broker)
-    broker.topics.create("t", 1)
+    await broker.topics.create("t", 1, timeout_s=10)
     broker.groups.commit_offsets(group_id="empty", member_id="", group_instance_id=None, generation_id=-1,
                                  offsets={("t", 0): OffsetAndMetadata(1)})
     err, groups = broker.groups.list_groups()
@@ -243,7 +244,7 @@ async def test_list_describe_delete(broker):
 async def test_state_survives_restart(tmp_path):
     b = await open_broker(tmp_path)
     try:
-        b.topics.create("t", 2)
+        await b.topics.create("t", 2, timeout_s=10)
         first = await asyncio.wait_for(join(b, instance="inst"), 5)
         await sync(b, first.member_id, first.generation_id, assignments={first.member_id: b"ASSIGN"}, instance="inst")
         assert b.groups.commit_offsets(group_id="g", member_id=first.member_id, group_instance_id="inst",
@@ -278,7 +279,7 @@ async def test_state_survives_restart(tmp_path):
 
 
 async def test_expired_offsets_of_empty_groups(broker):
-    broker.topics.create("t", 1)
+    await broker.topics.create("t", 1, timeout_s=10)
     broker.groups.commit_offsets(group_id="old", member_id="", group_instance_id=None, generation_id=-1,
                                  offsets={("t", 0): OffsetAndMetadata(1, commit_timestamp_ms=1)})
     assert broker.groups.expire_offsets(now=10**13) == 1
@@ -289,7 +290,7 @@ async def test_copy_forward_compaction_keeps_state_and_moves_log_start(tmp_path)
     b = await open_broker(tmp_path, offsets__topic__num__partitions=1)
     try:
         b.groups.store.compact_min_records = 50
-        b.topics.create("t", 3)
+        await b.topics.create("t", 3, timeout_s=10)
         for i in range(60):
             for p in range(3):
                 b.groups.commit_offsets(group_id="g", member_id="", group_instance_id=None, generation_id=-1,

@@ -1,0 +1,1 @@
+"""The elected controller: partition assignment, leader election and (later) ISR changes."""

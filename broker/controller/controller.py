@@ -1,0 +1,122 @@
+"""The controller: one broker at a time, elected through the store's controller Lease.
+
+Every broker runs a `Controller`; it campaigns for the Lease in a loop and acts only while it
+holds it. Acting means: after every change of the metadata image (a topic created or grown, a
+broker registered or its Lease expired), compare each topic with what `planner.plan_topic`
+wants and write the difference with a compare-and-set. A lost CAS (someone else wrote first)
+is simply planned again from the newer image; an unreachable store is retried with a back-off.
+A controller whose Lease renewal failed stops writing at once (`store.is_controller` turns
+false at the renew deadline, and every write is checked against it).
+
+Replication will add ISR changes (followers falling out of or rejoining the ISR) as further
+inputs to the same plan; nothing else here needs to change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+
+from broker.controller.planner import plan_topic
+from broker.metadata.store import Conflict, MetadataImage, MetadataStore, StoreUnavailable, UnknownTopic
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 1.0
+
+
+class Controller:
+    def __init__(self, store: MetadataStore, node_id: int, campaign_interval_s: float = 2.0,
+                 rng: random.Random | None = None) -> None:
+        self.store = store
+        self.node_id = node_id
+        self.campaign_interval_s = campaign_interval_s
+        self.rng = rng or random.Random()
+        self.active = False
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._problems: dict[str, str] = {}
+        self.writes = 0  # assignments written while controller (for tests and metrics)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self.store.subscribe(self._on_image)
+        self._tasks = [asyncio.create_task(self._campaign_loop(), name="controller-campaign"),
+                       asyncio.create_task(self._reconcile_loop(), name="controller-reconcile")]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        self.active = False
+
+    def _on_image(self, old: MetadataImage, new: MetadataImage) -> None:
+        self._wake.set()
+
+    async def _campaign_loop(self) -> None:
+        while True:
+            try:
+                won = await self.store.campaign(self.node_id)
+            except StoreUnavailable as e:
+                log.warning("controller election: metadata store unavailable: %s", e)
+                won = False
+            except Exception:
+                log.exception("controller election failed")
+                won = False
+            won = won and self.store.is_controller(self.node_id)
+            if won and not self.active:
+                log.info("broker %d is now the controller", self.node_id)
+                self.active = True
+                self._wake.set()
+            elif not won and self.active:
+                log.info("broker %d is no longer the controller", self.node_id)
+                self.active = False
+            await asyncio.sleep(self.campaign_interval_s)
+
+    # -- the work ----------------------------------------------------------------------------
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self.active:
+                continue
+            try:
+                again = await self.reconcile()
+            except Exception:
+                log.exception("controller: reconciling failed")
+                again = True
+            if again:
+                await asyncio.sleep(RETRY_S)
+                self._wake.set()
+
+    async def reconcile(self) -> bool:
+        """Bring every topic to its plan once; True if something must be tried again."""
+        image = self.store.image
+        live = {node: reg.rack for node, reg in image.brokers.items()}
+        again = False
+        for topic in list(image.topics.values()):
+            if not self.store.is_controller(self.node_id):
+                self.active = False
+                return False
+            plan = plan_topic(topic, live, self.rng)
+            if plan.problem and self._problems.get(topic.name) != plan.problem:
+                log.warning("%s", plan.problem)
+            if plan.problem:
+                # Waits for the image to change (e.g. another broker registers); no retry loop.
+                self._problems[topic.name] = plan.problem
+            else:
+                self._problems.pop(topic.name, None)
+            if plan.assignment is None:
+                continue
+            try:
+                await self.store.update_topic(dataclasses.replace(topic, assignment=plan.assignment))
+                self.writes += 1
+            except (Conflict, UnknownTopic):
+                again = True  # a newer image is on its way; plan again from it
+            except StoreUnavailable as e:
+                log.warning("controller: metadata store unavailable: %s", e)
+                return True
+        return again
