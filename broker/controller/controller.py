@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import random
+import time
 
 from broker.controller.planner import plan_topic
 from broker.metadata.store import Conflict, MetadataImage, MetadataStore, StoreUnavailable, UnknownTopic
@@ -29,10 +30,15 @@ RETRY_S = 1.0
 
 class Controller:
     def __init__(self, store: MetadataStore, node_id: int, campaign_interval_s: float = 2.0,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, grace_s: float | None = None) -> None:
         self.store = store
         self.node_id = node_id
         self.campaign_interval_s = campaign_interval_s
+        # After winning the Lease, brokers that lead partitions keep them for one Lease duration
+        # even if their Lease looks expired: after an API server outage every Lease looks expired
+        # until its broker renews it, and moving leadership then would only cause churn.
+        self.grace_s = grace_s if grace_s is not None else float(getattr(store, "lease_duration_s", 0.0))
+        self.active_since = 0.0
         self.rng = rng or random.Random()
         self.active = False
         self._wake = asyncio.Event()
@@ -70,7 +76,10 @@ class Controller:
             if won and not self.active:
                 log.info("broker %d is now the controller", self.node_id)
                 self.active = True
+                self.active_since = time.monotonic()
                 self._wake.set()
+                if self.grace_s > 0:
+                    asyncio.get_running_loop().call_later(self.grace_s, self._wake.set)
             elif not won and self.active:
                 log.info("broker %d is no longer the controller", self.node_id)
                 self.active = False
@@ -96,12 +105,15 @@ class Controller:
         """Bring every topic to its plan once; True if something must be tried again."""
         image = self.store.image
         live = {node: reg.rack for node, reg in image.brokers.items()}
+        holding: frozenset[int] = frozenset()
+        if time.monotonic() - self.active_since < self.grace_s:
+            holding = frozenset(s.leader for t in image.topics.values() for s in t.assignment or () if s.leader >= 0)
         again = False
         for topic in list(image.topics.values()):
             if not self.store.is_controller(self.node_id):
                 self.active = False
                 return False
-            plan = plan_topic(topic, live, self.rng)
+            plan = plan_topic(topic, live, self.rng, holding)
             if plan.problem and self._problems.get(topic.name) != plan.problem:
                 log.warning("%s", plan.problem)
             if plan.problem:

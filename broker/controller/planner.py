@@ -27,10 +27,14 @@ class Plan:
     problem: str | None = None
 
 
-def plan_topic(topic: TopicRecord, live: Mapping[int, str | None], rng: random.Random | None = None) -> Plan:
-    """The next assignment of `topic`; `live` maps each live broker id to its rack (or None)."""
+def plan_topic(topic: TopicRecord, live: Mapping[int, str | None], rng: random.Random | None = None,
+               holding: frozenset[int] = frozenset()) -> Plan:
+    """The next assignment of `topic`; `live` maps each live broker id to its rack (or None).
+    Brokers in `holding` keep the leadership they have even if not live (a new controller's
+    grace period); they get no new partitions."""
     current = list(topic.assignment or ())
-    states = [_reelect(s, live) for s in current]
+    electable = set(live) | set(holding)
+    states = [_reelect(s, electable) for s in current]
     problem = None
     missing = topic.partitions - len(current)
     if missing > 0:
@@ -51,8 +55,10 @@ def plan_topic(topic: TopicRecord, live: Mapping[int, str | None], rng: random.R
     return Plan(new, problem)
 
 
-def _reelect(state: PartitionState, live: Mapping[int, object]) -> PartitionState:
-    leader = elect_leader(state.replicas, state.isr, live)
+def _reelect(state: PartitionState, electable: set[int]) -> PartitionState:
+    if state.leader in electable and state.leader in state.isr:
+        return state  # a live leader keeps its place: no churn back to the preferred one
+    leader = elect_leader(state.replicas, state.isr, electable)
     if leader == state.leader:
         return state
     return dataclasses.replace(state, leader=leader, leader_epoch=state.leader_epoch + 1)

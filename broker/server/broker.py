@@ -95,10 +95,13 @@ class Broker:
         return BrokerRegistration(node_id=self.node_id, incarnation=self.incarnation, endpoints=endpoints,
                                   rack=self.config["broker.rack"] or None)
 
-    async def register(self, wait_s: float = REGISTER_WAIT_S) -> None:
+    async def register(self, wait_s: float | None = None) -> None:
         """Register this broker. A Lease left by a killed process of the same node.id expires
         within its duration, so keep trying that long; a Lease still renewed after that belongs
         to another live broker with this node.id, and this one refuses to start."""
+        if wait_s is None:
+            lease = getattr(self.store, "lease_duration_s", None)
+            wait_s = 1.5 * lease + 2 if lease else REGISTER_WAIT_S
         deadline = time.monotonic() + wait_s
         reg = self.registration()
         warned = False

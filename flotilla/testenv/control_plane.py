@@ -195,7 +195,7 @@ class ControlPlane:
             shutil.rmtree(self.directory / stale, ignore_errors=True)
         self.ports = ports = Ports.pick()
         self.records = []
-        paths = certs.generate(self.directory / "certs")
+        paths = self._paths = certs.generate(self.directory / "certs")
         kubeconfig.write(self.kubeconfig, kubeconfig.render(
             self.server, paths.ca_cert, paths.client_cert("admin"), paths.client_key("admin"),
             user="admin"))
@@ -271,6 +271,19 @@ class ControlPlane:
             "--endpoint-reconciler-type=none",
             "--v=1",
         ])
+
+    def stop_apiserver(self) -> None:
+        """Stop the kube-apiserver process alone (etcd and the rest keep running): an API
+        server outage, for tests of what clients of the API do meanwhile."""
+        record = next(r for r in self.records if r.name == "kube-apiserver")
+        processes.stop(record)
+        self.records.remove(record)
+        self.save_state()
+
+    def start_apiserver(self) -> None:
+        """Start the kube-apiserver again on the same port and certificates; wait until ready."""
+        self._start_apiserver(self.ports, self._paths)
+        self._wait_apiserver(self._paths)
 
     def _client_context(self, paths: certs.CertPaths) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(paths.ca_cert))

@@ -1,0 +1,73 @@
+"""plan_topic: what the controller writes for a topic given the live brokers (pure)."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import random
+
+from broker.controller.planner import plan_topic
+from broker.metadata.store import PartitionState, new_topic
+
+LIVE = {1: None, 2: None, 3: None}
+
+
+def test_new_topic_gets_every_partition_with_leaders_on_all_brokers():
+    topic = new_topic("orders", 12)
+    plan = plan_topic(topic, LIVE, random.Random(3))
+    assert plan.problem is None
+    assert len(plan.assignment) == 12
+    assert collections.Counter(s.leader for s in plan.assignment) == {1: 4, 2: 4, 3: 4}
+    for s in plan.assignment:
+        assert s.replicas == (s.leader,) and s.isr == (s.leader,) and s.leader_epoch == 0
+
+
+def test_assigned_topic_with_all_leaders_live_needs_no_write():
+    topic = new_topic("orders", 3)
+    topic = dataclasses.replace(topic, assignment=plan_topic(topic, LIVE).assignment)
+    assert plan_topic(topic, LIVE).assignment is None
+
+
+def test_dead_leader_goes_offline_with_an_epoch_bump_and_comes_back_with_another():
+    states = (PartitionState(1, 4, (1,), (1,)), PartitionState(2, 0, (2,), (2,)))
+    topic = dataclasses.replace(new_topic("t", 2), assignment=states)
+    down = plan_topic(topic, {2: None, 3: None}).assignment
+    assert down[0] == PartitionState(-1, 5, (1,), (1,))
+    assert down[1] is states[1]
+    back = plan_topic(dataclasses.replace(topic, assignment=down), LIVE).assignment
+    assert back[0] == PartitionState(1, 6, (1,), (1,))
+
+
+def test_growth_assigns_only_the_new_partitions_and_keeps_the_old():
+    topic = new_topic("t", 3)
+    first = plan_topic(topic, LIVE, random.Random(1)).assignment
+    grown = dataclasses.replace(topic, partitions=6, assignment=first)
+    plan = plan_topic(grown, LIVE, random.Random(2))
+    assert plan.assignment[:3] == first
+    assert collections.Counter(s.leader for s in plan.assignment) == {1: 2, 2: 2, 3: 2}
+
+
+def test_no_live_broker_leaves_the_topic_unassigned_with_a_reason():
+    plan = plan_topic(new_topic("t", 2), {})
+    assert plan.assignment is None
+    assert "cannot assign 2 partition(s) of 't'" in plan.problem
+
+
+def test_replication_factor_above_live_brokers_waits():
+    plan = plan_topic(new_topic("t", 1, replication_factor=3), {1: None})
+    assert plan.assignment is None and "larger than the 1 available broker" in plan.problem
+
+
+def test_replicas_prefer_first_live_in_sync_replica():
+    states = (PartitionState(1, 0, (1, 2, 3), (1, 2, 3)),)
+    topic = dataclasses.replace(new_topic("t", 1, replication_factor=3), assignment=states)
+    plan = plan_topic(topic, {2: None, 3: None})
+    assert plan.assignment[0].leader == 2 and plan.assignment[0].leader_epoch == 1
+
+
+def test_holding_brokers_keep_leadership_but_get_no_new_partitions():
+    states = (PartitionState(1, 2, (1,), (1,)),)
+    topic = dataclasses.replace(new_topic("t", 4), assignment=states)
+    plan = plan_topic(topic, {2: None, 3: None}, random.Random(0), holding=frozenset({1}))
+    assert plan.assignment[0] is states[0]
+    assert {s.leader for s in plan.assignment[1:]} <= {2, 3}
