@@ -19,9 +19,10 @@ import dataclasses
 import logging
 import random
 import time
+import uuid
 
 from broker.controller.planner import plan_topic
-from broker.metadata.store import Conflict, MetadataImage, MetadataStore, StoreUnavailable, UnknownTopic
+from broker.metadata.store import NO_TOPIC_ID, Conflict, MetadataImage, MetadataStore, StoreUnavailable, UnknownTopic
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +124,11 @@ class Controller:
                 self._problems.pop(topic.name, None)
             if plan.assignment is None:
                 continue
+            changes = {"assignment": plan.assignment}
+            if topic.topic_id == NO_TOPIC_ID:  # made with kubectl: the controller gives it its id
+                changes["topic_id"] = uuid.uuid4()
             try:
-                await self.store.update_topic(dataclasses.replace(topic, assignment=plan.assignment))
+                await self.store.update_topic(dataclasses.replace(topic, **changes))
                 self.writes += 1
             except (Conflict, UnknownTopic):
                 again = True  # a newer image is on its way; plan again from it

@@ -19,7 +19,7 @@ from pathlib import Path
 from broker.config import BrokerConfig
 from broker.coordinator.producer_ids import ProducerIdManager
 from broker.controller.controller import Controller
-from broker.metadata.file_store import FileMetadataStore
+from broker.metadata import open_store
 from broker.metadata.store import BrokerRegistration, DuplicateBroker, Endpoint, StoreUnavailable
 from broker.metadata.meta_properties import ensure_meta_properties
 from broker.network.server import SocketServer
@@ -51,7 +51,7 @@ class Broker:
             Path(d).mkdir(parents=True, exist_ok=True)
         self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config["cluster.id"] or None)
         self.metrics = BrokerMetrics()
-        self.store = FileMetadataStore(first_dir, self.cluster_id)
+        self.store = open_store(config, self.cluster_id, first_dir)
         self.incarnation = str(uuid.uuid4())
         self.fetch_purgatory = Purgatory("fetch")
         self.replicas = ReplicaManager(config, self.store, self.fetch_purgatory)

@@ -109,3 +109,14 @@ async def test_leadership_moves_off_an_expired_broker_and_back(setup):
     await store.register_broker(reg(2))
     await until(lambda: all(store.image.topics["t"].assignment[i].leader == 2 for i in on_2))
     assert [store.image.topics["t"].assignment[i].leader_epoch for i in on_2] == [2] * len(on_2)
+
+
+async def test_a_topic_made_without_an_id_gets_one_with_its_assignment(setup):
+    import dataclasses
+
+    from broker.metadata.store import NO_TOPIC_ID
+
+    store, controller = setup
+    await store.create_topic(dataclasses.replace(new_topic("from-kubectl", 2), topic_id=NO_TOPIC_ID))
+    await until(lambda: store.image.topics["from-kubectl"].assignment is not None)
+    assert store.image.topics["from-kubectl"].topic_id != NO_TOPIC_ID
