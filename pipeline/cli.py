@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-offsets-per-trigger", type=int, default=0, help="cap on records per micro-batch (0: none)")
     r.add_argument("--stop-when-idle", type=float, default=0.0, metavar="SECONDS",
                    help="stop once both queries have caught up and stayed idle this long")
+    r.add_argument("--commit-group", default="flotilla-pipeline",
+                   help="consumer group that gets the raw offsets both queries have finished with ('' for none)")
     r.add_argument("--json", action="store_true", help="progress as JSON lines")
 
     b = sub.add_parser("batch", help="recompute the aggregates from the whole raw topic")
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = stream.StreamSettings(
             bootstrap=args.bootstrap, checkpoint=args.checkpoint.resolve(), topics=_topics(args),
             windowing=_windowing(args), trigger=args.trigger, max_offsets_per_trigger=args.max_offsets_per_trigger,
-            master=args.master, stop_when_idle=args.stop_when_idle,
+            master=args.master, stop_when_idle=args.stop_when_idle, commit_group=args.commit_group,
         )
         stream.run(settings, stream.printer(args.json), stop)
         return 0

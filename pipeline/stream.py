@@ -40,6 +40,8 @@ class StreamSettings:
     # Stop once both queries have read everything and stayed idle this long (seconds; 0: run until
     # SIGTERM/SIGINT). Used by the benchmark.
     stop_when_idle: float = 0.0
+    # Consumer group that gets the raw offsets both queries have finished with (consumed.py); "": none.
+    commit_group: str = "flotilla-pipeline"
 
 
 def kafka_reader(spark, s: StreamSettings):
@@ -84,6 +86,7 @@ def run(s: StreamSettings, emit: Callable[[dict], None], stop: threading.Event |
     """Run until `stop` is set (SIGTERM/SIGINT set it from the CLI) or, with `stop_when_idle`, until
     both queries have caught up. Returns totals; raises if a query fails."""
     from pipeline import spark_env
+    from pipeline.consumed import ConsumedOffsets, GroupCommitter
     from pipeline.topics import ensure_topics
 
     stop = stop or threading.Event()
@@ -98,6 +101,8 @@ def run(s: StreamSettings, emit: Callable[[dict], None], stop: threading.Event |
     totals = {q.name: {"input_rows": 0, "batches": 0, "first_batch": None} for q in queries}
     first_data: float | None = None
     last_data: float | None = None
+    consumed = ConsumedOffsets([q.name for q in queries])
+    committer = GroupCommitter(s.bootstrap, s.commit_group) if s.commit_group else None
     try:
         while not stop.is_set():
             for q in queries:
@@ -124,12 +129,17 @@ def run(s: StreamSettings, emit: Callable[[dict], None], stop: threading.Event |
                     elif summary["lag"] == 0 and idle_since[q.name] is None:
                         idle_since[q.name] = now
                     emit({"event": "progress", **summary})
+                    consumed.update(q.name, summary["end_offsets"])
+            if committer is not None and committer.commit(consumed.safe()):
+                emit({"event": "consumed", "group": committer.group, "offsets": committer.committed})
             if s.stop_when_idle and all(
                 t is not None and time.monotonic() - t >= s.stop_when_idle for t in idle_since.values()
             ):
                 break
             stop.wait(0.25)
     finally:
+        if committer is not None:
+            committer.close()
         for q in queries:
             try:
                 q.stop()
@@ -159,6 +169,8 @@ def printer(as_json: bool) -> Callable[[dict], None]:
             print(json.dumps(event), flush=True)
         elif event["event"] == "progress":
             print(progress_fmt.line(event), flush=True)
+        elif event["event"] == "consumed":
+            pass  # in --json output only: one line per commit would drown the progress lines
         elif event["event"] == "started":
             print(f"started queries {', '.join(event['queries'])} (checkpoint {event['checkpoint']},"
                   f" Spark up in {event['startup_seconds']}s); Ctrl-C stops", flush=True)

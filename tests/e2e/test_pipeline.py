@@ -41,6 +41,7 @@ if not os.environ.get("CI"):
     pytest.importorskip("pyspark", reason="PySpark not installed: bash scripts/setup.d/30-pipeline.sh")
 
 from pipeline.catalog import BY_ID  # noqa: E402
+from pipeline.consumed import committed  # noqa: E402
 from pipeline.events import GeneratorSettings, make_events  # noqa: E402
 from pipeline.generator import generate  # noqa: E402
 from pipeline.results import dead_letters_by_source, latest_per_key, read_topic, reason  # noqa: E402
@@ -48,7 +49,7 @@ from pipeline.topics import Topics, ensure_topics  # noqa: E402
 
 pytestmark = pytest.mark.timeout(900)  # three Spark start-ups on a busy 2-core machine
 
-N_EVENTS = 1600
+N_EVENTS = 2000  # 1000 before the kill: the first window closes after ~600, so batches remain
 SETTINGS = GeneratorSettings(seed=7, malformed_every=12)
 WINDOW_MS = 10_000
 WATERMARK_MS = 20_000
@@ -87,6 +88,8 @@ class Scenario:
     killed_at: dict[str, Any]  # the progress report after which the driver was killed
     killed_batch: int  # the aggregates batch that was planned (offsets logged) but not committed
     batch: dict[str, str]
+    group_offsets: dict[int, int]  # what the pipeline committed to its consumer group at the end
+    raw_ends: dict[int, int]  # the raw topic's end offsets
     output: list  # every record in the output topic
     dead_letters: list  # every record in the dead-letter topic
     seconds: dict[str, float]
@@ -99,6 +102,7 @@ def _run_args(cluster: Cluster, topics: Topics, checkpoint: Path, *extra: str) -
         "--raw-topic", topics.raw, "--output-topic", topics.output, "--dead-letter-topic", topics.dead_letter,
         "--partitions", str(topics.raw_partitions), "--replication-factor", str(topics.replication_factor),
         "--checkpoint", str(checkpoint), "--trigger", "1 second", "--max-offsets-per-trigger", "150",
+        "--commit-group", f"pipeline-{topics.raw}",
         "--window", f"{WINDOW_MS // 1000} seconds", "--watermark", f"{WATERMARK_MS // 1000} seconds",
         *extra,
     ]
@@ -222,7 +226,17 @@ def _run_scenario(cluster: Cluster, workdir: Path) -> Scenario:
     assert done.returncode == 0, f"batch job exited with {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     seconds["batch"] = time.monotonic() - t1
 
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "watermarks"})
+    try:
+        raw_ends = {p: c.get_watermark_offsets(TopicPartition(topics.raw, p), timeout=10)[1]
+                    for p in range(topics.raw_partitions)}
+    finally:
+        c.close()
     return Scenario(
+        group_offsets=committed(cluster.bootstrap, f"pipeline-{topics.raw}", topics.raw, topics.raw_partitions),
+        raw_ends=raw_ends,
         cluster=cluster, topics=topics, first_run=_read_lines(log1), second_run=_read_lines(log2), killed_at=killed_at, killed_batch=killed_batch,
         batch=json.loads(out.read_text()), output=read_topic(cluster.bootstrap, topics.output),
         dead_letters=read_topic(cluster.bootstrap, topics.dead_letter), seconds=seconds,
@@ -274,6 +288,17 @@ def test_driver_was_killed_mid_run_and_resumed_from_its_checkpoint(scenario: Sce
     assert all(isinstance(e["lag"], int) and isinstance(e["input_rows"], int) for e in first_agg + second_agg)
     assert second_agg[-1]["lag"] == 0
     assert sum(e["late_rows_dropped"] for e in first_agg + second_agg) == 0
+
+
+def test_consumed_offsets_are_committed_to_the_pipeline_group(scenario: Scenario) -> None:
+    """What both queries finished with is in the group, for a RecordDeletion resource to purge."""
+    assert sum(scenario.raw_ends.values()) == N_EVENTS
+    assert scenario.group_offsets == scenario.raw_ends
+    consumed = [e for e in scenario.first_run + scenario.second_run if e.get("event") == "consumed"]
+    assert len(consumed) >= 2
+    # Never ahead of a query: the killed run committed at most what it had finished before the kill.
+    first = [e for e in scenario.first_run if e.get("event") == "consumed"]
+    assert first and sum(first[-1]["offsets"][scenario.topics.raw].values()) < N_EVENTS // 2
 
 
 def test_stream_output_equals_batch_recomputation(scenario: Scenario) -> None:
