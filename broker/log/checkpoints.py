@@ -5,18 +5,25 @@
     orders 0 1234          <- topic partition offset
     orders 1 99
 
-Written to a temporary file, fsynced and renamed, so a crash leaves the old or the new file,
-never half of one. Used for recovery points, log start offsets and high watermarks.
+Written to a temporary file, fsynced and renamed (and the directory fsynced), so a crash
+leaves the old or the new file, never half of one. Used for recovery points, log start offsets
+and high watermarks.
+
+A log directory also holds Kafka's clean-shutdown marker while the broker is stopped cleanly:
+every log in it was flushed and its checkpoints written, so start-up need not re-scan the
+active segments (only their last few KiB are checked, see Segment.tail_is_intact).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from broker.log.durable import write_atomically
 
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET = "log-start-offset-checkpoint"
 HIGH_WATERMARK = "replication-offset-checkpoint"
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]
 
@@ -24,12 +31,7 @@ TopicPartition = tuple[str, int]
 def write_checkpoint(path: Path, offsets: dict[TopicPartition, int]) -> None:
     lines = ["0", str(len(offsets))]
     lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, ("\n".join(lines) + "\n").encode())
 
 
 def read_checkpoint(path: Path) -> dict[TopicPartition, int]:

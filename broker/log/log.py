@@ -100,7 +100,11 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         high_watermark: int = 0,
+        clean_shutdown: bool = False,
     ) -> "Log":
+        """Open a partition's log, recovering every segment not known to be on disk: those at
+        or past the recovery point, and the active one unless the directory was shut down
+        cleanly (then only its tail is checked)."""
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, topic, partition, config)
         for tmp in directory.glob("*.tmp"):
@@ -108,16 +112,30 @@ class Log:
         bases = sorted(int(p.stem) for p in directory.glob("*.log") if p.stem.isdigit())
         for i, base in enumerate(bases):
             seg = Segment(directory, base, config.index_interval_bytes)
-            next_base = bases[i + 1] if i + 1 < len(bases) else None
-            needs_recovery = next_base is None or next_base > recovery_point
-            if needs_recovery:
-                cut = seg.recover()
-                if cut:
-                    log.warning("%s-%d: truncated %d bytes of torn or corrupt data from %s",
-                                topic, partition, cut, seg.log_path.name)
-            else:
-                seg.load_indexes()
             self.segments.append(seg)
+            is_last = i + 1 == len(bases)
+            if is_last and clean_shutdown:
+                seg.load_indexes()
+                if seg.tail_is_intact():
+                    continue
+                log.warning("%s-%d: %s changed after a clean shutdown; recovering it", topic, partition, seg.log_path.name)
+            elif not is_last and bases[i + 1] <= recovery_point:
+                seg.load_indexes()  # wholly below the recovery point: known to be on disk
+                continue
+            cut = seg.recover()
+            if not cut:
+                continue
+            log.warning("%s-%d: truncated %d bytes of torn or corrupt data from %s at offset %d",
+                        topic, partition, cut, seg.log_path.name, seg.next_offset)
+            if not is_last:
+                # As Kafka's log loader: everything after the first invalid batch is gone, so
+                # later segments go too (keeping them would leave a hole in the offsets).
+                for later in bases[i + 1:]:
+                    Segment(directory, later, config.index_interval_bytes).delete()
+                log.error("%s-%d: deleted %d later segments (offsets %d to %d) after corruption in %s; "
+                          "the log now ends at offset %d", topic, partition, len(bases) - i - 1,
+                          seg.next_offset, bases[-1], seg.log_path.name, seg.next_offset)
+                break
         if not self.segments:
             self.segments.append(Segment(directory, log_start_offset, config.index_interval_bytes))
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
@@ -316,16 +334,20 @@ class Log:
         self.recovery_point = min(self.recovery_point, offset)
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def close(self) -> None:
-        """Flush, snapshot producer state at the log end, and close files (clean shutdown)."""
+    def close(self) -> bool:
+        """Flush, snapshot producer state at the log end, and close files (clean shutdown).
+        Returns False if the data could not all be made durable (then recovery runs next start)."""
+        ok = True
         try:
             self.active.seal()
             self.flush()
             self.producer_state.take_snapshot(self.log_end_offset)
         except OSError as e:
             log.error("%s-%d: flush on close failed: %s", self.topic, self.partition, e)
+            ok = False
         for seg in self.segments:
             seg.close()
+        return ok
 
     def delete(self) -> None:
         for seg in self.segments:

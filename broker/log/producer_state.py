@@ -9,13 +9,13 @@ The state is snapshotted to `<offset>.snapshot` files and rebuilt from batch hea
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import crc32c
 
+from broker.log.durable import write_atomically
 from broker.protocol.records import BatchHeader
 
 MAX_CACHED_BATCHES = 5  # Kafka's client keeps at most 5 in-flight requests per connection
@@ -154,12 +154,7 @@ class ProducerStateManager:
         }
         body = json.dumps(doc, separators=(",", ":")).encode()
         path = self.directory / f"{offset:020d}.snapshot"
-        tmp = path.with_suffix(".snapshot.tmp")
-        with open(tmp, "wb") as f:
-            f.write(crc32c.crc32c(body).to_bytes(4, "big") + body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomically(path, crc32c.crc32c(body).to_bytes(4, "big") + body)
         for _, old in self.snapshot_files()[:-keep]:
             old.unlink(missing_ok=True)
 

@@ -133,8 +133,8 @@ class Segment:
         if len(buf) < records.HEADER_SIZE:
             return None
         h = records.read_header(buf)
-        if position + h.size > self.size:
-            return None
+        if h.size < records.HEADER_SIZE or position + h.size > self.size:
+            return None  # torn or not a batch (only recovery may find such bytes)
         return h
 
     def iter_headers(self, position: int = 0):
@@ -235,6 +235,35 @@ class Segment:
             self.offset_of_max_timestamp = self.base_offset + self.time_index.values[-1]
         self._bytes_since_index = self.index_interval_bytes  # index the next append
 
+    def _valid_batch_at(self, position: int, expected_offset: int) -> BatchHeader | None:
+        """The header of a whole batch at `position` with a good size, magic and CRC whose
+        offsets do not go back, else None (a torn or corrupt batch)."""
+        head = os.pread(self.fd, records.LOG_OVERHEAD, position)
+        size = records.peek_size(head)
+        if size is None or size < records.HEADER_SIZE or position + size > self.size:
+            return None
+        data = os.pread(self.fd, size, position)
+        h = records.read_header(data)
+        if h.magic != 2 or crc32c.crc32c(memoryview(data)[records.ATTRIBUTES_OFFSET:]) != h.crc:
+            return None
+        if h.base_offset < expected_offset:
+            return None
+        return h
+
+    def tail_is_intact(self) -> bool:
+        """After load_indexes of a cleanly closed segment: the batches after the last offset
+        index entry (about index.interval.bytes) are whole and valid up to the end of the file,
+        so nothing was appended or torn since. Cheap, unlike a full recover()."""
+        position = self.offset_index.values[-1] if self.offset_index.values else 0
+        expected = self.base_offset + (self.offset_index.keys[-1] if self.offset_index.keys else 0)
+        while position < self.size:
+            h = self._valid_batch_at(position, expected)
+            if h is None:
+                return False
+            expected = h.last_offset + 1
+            position += h.size
+        return True
+
     def recover(self) -> int:
         """Validate every batch (size, magic, CRC), rebuild the indexes and cut a torn tail.
 
@@ -250,19 +279,12 @@ class Segment:
         file_size = self.size
         expected_offset = self.base_offset
         while position < file_size:
-            head = os.pread(self.fd, records.LOG_OVERHEAD, position)
-            size = records.peek_size(head)
-            if size is None or size < records.HEADER_SIZE or position + size > file_size:
-                break
-            data = os.pread(self.fd, size, position)
-            h = records.read_header(data)
-            if h.magic != 2 or crc32c.crc32c(memoryview(data)[records.ATTRIBUTES_OFFSET:]) != h.crc:
-                break
-            if h.base_offset < expected_offset:
+            h = self._valid_batch_at(position, expected_offset)
+            if h is None:
                 break
             self._index_batch(h, position)
             expected_offset = h.last_offset + 1
-            position += size
+            position += h.size
         truncated = file_size - position
         if truncated:
             os.ftruncate(self.fd, position)

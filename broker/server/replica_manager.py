@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from broker.config import BrokerConfig
 from broker.controller.assignment import NO_LEADER
 from broker.log import checkpoints
+from broker.log.durable import fsync_directory
 from broker.log.log import AppendResult, Log, LogConfig
 from broker.log.segment import FileRegion
 from broker.metadata.store import MetadataStore, TopicRecord
@@ -87,6 +88,8 @@ class ReplicaManager:
         # Offsets of partitions not open here (closed or never opened), kept for the checkpoints.
         self._marks: dict[TopicPartition, tuple[int, int, int]] = {}
         self._listeners: list = []
+        # Log dirs holding Kafka's clean-shutdown marker, while they are being loaded.
+        self._clean_dirs: set[Path] = set()
 
     # -- start-up ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -103,10 +106,17 @@ class ReplicaManager:
             self._marks[tp] = (marks.get(checkpoints.RECOVERY_POINT, {}).get(tp, 0),
                                marks.get(checkpoints.LOG_START_OFFSET, {}).get(tp, 0),
                                marks.get(checkpoints.HIGH_WATERMARK, {}).get(tp, 0))
+        self._clean_dirs = {d for d in self.log_dirs if (d / checkpoints.CLEAN_SHUTDOWN).exists()}
         started = time.monotonic()
         self.apply_image(self.store.image)
+        # From now on the logs change: a crash must not find the marker.
+        for d in self._clean_dirs:
+            (d / checkpoints.CLEAN_SHUTDOWN).unlink()
+            fsync_directory(d)
+        clean, self._clean_dirs = bool(self._clean_dirs), set()
         if self.partitions:
-            log.info("opened %d partitions in %.2fs", len(self.partitions), time.monotonic() - started)
+            log.info("opened %d partitions in %.2fs (%s)", len(self.partitions), time.monotonic() - started,
+                     "after a clean shutdown" if clean else "recovering segments not known to be flushed")
 
     def on_leadership_change(self, callback) -> None:
         """callback(topic, partition, leading: bool) after a partition is opened or closed here."""
@@ -136,7 +146,8 @@ class ReplicaManager:
             self._marks.pop((topic.name, p), None)
         recovery_point, log_start, high_watermark = self._marks.pop((topic.name, p), (0, 0, 0))
         log_ = Log.open(directory, topic.name, p, log_config_for(self.config, topic.configs),
-                        recovery_point=recovery_point, log_start_offset=log_start, high_watermark=high_watermark)
+                        recovery_point=recovery_point, log_start_offset=log_start, high_watermark=high_watermark,
+                        clean_shutdown=directory.parent in self._clean_dirs)
         partition_metadata.write(directory, topic.topic_id)
         # A single replica: everything in the log is committed.
         log_.high_watermark = log_.log_end_offset
@@ -312,7 +323,11 @@ class ReplicaManager:
                 log.error("housekeeping failed: %s", e)
 
     def close(self) -> None:
-        """Clean shutdown: flush every log, snapshot producer state, write checkpoints."""
-        for part in self.partitions.values():
-            part.log.close()
+        """Clean shutdown: flush every log, snapshot producer state, write checkpoints, and mark
+        each log directory whose logs all made it to disk as cleanly shut down."""
+        unclean = {part.log.directory.parent for part in self.partitions.values() if not part.log.close()}
         self.write_checkpoints()
+        for d in self.log_dirs:
+            if d not in unclean:
+                (d / checkpoints.CLEAN_SHUTDOWN).touch()
+                fsync_directory(d)

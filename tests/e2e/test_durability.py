@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
 from pathlib import Path
@@ -235,3 +236,76 @@ def test_topic_changes_survive_restart(broker: ServerProcess) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.3)
     assert ends == {0: 0}, "a re-created topic still holds the deleted topic's records"
+
+
+def batch_at(segment: Path, position: int) -> tuple[int, int]:
+    """(file position, base offset) of the batch holding byte `position` of a segment file."""
+    data = segment.read_bytes()
+    pos = 0
+    while pos < len(data):
+        base_offset, length = struct.unpack_from(">qi", data, pos)
+        if pos + 12 + length > position:
+            return pos, base_offset
+        pos += 12 + length
+    raise AssertionError(f"position {position} is past the end of {segment}")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.flotilla_only("white-box: removes the recovery-point checkpoint to make the broker re-check old segments")
+@pytest.mark.broker_config({"log.segment.bytes": "1048576"})
+def test_corrupt_older_segment_ends_the_log_there(broker: ServerProcess) -> None:
+    """As Kafka's log loader: the log ends at the first invalid batch, later segments are deleted
+    (not kept behind a hole in the offsets), and the broker says so."""
+    topic = create(broker, 1, "corrupt-mid")
+    sent: list[tuple[str, str]] = []
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        for i in range(600):  # small batches (20 records, about 4.5 KiB), about 2.7 MiB: three segments
+            batch = [(f"k{i % 7}", f"v{i:04d}-{j:02d}-" + "x" * 200) for j in range(20)]
+            resp = conn.produce(topic, 0, kafka_wire.build_batch([(k.encode(), v.encode()) for k, v in batch]))
+            assert int(resp.error_code) == 0
+            sent += batch
+    broker.kill9()
+    segments = sorted((broker.log_dirs / f"{topic}-0").glob("*.log"))
+    assert len(segments) >= 3
+    # A crash before the first recovery-point checkpoint: every segment is re-checked.
+    (broker.log_dirs / "recovery-point-offset-checkpoint").unlink(missing_ok=True)
+    middle = segments[0].stat().st_size // 2
+    pos, cut_offset = batch_at(segments[0], middle)
+    assert cut_offset > 1000
+    with open(segments[0], "r+b") as f:
+        f.seek(pos + 70)  # inside the records: the CRC no longer matches
+        f.write(bytes([f.read(1)[0] ^ 0xFF]))
+    before = len(broker.log_text())
+    broker.start()
+    assert high_watermarks(broker.bootstrap, topic, (0,)) == {0: cut_offset}
+    got = read_all(broker.bootstrap, topic, (0,))
+    assert [r.offset for r in got] == list(range(cut_offset)), "the log has a hole after recovery"
+    assert [(r.key, r.value) for r in got] == sent[:cut_offset]
+    assert sorted((broker.log_dirs / f"{topic}-0").glob("*.log")) == segments[:1]
+    new_log = broker.log_text()[before:]
+    assert "deleted" in new_log and f"ends at offset {cut_offset}" in new_log, new_log[-2000:]
+    new = ConfluentFamily().produce(broker.bootstrap, topic, [("key-0", "after-repair")], acks="all")
+    assert new[0].offset == cut_offset
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.flotilla_only("Flotilla's log lines; Apache Kafka's marker is the same file")
+def test_clean_shutdown_marker(broker: ServerProcess) -> None:
+    """A clean stop leaves Kafka's .kafka_cleanshutdown marker, so the next start trusts the
+    active segments; the start removes it, so a crash afterwards recovers them again."""
+    topic = create(broker, 2, "marker")
+    ConfluentFamily().produce(broker.bootstrap, topic, keyed_records(200, keys=4, prefix="mk"), acks="all")
+    marker = broker.log_dirs / ".kafka_cleanshutdown"
+    assert not marker.exists(), "the marker must not exist while the broker runs"
+    assert broker.stop() in broker.clean_exit_codes
+    assert marker.exists(), "a clean stop did not write the clean-shutdown marker"
+    before = len(broker.log_text())
+    broker.start()
+    assert not marker.exists(), "the marker survived start-up: a crash now would skip recovery"
+    assert "after a clean shutdown" in broker.log_text()[before:]
+    broker.kill9()
+    assert not marker.exists()
+    before = len(broker.log_text())
+    broker.start()
+    assert "recovering segments not known to be flushed" in broker.log_text()[before:]
+    assert high_watermarks(broker.bootstrap, topic, (0, 1)) and sum(high_watermarks(broker.bootstrap, topic, (0, 1)).values()) == 200

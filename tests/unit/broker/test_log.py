@@ -189,3 +189,49 @@ def test_idle_producers_expire_from_state_and_snapshots(tmp_path):
     # reopened from the snapshot written at close: the producers still writing
     log2 = Log.open(tmp_path / "t-0", "t", 0, cfg)
     assert sorted(log2.producer_state.producers) == [7, 500]
+
+
+def test_corruption_in_an_older_segment_drops_everything_after_it(tmp_path, caplog):
+    """Kafka's log loader: the log ends at the first invalid batch; later segments go too."""
+    cfg = LogConfig(segment_bytes=400)  # two one-record batches per segment
+    log = Log.open(tmp_path / "t-0", "t", 0, cfg)
+    for i in range(10):
+        append(log, [b"y" * 100])
+    bases = [s.base_offset for s in log.segments]
+    assert bases == [0, 2, 4, 6, 8]
+    second = log.segments[1]
+    corrupt_at = second.base_offset + 1  # second batch of the second segment
+    position = second.find_position(corrupt_at)[0]
+    log.close()
+    with open(second.log_path, "r+b") as f:
+        f.seek(position + 70)
+        f.write(b"\xff")
+    with caplog.at_level("WARNING"):
+        log2 = Log.open(tmp_path / "t-0", "t", 0, cfg, recovery_point=0, high_watermark=10)
+    assert log2.log_end_offset == corrupt_at
+    assert [s.base_offset for s in log2.segments] == bases[:2]
+    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log")) == [f"{b:020d}.log" for b in bases[:2]]
+    assert [h.base_offset for h in read_all(log2, 0) + read_all(log2, 2)] == list(range(corrupt_at))
+    assert "deleted" in caplog.text and f"ends at offset {corrupt_at}" in caplog.text
+    assert append(log2, [b"next"]).base_offset == corrupt_at
+
+
+def test_clean_shutdown_trusts_the_active_segment_but_checks_its_tail(tmp_path, monkeypatch):
+    from broker.log.segment import Segment
+
+    log = Log.open(tmp_path / "t-0", "t", 0, LogConfig())
+    for i in range(50):
+        append(log, [b"q" * 200])
+    seg_path = log.active.log_path
+    log.close()
+    scans = []
+    real_recover = Segment.recover
+    monkeypatch.setattr(Segment, "recover", lambda self: scans.append(self.base_offset) or real_recover(self))
+    log2 = Log.open(tmp_path / "t-0", "t", 0, LogConfig(), recovery_point=50, clean_shutdown=True)
+    assert scans == [] and log2.log_end_offset == 50
+    log2.close()
+    with open(seg_path, "ab") as f:  # changed after the clean shutdown: the tail check notices
+        f.write(os.urandom(500))
+    log3 = Log.open(tmp_path / "t-0", "t", 0, LogConfig(), recovery_point=50, clean_shutdown=True)
+    assert scans == [0] and log3.log_end_offset == 50
+    assert append(log3, [b"after"]).base_offset == 50
