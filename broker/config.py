@@ -175,6 +175,12 @@ KEYS: tuple[Key, ...] = (
         "Forget an idempotent producer's state once its newest batch's timestamp is this old."),
     Key("producer.id.expiration.check.interval.ms", "600000", _int_at_least(1),
         "How often idle producers are looked for and expired (producer.id.expiration.ms)."),
+    Key("max.incremental.fetch.session.cache.slots", "1000", _int_at_least(0),
+        "Incremental fetch sessions (KIP-227) the broker keeps; a full cache answers new fetchers "
+        "sessionless unless a session may be evicted."),
+    Key("flotilla.fetch.session.eviction.ms", "120000", _int_at_least(0),
+        "A fetch session unused this long may be evicted for a new one, and one older than this may "
+        "be evicted by a bigger one (KIP-227's minimum eviction time, a constant in Kafka)."),
     Key("flotilla.metrics.listener", "127.0.0.1:9404", _parse_host_port,
         "host:port of the HTTP endpoint serving Prometheus /metrics and /healthz (empty: off)."),
 )

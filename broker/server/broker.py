@@ -24,6 +24,7 @@ from broker.metadata.store import BrokerRegistration, DuplicateBroker, Endpoint,
 from broker.metadata.meta_properties import ensure_meta_properties
 from broker.network.server import SocketServer
 from broker.server.apis import RequestDispatcher
+from broker.server.fetch_session import FetchSessionCache
 from broker.server.handlers import all_handlers
 from broker.server.metrics import BrokerMetrics
 from broker.server.metrics_http import start_metrics_server
@@ -54,6 +55,10 @@ class Broker:
         self.store = open_store(config, self.cluster_id, first_dir)
         self.incarnation = str(uuid.uuid4())
         self.fetch_purgatory = Purgatory("fetch")
+        # KIP-227 sessions live in memory only: a restarted broker has none, and fetchers start over.
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
+                                                config["flotilla.fetch.session.eviction.ms"])
+        self.metrics.watch_fetch_sessions(self.fetch_sessions)
         self.replicas = ReplicaManager(config, self.store, self.fetch_purgatory)
         self._leadership_follows_image = False
         self.store.subscribe(self._on_image)

@@ -14,6 +14,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
+    from broker.server.fetch_session import FetchSessionCache
     from broker.server.replica_manager import ReplicaManager
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -53,8 +54,32 @@ class BrokerMetrics:
         self.sendfile_bytes = Counter("flotilla_sendfile_bytes", "Record bytes sent from segment files with sendfile()", registry=r)
         self.connections = Gauge("flotilla_connections", "Open client connections", registry=r)
         self.malformed_frames = Counter("flotilla_malformed_frames", "Connections closed for a malformed or oversized frame", registry=r)
+        # KIP-227 fetch sessions, with Kafka's meaning (its names in docs/fetch-sessions.md).
+        self.fetch_requests = Counter("flotilla_fetch_requests", "Fetch requests by how they relate to sessions: "
+                                      "full, incremental, sessionless, session_error", ["kind"], registry=r)
+        self.fetch_sessions = Gauge("flotilla_incremental_fetch_sessions",
+                                    "Incremental fetch sessions in the cache (Kafka: NumIncrementalFetchSessions)", registry=r)
+        self.fetch_session_partitions = Gauge(
+            "flotilla_incremental_fetch_partitions_cached",
+            "Partitions cached by all incremental fetch sessions (Kafka: NumIncrementalFetchPartitionsCached)", registry=r)
+        self.fetch_session_evictions = Counter(
+            "flotilla_incremental_fetch_session_evictions",
+            "Sessions evicted to make room for another; not counted when a client closes its own "
+            "(Kafka: IncrementalFetchSessionEvictionsPerSec, a rate of this)", registry=r)
+        self.fetch_session_slots = Gauge("flotilla_fetch_session_cache_slots",
+                                         "Fetch session cache slots (max.incremental.fetch.session.cache.slots)", registry=r)
+        self.fetch_session_slots_used = Gauge("flotilla_fetch_session_cache_slots_used",
+                                              "Fetch session cache slots in use", registry=r)
         self._replicas: "ReplicaManager | None" = None
         r.register(_LogCollector(lambda: self._replicas))
 
     def watch_logs(self, replicas: "ReplicaManager") -> None:
         self._replicas = replicas
+
+    def watch_fetch_sessions(self, cache: "FetchSessionCache") -> None:
+        """Session gauges read the cache at scrape time; evictions are counted as they happen."""
+        self.fetch_sessions.set_function(lambda: len(cache))
+        self.fetch_session_slots_used.set_function(lambda: len(cache))
+        self.fetch_session_partitions.set_function(lambda: cache.partitions_cached)
+        self.fetch_session_slots.set_function(lambda: cache.max_slots)
+        cache.on_eviction = lambda session: self.fetch_session_evictions.inc()

@@ -2,13 +2,15 @@
 
 Record bytes are not copied: reads give file regions that the connection sends with
 sendfile(), framed by the hand-written encoder in broker.protocol.fetch_response.
-Until fetch sessions (KIP-227) land, every response carries session_id 0 (no session).
+Fetch sessions (KIP-227, broker/server/fetch_session.py) decide which partitions a request
+covers and which of them the response carries; this module reads them and waits.
 A partition led by another broker answers NOT_LEADER_OR_FOLLOWER with the leader's id, epoch
 and endpoint in the tagged fields (KIP-951), as Kafka does.
 """
 
 from __future__ import annotations
 
+from typing import Iterable
 
 from kio.schema.errors import ErrorCode
 
@@ -17,22 +19,19 @@ from broker.network.response import Response
 from broker.protocol import fetch_response
 from broker.protocol.fetch_response import PartitionResult, TopicResult
 from broker.server import cluster_view
+from broker.server.delayed_fetch import DelayedFetch
+from broker.server.fetch_session import CachedPartition, FetchContext, PartitionKey
 from broker.server.handlers.base import Handler, RequestContext
-from broker.server.purgatory import DelayedOperation
+
+ALL_BYTES = 2**31 - 1
 
 
-class DelayedFetch(DelayedOperation):
-    """Completes once the requested partitions hold at least `min_bytes` past the fetch offsets."""
-
-    def __init__(self, handler: "FetchHandler", wanted, min_bytes: int) -> None:
-        super().__init__()
-        self.handler = handler
-        self.wanted = wanted
-        self.min_bytes = min_bytes
-
-    def can_complete(self) -> bool:
-        _, size, errors = self.handler.read_all(self.wanted, 2**31 - 1)
-        return errors or size >= self.min_bytes
+def replica_id_of(request) -> int:
+    """The fetching replica's id (-1 for consumers): a field before v15, in ReplicaState after."""
+    state = getattr(request, "replica_state", None)
+    if state is not None:
+        return int(state.replica_id)
+    return int(getattr(request, "replica_id", -1))
 
 
 class FetchHandler(Handler):
@@ -40,69 +39,118 @@ class FetchHandler(Handler):
     min_version = fetch_response.MIN_VERSION
     max_version = fetch_response.MAX_VERSION
 
-    def resolve(self, ctx: RequestContext, request):
-        """[(topic name or None, topic id, [(partition, offset, max_bytes)])] in request order."""
+    # -- request -> session context --------------------------------------------------------------
+
+    def fetch_data(self, uses_topic_ids: bool, request) -> dict[PartitionKey, CachedPartition]:
+        """The partitions the request names, in request order, keyed as its session keys them."""
         image = self.broker.store.image
-        out = []
+        out: dict[PartitionKey, CachedPartition] = {}
         for t in request.topics:
-            if ctx.api_version >= fetch_response.FIRST_TOPIC_ID:
+            if uses_topic_ids:
                 rec = image.topic_by_id(t.topic_id)
                 name, topic_id = (rec.name if rec else None), t.topic_id
             else:
-                rec = image.topics.get(t.topic)
-                name, topic_id = t.topic, (rec.topic_id if rec else None)
-            out.append((name, topic_id, [(p.partition, p.fetch_offset, p.partition_max_bytes) for p in t.partitions]))
+                name, topic_id = t.topic, None
+            for p in t.partitions:
+                cp = CachedPartition(name, topic_id, int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes),
+                                     int(getattr(p, "log_start_offset", -1)))
+                out[(topic_id if uses_topic_ids else name, cp.partition)] = cp
         return out
 
-    def read_all(self, wanted, max_bytes: int):
-        """Read every partition; returns (topic results, record bytes total, any error?)."""
+    @staticmethod
+    def forgotten(uses_topic_ids: bool, request) -> list[PartitionKey]:
+        return [(t.topic_id if uses_topic_ids else t.topic, int(p))
+                for t in getattr(request, "forgotten_topics_data", ()) for p in t.partitions]
+
+    def new_context(self, ctx: RequestContext, request) -> FetchContext:
+        uses_topic_ids = ctx.api_version >= fetch_response.FIRST_TOPIC_ID
+        return self.broker.fetch_sessions.new_context(
+            session_id=int(getattr(request, "session_id", 0)),
+            epoch=int(getattr(request, "session_epoch", -1)),  # before v7: sessionless
+            privileged=replica_id_of(request) >= 0,
+            uses_topic_ids=uses_topic_ids,
+            fetch_data=self.fetch_data(uses_topic_ids, request),
+            to_forget=self.forgotten(uses_topic_ids, request),
+        )
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read(self, partitions: Iterable[CachedPartition], skip_unchanged: bool, max_bytes: int):
+        """Read each partition from its fetch offset. Returns ([(partition, result)], record bytes,
+        any error?, {(topic, index): bytes readable} for the partitions that had some).
+
+        With `skip_unchanged` (incremental sessions), a partition with no new records and no moved
+        offsets produces no result at all: that is what keeps an idle session of many partitions cheap.
+        """
         rm = self.broker.replicas
-        results: list[TopicResult] = []
+        image = self.broker.store.image
+        results: list[tuple[CachedPartition, PartitionResult]] = []
+        available: dict[tuple[str, int], int] = {}
         total = 0
         errors = False
-        for name, topic_id, parts in wanted:
-            tr = TopicResult(name=name, topic_id=topic_id)
-            for index, offset, part_max in parts:
-                if name is None:
-                    code = ErrorCode.unknown_topic_id if topic_id is not None else ErrorCode.unknown_topic_or_partition
-                    part, state = None, None
-                else:
-                    part, code, state = rm.leader_or_error(name, index)
-                    if code == ErrorCode.leader_not_available:
-                        code = ErrorCode.not_leader_or_follower  # what Kafka's Fetch answers for it
-                if part is None:
-                    pr = PartitionResult(index, error_code=code)
-                    if code == ErrorCode.not_leader_or_follower:
-                        pr.current_leader = (state.leader, state.leader_epoch) if state is not None else (-1, -1)
-                    tr.partitions.append(pr)
-                    errors = True
-                    continue
-                lg = part.log
-                pr = PartitionResult(index, high_watermark=lg.high_watermark, last_stable_offset=lg.high_watermark,
-                                     log_start_offset=lg.log_start_offset, aborted_transactions=None)
-                try:
-                    budget = min(part_max, max_bytes - total)
-                    region = rm.read(part, offset, max(budget, 0), min_one=(total == 0))
-                except OffsetOutOfRange:
-                    pr.error_code = ErrorCode.offset_out_of_range
-                    pr.high_watermark = lg.high_watermark
-                    errors = True
-                    region = None
-                if region is not None and (budget > 0 or total == 0):
-                    pr.records = region
-                    total += region.length
-                else:
-                    pr.records = b""
-                tr.partitions.append(pr)
-            results.append(tr)
-        return results, total, errors
+        for cp in partitions:
+            if cp.topic is None and cp.topic_id is not None:
+                rec = image.topic_by_id(cp.topic_id)  # a topic id unknown when cached may exist now
+                cp.topic = rec.name if rec else None
+            if cp.topic is None:
+                code = ErrorCode.unknown_topic_id if cp.topic_id is not None else ErrorCode.unknown_topic_or_partition
+                part, state = None, None
+            else:
+                part, code, state = rm.leader_or_error(cp.topic, cp.partition)
+                if code == ErrorCode.leader_not_available:
+                    code = ErrorCode.not_leader_or_follower  # what Kafka's Fetch answers for it
+                if part is not None and cp.topic_id is not None and part.topic_id != cp.topic_id:
+                    part, code = None, ErrorCode.unknown_topic_id  # the name now belongs to a re-created topic
+            if part is None:
+                pr = PartitionResult(cp.partition, error_code=code)
+                if code == ErrorCode.not_leader_or_follower:
+                    pr.current_leader = (state.leader, state.leader_epoch) if state is not None else (-1, -1)
+                results.append((cp, pr))
+                errors = True
+                continue
+            lg = part.log
+            hw, log_start = lg.high_watermark, lg.log_start_offset
+            if skip_unchanged and cp.nothing_new(hw, hw, log_start):
+                continue
+            pr = PartitionResult(cp.partition, high_watermark=hw, last_stable_offset=hw, log_start_offset=log_start,
+                                 aborted_transactions=None, records=b"")
+            try:
+                budget = min(cp.max_bytes, max_bytes - total)
+                region = rm.read(part, cp.fetch_offset, max(budget, 0), min_one=(total == 0))
+            except OffsetOutOfRange:
+                pr.error_code = ErrorCode.offset_out_of_range
+                errors = True
+                region = None
+            if region is not None and (budget > 0 or total == 0):
+                pr.records = region
+                total += region.length
+                available[(cp.topic, cp.partition)] = region.length
+            results.append((cp, pr))
+        return results, total, errors, available
 
-    def leader_endpoints(self, ctx: RequestContext, results) -> list[fetch_response.NodeEndpoint]:
+    def watch_keys(self, partitions: Iterable[CachedPartition]) -> dict[tuple[str, int], CachedPartition]:
+        return {(cp.topic, cp.partition): cp for cp in partitions if cp.topic is not None}
+
+    # -- response -----------------------------------------------------------------------------
+
+    @staticmethod
+    def topics(sent: list[tuple[CachedPartition, PartitionResult]]) -> list[TopicResult]:
+        """Results grouped into topics, consecutive partitions of one topic together, in order."""
+        out: list[TopicResult] = []
+        last = None
+        for cp, pr in sent:
+            if last is None or last.name != cp.topic or last.topic_id != cp.topic_id:
+                last = TopicResult(name=cp.topic, topic_id=cp.topic_id)
+                out.append(last)
+            last.partitions.append(pr)
+        return out
+
+    def leader_endpoints(self, ctx: RequestContext, topics: list[TopicResult]) -> list[fetch_response.NodeEndpoint]:
         """KIP-951: where the leaders named in NOT_LEADER_OR_FOLLOWER answers are."""
         image = self.broker.store.image
         listener = cluster_view.listener_of(ctx)
         nodes = {}
-        for tr in results:
+        for tr in topics:
             for pr in tr.partitions:
                 if pr.current_leader is not None and pr.current_leader[0] >= 0 and pr.current_leader[0] not in nodes:
                     a = cluster_view.node_address(image, pr.current_leader[0], listener)
@@ -111,23 +159,28 @@ class FetchHandler(Handler):
         return [nodes[k] for k in sorted(nodes)]
 
     async def handle(self, ctx: RequestContext, request):
-        wanted = self.resolve(ctx, request)
-        max_bytes = getattr(request, "max_bytes", 2**31 - 1)
-        results, total, errors = self.read_all(wanted, max_bytes)
+        context = self.new_context(ctx, request)
+        self.broker.metrics.fetch_requests.labels(context.kind).inc()
+        max_bytes = getattr(request, "max_bytes", ALL_BYTES)
+        partitions = context.partitions()
+        results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes)
         max_wait_s = request.max_wait.total_seconds()
-        if total < request.min_bytes and not errors and max_wait_s > 0 and wanted:
-            op = DelayedFetch(self, wanted, request.min_bytes)
-            keys = [(name, index) for name, _, parts in wanted if name for index, _, _ in parts]
-            await self.broker.fetch_purgatory.wait(op, keys, max_wait_s)
-            results, total, errors = self.read_all(wanted, max_bytes)
-        for tr in results:
+        if total < request.min_bytes and not errors and max_wait_s > 0 and context.kind != "session_error":
+            watched = self.watch_keys(partitions)
+            if watched:
+                op = DelayedFetch(self.broker.replicas, watched, available, request.min_bytes)
+                await self.broker.fetch_purgatory.wait(op, watched.keys(), max_wait_s)
+                results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes)
+        error_code, session_id, sent = context.respond(results)
+        topics = self.topics(sent)
+        for tr in topics:
             if tr.name is not None:
                 size = sum(p.records_size for p in tr.partitions)
                 if size:
                     self.broker.metrics.bytes_out.labels(tr.name).inc(size)
         chunks = fetch_response.encode_fetch_response(
-            ctx.api_version, ctx.header.correlation_id, throttle_time_ms=0, error_code=0, session_id=0,
-            topics=results, node_endpoints=self.leader_endpoints(ctx, results))
+            ctx.api_version, ctx.header.correlation_id, throttle_time_ms=0, error_code=error_code,
+            session_id=session_id, topics=topics, node_endpoints=self.leader_endpoints(ctx, topics))
         return Response(chunks)
 
 

@@ -8,7 +8,8 @@ class Flag(DelayedOperation):
         super().__init__()
         self.box = box
 
-    def can_complete(self):
+    def can_complete(self, key=None):
+        self.box.setdefault("keys", []).append(key)
         return self.box["ready"]
 
 
@@ -24,6 +25,7 @@ async def test_completes_when_watched_key_changes():
     assert p.check_and_complete(("t", 0)) == 1
     assert await waiter is True
     assert p.watched() == 0
+    assert box["keys"] == [None, ("t", 0)]  # first check, then the key that changed
 
 
 async def test_times_out_exactly_once():

@@ -1,0 +1,55 @@
+"""A long-poll fetch waiting in the purgatory until `min_bytes` can be returned (Kafka's DelayedFetch).
+
+It is watched under the (topic, partition) key of every partition it reads; an append to one of
+them checks that partition only. The bytes each partition could return are kept per partition and
+recomputed, for the partition whose key fired, from its fetch offset and high watermark (nothing
+to read while the watermark has not passed the fetch offset), so a session of 10,000 idle
+partitions costs nothing per append to one of them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Hashable
+
+from broker.server.purgatory import DelayedOperation
+
+if TYPE_CHECKING:
+    from broker.server.fetch_session import CachedPartition
+    from broker.server.replica_manager import ReplicaManager
+
+
+class DelayedFetch(DelayedOperation):
+    """Completes once the watched partitions hold `min_bytes` past their fetch offsets, or one of
+    them can no longer be read from its fetch offset (deleted, truncated, moved past it)."""
+
+    def __init__(self, replicas: "ReplicaManager", watched: dict[tuple[str, int], "CachedPartition"],
+                 available: dict[tuple[str, int], int], min_bytes: int) -> None:
+        super().__init__()
+        self.replicas = replicas
+        self.watched = watched  # (topic, partition) -> what is fetched from it
+        self.available = available  # (topic, partition) -> bytes readable now (only non-zero ones)
+        self.accumulated = sum(available.values())
+        self.min_bytes = min_bytes
+
+    def can_complete(self, key: Hashable | None = None) -> bool:
+        if key is not None:
+            cp = self.watched.get(key)  # type: ignore[arg-type]
+            if cp is not None and self._update(key, cp):  # type: ignore[arg-type]
+                return True
+        return self.accumulated >= self.min_bytes
+
+    def _update(self, key: tuple[str, int], cp: "CachedPartition") -> bool:
+        """Recompute what `key` can return; True if the fetch must answer now (an error)."""
+        part = self.replicas.get(*key)
+        if part is None:
+            return True
+        log = part.log
+        if cp.fetch_offset < log.log_start_offset or cp.fetch_offset > log.log_end_offset:
+            return True
+        size = 0
+        if log.high_watermark > cp.fetch_offset:
+            region = self.replicas.read(part, cp.fetch_offset, cp.max_bytes, min_one=True)
+            size = min(region.length, cp.max_bytes) if region is not None else 0
+        self.accumulated += size - self.available.get(key, 0)
+        self.available[key] = size
+        return False
