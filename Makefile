@@ -33,4 +33,4 @@ pipeline: setup
 	.venv/bin/python -m pipeline run --bootstrap $(BOOTSTRAP)
 
 clean:
-	rm -rf .venv data tests/.work bench/.work
+	rm -rf .venv data pipeline-checkpoint tests/.work bench/.work

@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="write click/purchase events to the raw topic")
     _common(g)
     g.add_argument("--count", type=int, default=10_000)
-    g.add_argument("--first", type=int, default=0, help="index of the first event (continue a run)")
+    g.add_argument("--first", type=int, default=None,
+                   help="index of the first event (default: the number of records already in the raw topic,"
+                        " so a second run continues the first one's simulated clock)")
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("--malformed-every", type=int, default=0, metavar="N",
                    help="make about 1 in N events malformed (0: none)")
@@ -51,9 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run the streaming job until Ctrl-C / SIGTERM")
     _common(r, spark=True)
-    r.add_argument("--checkpoint", type=Path, default=Path("data/pipeline-checkpoint"))
+    r.add_argument("--checkpoint", type=Path, default=Path("pipeline-checkpoint"),
+                   help="where the queries keep offsets and state (default %(default)s); keep it to resume")
     r.add_argument("--trigger", default="2 seconds", help="micro-batch interval")
-    r.add_argument("--max-offsets-per-trigger", type=int, default=0, help="cap on records per micro-batch (0: none)")
+    r.add_argument("--max-offsets-per-trigger", type=int, default=10_000,
+                   help="cap on records per micro-batch (default %(default)s; 0: none)")
     r.add_argument("--stop-when-idle", type=float, default=0.0, metavar="SECONDS",
                    help="stop once both queries have caught up and stayed idle this long")
     r.add_argument("--commit-group", default="flotilla-pipeline",
@@ -76,12 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "generate":
         from pipeline.events import GeneratorSettings
         from pipeline.generator import generate
-        from pipeline.topics import ensure_topics
+        from pipeline.topics import ensure_topics, records_in
 
         topics = _topics(args)
         ensure_topics(args.bootstrap, topics)
         settings = GeneratorSettings(seed=args.seed, step_ms=args.step_ms, malformed_every=args.malformed_every)
-        print(generate(args.bootstrap, topics.raw, settings, args.first, args.count, args.rate).line())
+        first = args.first if args.first is not None else records_in(args.bootstrap, topics.raw)
+        print(generate(args.bootstrap, topics.raw, settings, first, args.count, args.rate).line())
         return 0
     if args.command == "run":
         from pipeline import stream

@@ -93,6 +93,10 @@ def run(s: StreamSettings, emit: Callable[[dict], None], stop: threading.Event |
     ensure_topics(s.bootstrap, s.topics)
     t_start = time.monotonic()
     spark = spark_env.session("flotilla-pipeline", s.master, s.shuffle_partitions)
+    if threading.current_thread() is threading.main_thread():
+        # PySpark's SparkContext replaced the SIGINT handler with one that raises
+        # KeyboardInterrupt wherever the driver is; stop between micro-batches instead.
+        install_signal_handlers(stop)
     queries = start_queries(spark, s)
     emit({"event": "started", "queries": [q.name for q in queries], "checkpoint": str(s.checkpoint),
           "startup_seconds": round(time.monotonic() - t_start, 2)})
@@ -164,10 +168,17 @@ def install_signal_handlers(stop: threading.Event) -> None:
 
 
 def printer(as_json: bool) -> Callable[[dict], None]:
+    """Progress for people (or JSON lines): an idle query's repeated reports are printed once."""
+    last_idle: dict[str, tuple] = {}
+
     def emit(event: dict) -> None:
         if as_json:
             print(json.dumps(event), flush=True)
         elif event["event"] == "progress":
+            idle = (event["batch"], event["lag"], event["watermark"])
+            if event["input_rows"] == 0 and event["output_rows"] <= 0 and last_idle.get(event["query"]) == idle:
+                return
+            last_idle[event["query"]] = idle
             print(progress_fmt.line(event), flush=True)
         elif event["event"] == "consumed":
             pass  # in --json output only: one line per commit would drown the progress lines

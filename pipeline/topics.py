@@ -66,3 +66,18 @@ def ensure_topics(bootstrap: str, topics: Topics, timeout: float = 30.0) -> None
         if time.monotonic() > deadline:
             raise RuntimeError(f"topics without leaders after {timeout:.0f}s: {missing}")
         time.sleep(0.1)
+
+
+def records_in(bootstrap: str, topic: str, timeout: float = 30.0) -> int:
+    """How many records `topic` has ever had (sum of its partitions' end offsets); 0 if absent."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "flotilla-pipeline-sizer"})
+    try:
+        md = c.list_topics(topic, timeout=timeout)
+        if topic not in md.topics or md.topics[topic].error is not None:
+            return 0
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+                   for p in md.topics[topic].partitions)
+    finally:
+        c.close()
