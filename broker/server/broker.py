@@ -86,7 +86,8 @@ class Broker:
         return adv
 
     def _on_image(self, old, new) -> None:
-        if self._leadership_follows_image:
+        # Broker registrations come and go without touching topics: nothing to re-apply then.
+        if self._leadership_follows_image and (old is None or old.topics is not new.topics):
             self.replicas.apply_image(new)
 
     def registration(self) -> BrokerRegistration:

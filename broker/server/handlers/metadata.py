@@ -49,6 +49,8 @@ class MetadataHandler(Handler):
                     error = ErrorCode.leader_not_available
                 except TopicError as e:
                     error = e.code
+                    if e.code == ErrorCode.not_controller:
+                        error = ErrorCode.leader_not_available  # metadata store unreachable: retry later
                     if e.code == ErrorCode.topic_already_exists:
                         record, error = b.store.image.topics.get(name), ErrorCode.leader_not_available
             if record is None:

@@ -312,3 +312,30 @@ async def test_copy_forward_compaction_keeps_state_and_moves_log_start(tmp_path)
         assert "gone" not in b2.groups.groups
     finally:
         await close_broker(b2)
+
+
+async def test_a_shard_unloads_when_leadership_moves_and_reloads_its_groups_from_the_log(broker):
+    """Coordinator shards: a broker that stops leading a __consumer_offsets partition answers
+    NOT_COORDINATOR for its groups and wakes their pending joins; leading it again replays it."""
+    await broker.topics.create("t", 1, timeout_s=10)
+    member, generation = await single_member_group(broker, "g")
+    assert broker.groups.commit_offsets(group_id="g", member_id=member, group_instance_id=None,
+                                        generation_id=generation,
+                                        offsets={("t", 0): OffsetAndMetadata(42)}) == {("t", 0): E.none}
+    shard = broker.groups.store.partition_for("g")
+    other = next(g for g in (f"other-{i}" for i in range(100)) if broker.groups.store.partition_for(g) != shard)
+    pending, _ = await join_new(broker, group="g")  # waits for the first member to rejoin
+    await asyncio.sleep(0.01)
+    assert not pending.done()
+
+    broker.replicas._close_partition(("__consumer_offsets", shard))
+    broker.replicas._notify("__consumer_offsets", shard, False)
+    assert (await asyncio.wait_for(pending, 5)).error == E.not_coordinator
+    assert broker.groups.fetch_offsets("g", [("t", 0)])[0] == E.not_coordinator
+    assert broker.groups.heartbeat(group_id="g", member_id=member, group_instance_id=None,
+                                   generation_id=generation) == E.not_coordinator
+    assert (await join(broker, group=other)).error == E.member_id_required  # other shards still served
+
+    broker.replicas.apply_image(broker.store.image)  # the image still says: leader here
+    error, offsets = broker.groups.fetch_offsets("g", [("t", 0)])
+    assert error == E.none and offsets[("t", 0)].offset == 42
