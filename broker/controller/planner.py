@@ -19,6 +19,10 @@ from broker.controller.assignment import AssignmentError, assign_replicas, conti
 from broker.metadata.store import PartitionState, TopicRecord
 
 
+# Until followers replicate (next issue), a replica list longer than one would be a lie.
+MAX_REPLICATION_FACTOR = 1
+
+
 @dataclass(frozen=True)
 class Plan:
     """The assignment to write (None: nothing to change) and why it could not be completed."""
@@ -33,6 +37,9 @@ def plan_topic(topic: TopicRecord, live: Mapping[int, str | None], rng: random.R
     Brokers in `holding` keep the leadership they have even if not live (a new controller's
     grace period); they get no new partitions."""
     current = list(topic.assignment or ())
+    if topic.replication_factor > MAX_REPLICATION_FACTOR and len(current) < topic.partitions:
+        return Plan(None, f"cannot assign {topic.name!r}: replication factor {topic.replication_factor} is not"
+                          f" supported yet (followers do not replicate); use 1")
     electable = set(live) | set(holding)
     states = [_reelect(s, electable) for s in current]
     problem = None

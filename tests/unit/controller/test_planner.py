@@ -53,12 +53,13 @@ def test_no_live_broker_leaves_the_topic_unassigned_with_a_reason():
     assert "cannot assign 2 partition(s) of 't'" in plan.problem
 
 
-def test_replication_factor_above_live_brokers_waits():
-    plan = plan_topic(new_topic("t", 1, replication_factor=3), {1: None})
-    assert plan.assignment is None and "larger than the 1 available broker" in plan.problem
+def test_replication_factor_above_one_is_not_assigned_until_replication_exists():
+    plan = plan_topic(new_topic("t", 1, replication_factor=3), LIVE)
+    assert plan.assignment is None and "replication factor 3 is not supported yet" in plan.problem
 
 
 def test_replicas_prefer_first_live_in_sync_replica():
+    # (assignments with replicas come with replication; re-election already follows the ISR)
     states = (PartitionState(1, 0, (1, 2, 3), (1, 2, 3)),)
     topic = dataclasses.replace(new_topic("t", 1, replication_factor=3), assignment=states)
     plan = plan_topic(topic, {2: None, 3: None})
