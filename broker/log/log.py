@@ -49,6 +49,10 @@ class StorageError(LogError):
     """The disk refused a write (full, read-only, I/O error): KAFKA_STORAGE_ERROR."""
 
 
+class LogDirOffline(StorageError):
+    """A write to a partition whose log directory already failed (reported once, when it failed)."""
+
+
 class OffsetOutOfRange(LogError):
     pass
 
@@ -199,7 +203,10 @@ class Log:
         self._unflushed_messages += sum(h.records_count for h in assigned)
         if self._first_unflushed_at is None:
             self._first_unflushed_at = time.monotonic()
-        self.maybe_flush()
+        try:
+            self.maybe_flush()
+        except OSError as e:
+            raise StorageError(f"{self.topic}-{self.partition}: flush failed: {os.strerror(e.errno or errno.EIO)}") from e
         return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset)
 
     def _maybe_roll(self, incoming: int, next_offset: int) -> None:
@@ -218,8 +225,12 @@ class Log:
             new = Segment(self.directory, base, self.config.index_interval_bytes)
         except OSError as e:
             raise StorageError(f"{self.topic}-{self.partition}: cannot roll segment: {e.strerror}") from e
-        self.active.seal()
-        self.flush()
+        try:
+            self.active.seal()
+            self.flush()
+        except OSError as e:
+            new.delete()
+            raise StorageError(f"{self.topic}-{self.partition}: cannot roll segment: {e.strerror}") from e
         self.segments.append(new)
         try:
             self.producer_state.take_snapshot(base)

@@ -152,7 +152,9 @@ class Broker:
         if ml is not None:
             self._metrics_runner, self.metrics_port = await start_metrics_server(
                 self.metrics, ml[0], ml[1], healthy=lambda: self.ready)
-        self._tasks.append(asyncio.create_task(self.replicas.housekeeping_loop(), name="housekeeping"))
+        task = asyncio.create_task(self.replicas.housekeeping_loop(), name="housekeeping")
+        task.add_done_callback(_report_stopped_task)
+        self._tasks.append(task)
         self.ready = True
 
     async def shutdown(self) -> None:
@@ -171,12 +173,22 @@ class Broker:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         log.info("flushing logs and writing checkpoints")
-        self.replicas.close()
+        not_done = self.replicas.close()
+        for problem in not_done:
+            log.error("shutdown could not finish: %s", problem)
         await self.store.close()
         if self._metrics_runner is not None:
             await self._metrics_runner.cleanup()
         self.stopped.set()
-        log.info("shutdown complete")
+        log.info("shutdown complete" if not not_done else "shutdown complete, except for what is logged above")
+
+
+def _report_stopped_task(task: asyncio.Task) -> None:
+    """A background task must run until shutdown cancels it; if it ends, say so and why."""
+    if task.cancelled():
+        return
+    exc = task.exception()
+    log.error("background task %s stopped: %r", task.get_name(), exc, exc_info=exc)
 
 
 async def run_broker(config: BrokerConfig, announce=print) -> int:

@@ -29,15 +29,19 @@ class _LogCollector(Collector):
         leo = GaugeMetricFamily("flotilla_log_end_offset", "Next offset to be written in a partition", labels=["topic", "partition"])
         lso = GaugeMetricFamily("flotilla_log_start_offset", "First readable offset of a partition", labels=["topic", "partition"])
         segs = GaugeMetricFamily("flotilla_log_segments", "Segment files of a partition", labels=["topic", "partition"])
+        offline = GaugeMetricFamily("flotilla_log_dir_offline",
+                                    "1 if a log directory failed and refuses writes (Kafka's offline log dir)", labels=["dir"])
         rm = self._replicas()
         if rm is not None:
+            for d in rm.log_dirs:
+                offline.add_metric([str(d)], 1 if d in rm.offline_dirs else 0)
             for (topic, partition), p in rm.partitions.items():
                 labels = [topic, str(partition)]
                 size.add_metric(labels, p.log.size_bytes)
                 leo.add_metric(labels, p.log.log_end_offset)
                 lso.add_metric(labels, p.log.log_start_offset)
                 segs.add_metric(labels, len(p.log.segments))
-        yield from (size, leo, lso, segs)
+        yield from (size, leo, lso, segs, offline)
 
 
 class BrokerMetrics:

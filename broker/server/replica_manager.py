@@ -23,7 +23,7 @@ from broker.config import BrokerConfig
 from broker.controller.assignment import NO_LEADER
 from broker.log import checkpoints
 from broker.log.durable import fsync_directory
-from broker.log.log import AppendResult, Log, LogConfig
+from broker.log.log import AppendResult, Log, LogConfig, LogDirOffline, LogError, StorageError
 from broker.log.segment import FileRegion
 from broker.metadata.store import MetadataStore, TopicRecord
 from broker.protocol.records import BatchHeader
@@ -90,6 +90,11 @@ class ReplicaManager:
         self._listeners: list = []
         # Log dirs holding Kafka's clean-shutdown marker, while they are being loaded.
         self._clean_dirs: set[Path] = set()
+        # Log dirs that failed (a write, roll, flush or checkpoint), with why: Kafka's offline
+        # log dirs. Their partitions refuse writes until a restart; what is there stays readable.
+        self.offline_dirs: dict[Path, str] = {}
+        self._last_logged: dict[str, float] = {}
+        self._placed: dict[Path, int] | None = None  # partition directories per log dir
 
     # -- start-up ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -130,12 +135,18 @@ class ReplicaManager:
                 log.exception("leadership listener failed for %s-%d", topic, index)
 
     def _dir_for(self, topic: str, partition: int) -> Path:
+        """Where a partition's log lives: where it already is, else the online log dir holding
+        the fewest partitions (counted once at start, then kept up to date: no directory scans)."""
         name = partition_dir_name(topic, partition)
         for d in self.log_dirs:
             if (d / name).exists():
                 return d / name
-        counts = {d: sum(1 for _ in d.glob("*-*")) if d.exists() else 0 for d in self.log_dirs}
-        return min(self.log_dirs, key=lambda d: counts[d]) / name
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise StorageError(f"cannot place {name}: every log directory is offline")
+        if self._placed is None:
+            self._placed = {d: sum(1 for e in d.iterdir() if e.is_dir()) if d.exists() else 0 for d in self.log_dirs}
+        return min(online, key=lambda d: self._placed[d]) / name
 
     def _open_partition(self, topic: TopicRecord, p: int, leader_epoch: int = 0) -> Partition:
         directory = self._dir_for(topic.name, p)
@@ -145,6 +156,8 @@ class ReplicaManager:
             shutil.rmtree(directory, ignore_errors=True)
             self._marks.pop((topic.name, p), None)
         recovery_point, log_start, high_watermark = self._marks.pop((topic.name, p), (0, 0, 0))
+        if self._placed is not None and not directory.exists():
+            self._placed[directory.parent] += 1
         log_ = Log.open(directory, topic.name, p, log_config_for(self.config, topic.configs),
                         recovery_point=recovery_point, log_start_offset=log_start, high_watermark=high_watermark,
                         clean_shutdown=directory.parent in self._clean_dirs)
@@ -187,7 +200,7 @@ class ReplicaManager:
             if part is None:
                 try:
                     self._open_partition(topic, tp[1], epoch)
-                except OSError as e:
+                except (OSError, LogError) as e:
                     log.error("%s-%d: cannot open the log to lead it: %s", tp[0], tp[1], e)
                     continue
                 log.info("%s-%d: leader at epoch %d", tp[0], tp[1], epoch)
@@ -206,6 +219,8 @@ class ReplicaManager:
         directory = part.log.directory
         part.log.close()
         shutil.rmtree(directory, ignore_errors=True)
+        if self._placed is not None and not directory.exists():
+            self._placed[directory.parent] -= 1
         self._marks.pop(tp, None)
         self.fetch_purgatory.check_and_complete(tp)
 
@@ -247,7 +262,14 @@ class ReplicaManager:
         return self.partitions.get((topic, partition))
 
     def append(self, part: Partition, payload: bytes, headers: list[BatchHeader]) -> AppendResult:
-        result = part.log.append(payload, headers, leader_epoch=part.leader_epoch)
+        d = part.log.directory.parent
+        if d in self.offline_dirs:
+            raise LogDirOffline(f"{part.topic}-{part.index}: log directory {d} is offline ({self.offline_dirs[d]})")
+        try:
+            result = part.log.append(payload, headers, leader_epoch=part.leader_epoch)
+        except StorageError as e:
+            self.mark_offline(d, str(e))
+            raise
         part.log.high_watermark = part.log.log_end_offset
         self.fetch_purgatory.check_and_complete((part.topic, part.index))
         return result
@@ -256,6 +278,28 @@ class ReplicaManager:
         return part.log.read(offset, max_bytes, upper_bound=part.log.high_watermark, min_one=min_one)
 
     # -- housekeeping ------------------------------------------------------------------------
+    def mark_offline(self, d: Path, reason: str) -> None:
+        """A log directory failed: say so once, and refuse writes to its partitions from now on."""
+        if d in self.offline_dirs:
+            return
+        self.offline_dirs[d] = reason
+        log.error("log directory %s is offline: %s. Its partitions refuse writes with KAFKA_STORAGE_ERROR "
+                  "until the broker restarts; what they hold stays readable", d, reason)
+
+    def _each_online_partition(self, what: str, job) -> int:
+        """Run `job(partition)` on every partition of an online dir; a storage failure takes that
+        partition's dir offline instead of stopping the others. Returns the sum of the results."""
+        total = 0
+        for part in list(self.partitions.values()):
+            d = part.log.directory.parent
+            if d in self.offline_dirs:
+                continue
+            try:
+                total += job(part) or 0
+            except (OSError, LogError) as e:
+                self.mark_offline(d, f"{what} of {part.topic}-{part.index} failed: {e}")
+        return total
+
     def write_checkpoints(self) -> None:
         by_dir: dict[Path, dict[str, dict[TopicPartition, int]]] = {d: {} for d in self.log_dirs}
         for tp, part in self.partitions.items():
@@ -275,59 +319,84 @@ class ReplicaManager:
             marks.setdefault(checkpoints.LOG_START_OFFSET, {})[tp] = log_start
             marks.setdefault(checkpoints.HIGH_WATERMARK, {})[tp] = high_watermark
         for d, marks in by_dir.items():
-            d.mkdir(parents=True, exist_ok=True)
-            for name in (checkpoints.RECOVERY_POINT, checkpoints.LOG_START_OFFSET, checkpoints.HIGH_WATERMARK):
-                checkpoints.write_checkpoint(d / name, marks.get(name, {}))
+            if d in self.offline_dirs:
+                continue
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                for name in (checkpoints.RECOVERY_POINT, checkpoints.LOG_START_OFFSET, checkpoints.HIGH_WATERMARK):
+                    checkpoints.write_checkpoint(d / name, marks.get(name, {}))
+            except OSError as e:
+                self.mark_offline(d, f"writing checkpoints failed: {e}")
 
     def enforce_retention(self) -> int:
-        deleted = 0
-        for part in self.partitions.values():
-            if part.log.config.cleanup_policy == "delete":
-                deleted += part.log.enforce_retention()
-        return deleted
+        return self._each_online_partition(
+            "retention", lambda part: part.log.enforce_retention() if part.log.config.cleanup_policy == "delete" else 0)
 
     def remove_expired_producers(self) -> int:
         """Kafka's periodic producer expiration check, over every partition held here."""
         now_ms = int(time.time() * 1000)
-        return sum(part.log.remove_expired_producers(now_ms) for part in self.partitions.values())
+        return self._each_online_partition("producer expiration", lambda part: part.log.remove_expired_producers(now_ms))
 
     def flush_due(self) -> None:
-        for part in self.partitions.values():
-            part.log.maybe_flush()
+        self._each_online_partition("a time-based flush", lambda part: part.log.maybe_flush())
+
+    def _log_failure(self, step: str) -> None:
+        """Log an unexpected exception of a background step, with its traceback at most once a minute."""
+        now = time.monotonic()
+        if now - self._last_logged.get(step, -1e9) >= 60:
+            self._last_logged[step] = now
+            log.exception("housekeeping: %s failed; going on (repeats of this are logged once a minute)", step)
 
     async def housekeeping_loop(self) -> None:
-        """Retention, time-based flush and checkpoints, on Kafka's intervals."""
+        """Retention, time-based flush, producer expiration and checkpoints, on Kafka's
+        intervals. A step that fails is logged and the loop goes on: a failed log dir is taken
+        offline (mark_offline), anything else is retried on the next round."""
         retention_every = self.config["log.retention.check.interval.ms"] / 1000
-        next_retention = time.monotonic() + retention_every
-        next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
         expire_every = self.config["producer.id.expiration.check.interval.ms"] / 1000
-        next_expiry = time.monotonic() + expire_every
+        due = {"retention": time.monotonic() + retention_every, "checkpoint": time.monotonic() + CHECKPOINT_INTERVAL_S,
+               "producer expiration": time.monotonic() + expire_every}
         while True:
             await asyncio.sleep(1.0)
-            try:
-                self.flush_due()
-                if time.monotonic() >= next_retention:
-                    n = self.enforce_retention()
-                    if n:
-                        log.info("retention deleted %d segments", n)
-                    next_retention = time.monotonic() + retention_every
-                if time.monotonic() >= next_expiry:
-                    n = self.remove_expired_producers()
-                    if n:
-                        log.info("expired %d idle producer ids", n)
-                    next_expiry = time.monotonic() + expire_every
-                if time.monotonic() >= next_checkpoint:
-                    self.write_checkpoints()
-                    next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
-            except OSError as e:
-                log.error("housekeeping failed: %s", e)
+            for step, every, job in (
+                ("time-based flush", 0.0, self.flush_due),
+                ("retention", retention_every, self._retention_step),
+                ("producer expiration", expire_every, self._expiry_step),
+                ("checkpoint", CHECKPOINT_INTERVAL_S, self.write_checkpoints),
+            ):
+                if time.monotonic() < due.get(step, 0.0):
+                    continue
+                try:
+                    job()
+                except Exception:
+                    self._log_failure(step)
+                if every:
+                    due[step] = time.monotonic() + every
 
-    def close(self) -> None:
+    def _retention_step(self) -> None:
+        n = self.enforce_retention()
+        if n:
+            log.info("retention deleted %d segments", n)
+
+    def _expiry_step(self) -> None:
+        n = self.remove_expired_producers()
+        if n:
+            log.info("expired %d idle producer ids", n)
+
+    def close(self) -> list[str]:
         """Clean shutdown: flush every log, snapshot producer state, write checkpoints, and mark
-        each log directory whose logs all made it to disk as cleanly shut down."""
-        unclean = {part.log.directory.parent for part in self.partitions.values() if not part.log.close()}
+        each log directory whose logs all made it to disk as cleanly shut down. Does all it can
+        even when a directory fails (a full disk); returns what could not be done."""
+        for part in self.partitions.values():
+            if not part.log.close():
+                self.mark_offline(part.log.directory.parent, f"flush of {part.topic}-{part.index} on shutdown failed")
         self.write_checkpoints()
         for d in self.log_dirs:
-            if d not in unclean:
+            if d in self.offline_dirs:
+                continue
+            try:
                 (d / checkpoints.CLEAN_SHUTDOWN).touch()
                 fsync_directory(d)
+            except OSError as e:
+                self.mark_offline(d, f"writing the clean-shutdown marker failed: {e}")
+        return [f"log directory {d}: {why}; its logs are recovered at the next start"
+                for d, why in self.offline_dirs.items()]

@@ -222,6 +222,101 @@ def test_full_disk_answers_storage_error(broker_factory, tmp_path: Path) -> None
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
+def _fill_inodes(directory: Path) -> int:
+    """Create empty files until the file system has no inode left (a disk 'full' for new files)."""
+    directory.mkdir()
+    n = 0
+    while True:
+        try:
+            (directory / f"f{n}").touch()
+        except OSError:
+            return n
+        n += 1
+
+
+def _metric(url: str, name: str, labels: str) -> float | None:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(f"{name}{{{labels}}} "):
+                return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def _checkpoint_offset(path: Path, topic: str) -> int | None:
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in lines[2:]:
+        t, _p, offset = line.rsplit(" ", 2)
+        if t == topic:
+            return int(offset)
+    return None
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.flotilla_only("Flotilla's metric and log lines; Apache Kafka also refuses reads of an offline dir")
+def test_failed_log_dir_goes_offline_and_housekeeping_goes_on(broker_factory, tmp_path: Path) -> None:
+    """A log dir on a disk without free inodes fails at the next segment roll (retention rolls
+    an expired active segment) and at checkpoints. The broker says so (a log line and the
+    flotilla_log_dir_offline metric), refuses writes there with KAFKA_STORAGE_ERROR, keeps
+    serving reads and the other log dir (its checkpoints still advance: housekeeping lives on),
+    and a SIGTERM then stops cleanly, says what it could not do and leaves no .tmp file."""
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    _mount_tmpfs(mnt, "16m,nr_inodes=64")
+    small, normal = mnt / "data", tmp_path / "normal-data"
+    b = None
+    try:
+        b = broker_factory({"log.dirs": f"{normal},{small}", "log.retention.check.interval.ms": "300"})
+        ok_topic, doomed = kafka_wire.unique_topic("healthy"), kafka_wire.unique_topic("offline")
+        old = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=64)
+        with kafka_wire.connect(b.bootstrap) as conn:
+            assert int(conn.create_topic(ok_topic, 1)) == 0  # the emptier dir first: `normal`
+            assert int(conn.create_topic(doomed, 1, configs={"retention.ms": "66000"})) == 0
+            assert (small / f"{doomed}-0").is_dir() and (normal / f"{ok_topic}-0").is_dir()
+            # Records 64 s old with a 66 s retention: the active segment expires in about 2 s (before
+            # the first periodic checkpoint), and retention then rolls it, which needs a new file.
+            resp = conn.produce(doomed, 0, kafka_wire.build_batch([(b"k", b"before")], timestamp=old))
+            assert int(resp.error_code) == 0
+            _fill_inodes(mnt / "filler")
+            deadline = time.monotonic() + 30
+            while _metric(b.metrics_url, "flotilla_log_dir_offline", f'dir="{small}"') != 1.0:
+                assert time.monotonic() < deadline, "the failed log dir was never reported offline"
+                time.sleep(0.3)
+            assert _metric(b.metrics_url, "flotilla_log_dir_offline", f'dir="{normal}"') == 0.0
+            assert re.search(rf"log directory {re.escape(str(small))} is offline", b.log_text())
+            resp = conn.produce(doomed, 0, kafka_wire.build_batch([(b"k", b"refused")]))
+            assert int(resp.error_code) == KAFKA_STORAGE_ERROR
+            resp = conn.produce(ok_topic, 0, kafka_wire.build_batch([(b"k", b"v")] * 3))
+            assert int(resp.error_code) == 0
+        checkpoint = normal / "replication-offset-checkpoint"
+        deadline = time.monotonic() + 20
+        while _checkpoint_offset(checkpoint, ok_topic) != 3:
+            assert time.monotonic() < deadline, "checkpoints of the healthy log dir stopped: housekeeping died"
+            time.sleep(0.3)
+        assert [r.value for r in read_all(b.bootstrap, doomed, (0,))] == ["before"]
+        assert b.log_text().count(f"{small} is offline") == 1, "the failure must be reported once, not per attempt"
+        code = b.stop()
+        assert code in b.clean_exit_codes
+        text = b.log_text()
+        assert "shutdown could not finish" in text and str(small) in text.split("shutdown could not finish", 1)[1]
+        assert "cannot start" not in text
+        assert not list(small.rglob("*.tmp")), "shutdown left temporary files on the full disk"
+        assert (normal / ".kafka_cleanshutdown").exists() and not (small / ".kafka_cleanshutdown").exists()
+        # Space again: the next start recovers the failed dir and takes writes there.
+        subprocess.run(["rm", "-rf", str(mnt / "filler")], check=True)
+        b.start()
+        with kafka_wire.connect(b.bootstrap) as conn:
+            assert int(conn.produce(doomed, 0, kafka_wire.build_batch([(b"k", b"after")])).error_code) == 0
+    finally:
+        if b is not None:
+            b.kill9()
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
 # -- misbehaving but well-formed clients -------------------------------------------------------------
 
 

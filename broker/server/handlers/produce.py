@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from broker.log.log import DuplicateSequence, OutOfOrderSequence, ProducerFenced, StorageError
+from broker.log.log import DuplicateSequence, LogDirOffline, OutOfOrderSequence, ProducerFenced, StorageError
 from broker.protocol import records
 import logging
 
@@ -82,7 +82,8 @@ class ProduceHandler(Handler):
         except ProducerFenced as e:
             return ErrorCode.invalid_producer_epoch, -1, -1, str(e)
         except StorageError as e:
-            log.error("%s", e)
+            if not isinstance(e, LogDirOffline):  # an offline dir was reported once, when it failed
+                log.error("%s", e)
             return ErrorCode.kafka_storage_error, -1, -1, str(e)
         size = len(payload)
         b.metrics.bytes_in.labels(name).inc(size)
