@@ -20,6 +20,8 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from broker.protocol import request_bounds
+
 API_VERSIONS_KEY = 18
 
 _HEAD = struct.Struct(">hhih")
@@ -148,9 +150,18 @@ def parse_header(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request
 
 
 def parse_body(frame: bytes, header: RequestHeader) -> Any:
+    """The request body as kio's dataclass. Lengths and nulls are checked against the frame first
+    (request_bounds): kio's reader would pre-allocate whatever count the wire claims."""
+    cls = request_type(header.api_key, header.api_version)
+    try:
+        request_bounds.check(cls, frame, header.size)
+    except request_bounds.InvalidRequest as e:
+        raise MalformedRequest(f"invalid {api_name(header.api_key)} v{header.api_version} request: {e}") from None
     try:
         body, size = _reader(header.api_key, header.api_version)(frame, header.size)
-    except Exception as e:  # kio raises several types for short or invalid buffers
+    except BaseException as e:  # kio raises several types for short or invalid buffers (pyo3 panics too)
+        if not isinstance(e, Exception) and type(e).__name__ != "PanicException":
+            raise
         raise MalformedRequest(f"cannot parse {api_name(header.api_key)} v{header.api_version}: {e}") from None
     return body
 

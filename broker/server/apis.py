@@ -2,7 +2,8 @@
 
 socket -> codec (header, body) -> handler -> response bytes. Unsupported versions follow
 Kafka: ApiVersions answers UNSUPPORTED_VERSION in a v0 body listing what is supported (KIP-511);
-any other API at an unknown version, or an unknown API key, closes the connection.
+any other API at an unknown version, an unknown API key, or a body that does not parse closes
+the connection. A handler that fails answers UNKNOWN_SERVER_ERROR (Handler.error_response).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.network.response import Response
 from broker.protocol import codec
-from broker.server.handlers.base import Handler, RequestContext
+from broker.server.handlers.base import Handler, RequestContext, RequestRefused
 
 if TYPE_CHECKING:
     from broker.network.connection import Connection
@@ -51,21 +52,30 @@ class RequestDispatcher:
         body = codec.parse_body(frame, header)
         api = codec.api_name(header.api_key)
         handler = self.handlers[header.api_key]
+        ctx = RequestContext(header, conn)
         started = time.perf_counter()
         self.metrics.requests.labels(api).inc()
         try:
-            result = await handler.handle(RequestContext(header, conn), body)
-        except Exception:
+            result = await handler.handle(ctx, body)
+            if result is None or isinstance(result, Response):
+                return result
+            body_bytes = codec.encode_body(header.api_key, header.api_version, result)
+        except RequestRefused as e:
+            log.info("%s v%d from %s refused: %s", api, header.api_version, conn.peer, e.message)
+            error = handler.error_response(ctx, body, e.code, e.message)
+            if error is None:
+                return Response([], close_after=True)
+            body_bytes = codec.encode_body(header.api_key, header.api_version, error)
+        except Exception as e:
+            # As Kafka's KafkaApis: log it and answer UNKNOWN_SERVER_ERROR in this API's shape.
             self.metrics.request_errors.labels(api).inc()
-            log.exception("%s v%d from %s failed", api, header.api_version, conn.peer)
-            raise
+            log.exception("%s v%d from %s failed; answering UNKNOWN_SERVER_ERROR", api, header.api_version, conn.peer)
+            error = handler.error_response(ctx, body, ErrorCode.unknown_server_error, f"{type(e).__name__}: {e}")
+            if error is None:  # no response expected (acks=0): close so the client refreshes metadata
+                return Response([], close_after=True)
+            body_bytes = codec.encode_body(header.api_key, header.api_version, error)
         finally:
             self.metrics.request_latency.labels(api).observe(time.perf_counter() - started)
-        if result is None:
-            return None
-        if isinstance(result, Response):
-            return result
-        body_bytes = codec.encode_body(header.api_key, header.api_version, result)
         return Response([codec.frame_response(header, body_bytes)])
 
     def _unsupported_api_versions(self, frame: bytes) -> Response:

@@ -82,6 +82,50 @@ def test_malformed_frame_closes_only_that_connection(broker: ServerProcess, payl
             wait_log_mentions(broker, before, bad.sock.getsockname()[1])
 
 
+# Issue 8, item 0: kio's reader pre-allocated these counts (96 GB, 240 GB) and the process aborted.
+ISSUE_8_FRAMES = [
+    pytest.param("000000250000000b0000058b0002667a0000ffff02010002c2ffffff2c40ff0101ff00ffff00010200",
+                 id="produce-v11-array-of-1.2e10"),
+    pytest.param("000000100003000900000001ffff00ffffffff6f", id="metadata-v9-array-of-3e10"),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("frame_hex", ISSUE_8_FRAMES)
+def test_array_length_beyond_the_frame_is_refused_not_allocated(shared_broker: ServerProcess, frame_hex: str) -> None:
+    """Kafka refuses a collection longer than the bytes left and closes the connection."""
+    with kafka_wire.connect(shared_broker.bootstrap) as good, kafka_wire.connect(shared_broker.bootstrap) as bad:
+        assert int(good.api_versions().error_code) == 0
+        bad.send_raw(bytes.fromhex(frame_hex))
+        assert bad.is_closed_by_peer(10), "the broker kept the connection open after an impossible array length"
+        assert shared_broker.is_running(), f"the broker died:\n{shared_broker.log_tail(20)}"
+        still_serving(shared_broker, good)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("api_key,version,body_hex", [
+    pytest.param(15, 1, "ffffffff", id="describe-groups-null-groups"),
+    pytest.param(20, 1, "ffffffff00002710", id="delete-topics-null-names"),
+    pytest.param(2, 1, "ffffffffffffffff", id="list-offsets-null-topics"),
+    pytest.param(10, 4, "000000", id="find-coordinator-null-keys"),
+])
+def test_null_for_a_non_nullable_array_is_an_invalid_request(shared_broker: ServerProcess, api_key: int,
+                                                             version: int, body_hex: str) -> None:
+    """Kafka's generated reader throws "non-nullable field ... was serialized as null"; the request
+    cannot be parsed, so Kafka closes the connection (SocketServer.processCompletedReceives)."""
+    with kafka_wire.connect(shared_broker.bootstrap) as good, kafka_wire.connect(shared_broker.bootstrap) as bad:
+        flexible = version >= 4 and api_key == 10
+        bad.send_frame(bad.header_bytes(api_key, version, flexible, 9) + bytes.fromhex(body_hex))
+        try:
+            frame = bad.recv_frame()
+        except (ConnectionClosed, ConnectionResetError):
+            pass
+        else:
+            raise AssertionError(f"a null non-nullable array was answered: {frame!r}")
+        still_serving(shared_broker, good)
+        assert shared_broker.is_running()
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.broker_config({"socket.request.max.bytes": "1048576"})
 def test_length_prefix_beyond_socket_request_max_bytes(broker: ServerProcess) -> None:

@@ -6,7 +6,9 @@ import datetime
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from broker.protocol import codec
+from kio.schema.errors import ErrorCode
+
+from broker.protocol import codec, error_response
 from broker.protocol.codec import RequestHeader
 
 if TYPE_CHECKING:
@@ -14,6 +16,16 @@ if TYPE_CHECKING:
     from broker.server.broker import Broker
 
 NO_THROTTLE = datetime.timedelta(0)
+
+
+class RequestRefused(Exception):
+    """A handler refuses the whole request with one error code (Kafka: an ApiException thrown by
+    KafkaApis); the dispatcher answers with `error_response`, without a traceback."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 @dataclass
@@ -57,3 +69,11 @@ class Handler:
 
     async def handle(self, ctx: RequestContext, request: Any) -> Any:
         raise NotImplementedError
+
+    def error_response(self, ctx: RequestContext, request: Any, code: ErrorCode, message: str) -> Any:
+        """The answer when `handle` failed (Kafka's getErrorResponse); None sends nothing and closes.
+
+        The default fills the response's error codes and leaves its arrays empty; APIs without a
+        top-level error code override this to answer per requested entry.
+        """
+        return error_response.error_body(self.api_key, ctx.api_version, code, message)

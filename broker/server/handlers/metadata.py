@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.assignment import NO_LEADER
 from broker.metadata.store import NO_TOPIC_ID
 from broker.server import cluster_view
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, RequestRefused
 from broker.server.topics import TopicError
 
 
@@ -37,6 +37,9 @@ class MetadataHandler(Handler):
             wanted = [(name, None) for name in sorted(image.topics)]
         else:
             wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
+            if ctx.api_version < 12 and any(n is None or i not in (None, NO_TOPIC_ID) for n, i in wanted):
+                raise RequestRefused(ErrorCode.invalid_request,
+                                     f"Metadata v{ctx.api_version} takes topic names, not topic ids (v12+)")
         allow_auto = getattr(request, "allow_auto_topic_creation", True) and b.config["auto.create.topics.enable"]
         topics = []
         for name, topic_id in wanted:
@@ -77,6 +80,14 @@ class MetadataHandler(Handler):
                                     partitions=partitions))
         return ctx.build("MetadataResponse", throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=image.cluster_id,
                          controller_id=cluster_view.controller_id(image), topics=tuple(topics))
+
+    def error_response(self, ctx: RequestContext, request, code: ErrorCode, message: str):
+        """Each requested topic carries the error (Kafka's MetadataRequest.getErrorResponse)."""
+        topics = tuple(ctx.build("MetadataResponseTopic", error_code=code, name=t.name if t.name is not None or
+                                 ctx.api_version >= 12 else "", topic_id=getattr(t, "topic_id", None) or NO_TOPIC_ID,
+                                 is_internal=False, partitions=()) for t in request.topics or ())
+        return ctx.build("MetadataResponse", throttle_time=NO_THROTTLE, brokers=(), cluster_id=None,
+                         controller_id=-1, topics=topics)
 
 
 HANDLER = MetadataHandler

@@ -1,6 +1,7 @@
 """Produce (key 0): validate record batches by their headers and append them.
 
-acks=0 gets no response; acks=1 and acks=-1 answer once the batch is in the log (with one
+acks=0 gets no response, and on any error the connection is closed (as Kafka does) so that the
+producer notices and refreshes its metadata; acks=1 and acks=-1 answer once the batch is in the log (with one
 replica the ISR is this broker; replication will make acks=-1 wait in the purgatory).
 Idempotent producers' retries come back with their original offset instead of a second copy.
 A partition led by another broker answers NOT_LEADER_OR_FOLLOWER with that leader in the
@@ -9,12 +10,13 @@ response (KIP-951, v10+), so the client can go there without a metadata round tr
 
 from __future__ import annotations
 
+import logging
+
 from kio.schema.errors import ErrorCode
 
 from broker.log.log import DuplicateSequence, LogDirOffline, OutOfOrderSequence, ProducerFenced, StorageError
+from broker.network.response import Response
 from broker.protocol import records
-import logging
-
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.new_leaders import NewLeaders
 
@@ -48,9 +50,26 @@ class ProduceHandler(Handler):
                     log_append_time=None, log_start_offset=start, record_errors=(), error_message=msg, **current))
             topics_out.append(ctx.build("TopicProduceResponse", name=name, partition_responses=tuple(parts_out)))
         if acks == 0:
-            return None
+            errors = [f"{t.name}-{p.index}: {ErrorCode(p.error_code).name}" for t in topics_out
+                      for p in t.partition_responses if p.error_code != ErrorCode.none]
+            if not errors:
+                return None
+            log.info("closing connection %s from %s: acks=0 produce (correlation id %d) had errors: %s",
+                     getattr(ctx.connection, "id", "?"), getattr(ctx.connection, "peer", "?"),
+                     ctx.header.correlation_id, ", ".join(errors))
+            return Response([], close_after=True)
         return ctx.build("ProduceResponse", responses=tuple(topics_out), throttle_time=NO_THROTTLE,
                          node_endpoints=leaders.node_endpoints())
+
+    def error_response(self, ctx: RequestContext, request, code: ErrorCode, message: str):
+        """Every requested partition gets `code`; acks=0 expects no answer, so close instead."""
+        if request.acks == 0:
+            return None
+        topics = tuple(ctx.build("TopicProduceResponse", name=t.name, partition_responses=tuple(
+            ctx.build("PartitionProduceResponse", index=p.index, error_code=code, base_offset=-1, log_append_time=None,
+                      log_start_offset=-1, record_errors=(), error_message=message)
+            for p in t.partition_data)) for t in request.topic_data)
+        return ctx.build("ProduceResponse", responses=topics, throttle_time=NO_THROTTLE)
 
     def _append(self, ctx, record, name, index, payload, request, leaders):
         b = self.broker
