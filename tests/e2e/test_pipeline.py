@@ -69,14 +69,16 @@ class Cluster:
             s.close()
 
 
-def single_broker(target: str, workdir: Path) -> Cluster:
+def single_broker(request: pytest.FixtureRequest, target: str, workdir: Path) -> Cluster:
     broker = make_broker(target, workdir)
     broker.start()
     return Cluster(broker.bootstrap, 1, [broker])
 
 
-# name -> starter(kafka_target, workdir). The 3-broker fleet adds ("fleet-3", ...) here.
-CLUSTERS: dict[str, Callable[[str, Path], Cluster]] = {"single-broker": single_broker}
+# name -> starter(request, kafka_target, workdir). The 3-broker fleet adds "fleet-3" here: a starter
+# that takes `kube_env` / `kube_namespace` through request.getfixturevalue, starts
+# tests.support.cluster.BrokerCluster(size=3) and returns Cluster(bootstrap, 3, brokers).
+CLUSTERS: dict[str, Callable[[pytest.FixtureRequest, str, Path], Cluster]] = {"single-broker": single_broker}
 
 
 @dataclass
@@ -164,7 +166,7 @@ def _first_output_mid_run(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
 @pytest.fixture(scope="module", params=sorted(CLUSTERS))
 def scenario(request: pytest.FixtureRequest, kafka_target: str, tmp_path_factory: pytest.TempPathFactory):
     workdir = tmp_path_factory.mktemp(f"pipeline-{request.param}")
-    cluster = CLUSTERS[request.param](kafka_target, workdir / "cluster")
+    cluster = CLUSTERS[request.param](request, kafka_target, workdir / "cluster")
     try:
         yield _run_scenario(cluster, workdir)
     finally:
