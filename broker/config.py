@@ -100,6 +100,20 @@ def _dirs(value: str) -> tuple[Path, ...]:
     return dirs
 
 
+def _cleanup_policy(value: str) -> str:
+    parts = sorted(p.strip() for p in value.split(",") if p.strip())
+    if not parts or any(p not in ("delete", "compact") for p in parts) or len(set(parts)) != len(parts):
+        raise ValueError("must be delete, compact or compact,delete")
+    return ",".join(parts)
+
+
+def _ratio(value: str) -> float:
+    r = float(value.strip())
+    if not 0 <= r <= 1:
+        raise ValueError(f"{r} is not between 0 and 1")
+    return r
+
+
 def _compression(value: str) -> str:
     v = value.strip().lower()
     if v != "producer":
@@ -147,6 +161,20 @@ KEYS: tuple[Key, ...] = (
         "Delete oldest segments while a partition is larger than this (-1: unlimited)."),
     Key("log.retention.check.interval.ms", "300000", _int_at_least(1),
         "How often retention runs."),
+    Key("log.cleanup.policy", "delete", _cleanup_policy,
+        "Default cleanup.policy of topics: delete (retention), compact (the log cleaner), or both."),
+    Key("log.cleaner.enable", "true", _parse_bool,
+        "Run the log cleaner, which compacts topics whose cleanup.policy includes compact."),
+    Key("log.cleaner.backoff.ms", "15000", _int_at_least(0),
+        "How long the log cleaner sleeps when no log needs cleaning."),
+    Key("log.cleaner.min.cleanable.ratio", "0.5", _ratio,
+        "Default min.cleanable.dirty.ratio: clean a log once this share of it is dirty."),
+    Key("log.cleaner.delete.retention.ms", "86400000", _int_at_least(0),
+        "Default delete.retention.ms: how long a compacted topic keeps tombstones."),
+    Key("log.cleaner.min.compaction.lag.ms", "0", _int_at_least(0),
+        "Default min.compaction.lag.ms: records younger than this are not compacted."),
+    Key("log.cleaner.max.compaction.lag.ms", str(2**63 - 1), _int_at_least(1),
+        "Default max.compaction.lag.ms: a dirty record older than this makes its log due for cleaning."),
     Key("log.flush.interval.messages", str(2 ** 63 - 1), _int_at_least(1),
         "fsync a partition after this many messages (default: leave it to the OS, as Kafka does)."),
     Key("log.flush.interval.ms", "", lambda v: int(v) if v.strip() else None,
@@ -169,6 +197,8 @@ KEYS: tuple[Key, ...] = (
         "Largest session timeout a consumer may ask for."),
     Key("offsets.topic.num.partitions", "50", _int_at_least(1),
         "Partitions of the internal __consumer_offsets topic."),
+    Key("offsets.topic.segment.bytes", str(100 * 1024 * 1024), _int_at_least(1),
+        "Segment size of __consumer_offsets: small, so the log cleaner can compact it soon."),
     Key("offsets.retention.minutes", "10080", _int_at_least(1),
         "Keep committed offsets of empty groups this long."),
     Key("producer.id.expiration.ms", "86400000", _int_at_least(1),

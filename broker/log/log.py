@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.log.cleaner import recover_interrupted_clean
 from broker.log.producer_state import ProducerStateManager, SequenceCheck
 from broker.log.segment import FileRegion, Segment
 from broker.protocol import records
@@ -38,6 +39,10 @@ class LogConfig:
     index_interval_bytes: int = 4096  # index.interval.bytes
     max_message_bytes: int = 1048588  # max.message.bytes
     cleanup_policy: str = "delete"  # cleanup.policy
+    delete_retention_ms: int = 86_400_000  # delete.retention.ms (tombstones of compacted logs)
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = 2**63 - 1  # max.compaction.lag.ms
     producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms (a broker key)
 
 
@@ -113,17 +118,18 @@ class Log:
         self = cls(directory, topic, partition, config)
         for tmp in directory.glob("*.tmp"):
             tmp.unlink()
+        swapped = recover_interrupted_clean(directory)
         bases = sorted(int(p.stem) for p in directory.glob("*.log") if p.stem.isdigit())
         for i, base in enumerate(bases):
             seg = Segment(directory, base, config.index_interval_bytes)
             self.segments.append(seg)
             is_last = i + 1 == len(bases)
-            if is_last and clean_shutdown:
+            if is_last and clean_shutdown and base not in swapped:
                 seg.load_indexes()
                 if seg.tail_is_intact():
                     continue
                 log.warning("%s-%d: %s changed after a clean shutdown; recovering it", topic, partition, seg.log_path.name)
-            elif not is_last and bases[i + 1] <= recovery_point:
+            elif not is_last and bases[i + 1] <= recovery_point and base not in swapped:
                 seg.load_indexes()  # wholly below the recovery point: known to be on disk
                 continue
             cut = seg.recover()
@@ -300,6 +306,14 @@ class Log:
                 best = seg
         return best.max_timestamp_record() if best is not None else (-1, -1)
 
+    # -- compaction ---------------------------------------------------------------------------
+    def replace_segments(self, old: list[Segment], new: Segment | None) -> None:
+        """The log cleaner's swap: `new` (or nothing, if no record was kept) takes the place of
+        the consecutive closed segments `old`, whose files the cleaner has already moved away."""
+        i = next(i for i, s in enumerate(self.segments) if s is old[0])
+        self.segments[i:i + len(old)] = [new] if new is not None else []
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+
     # -- retention and deletion --------------------------------------------------------------
     def advance_log_start_offset(self, offset: int) -> int:
         """Move the log start offset forward (retention, and DeleteRecords later); never back."""
@@ -321,9 +335,10 @@ class Log:
         cfg = self.config
         while len(self.segments) > 0:
             seg = self.segments[0]
-            if seg.size == 0 or seg.next_offset > self.high_watermark:
+            if (seg.size == 0 and seg is self.active) or seg.next_offset > self.high_watermark:
                 break
             expired = cfg.retention_ms >= 0 and seg.max_timestamp >= 0 and now_ms - seg.max_timestamp > cfg.retention_ms
+            expired = expired or (seg.size == 0 and seg is not self.active)  # left empty by the cleaner
             oversized = cfg.retention_bytes >= 0 and self.size_bytes - seg.size >= cfg.retention_bytes
             if not (expired or oversized):
                 break

@@ -62,12 +62,13 @@ class FileRegion:
 
 
 class Segment:
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, suffix: str = "") -> None:
+        """`suffix` names files being built beside the live ones (the cleaner's `.cleaned`)."""
         self.directory = directory
         self.base_offset = base_offset
-        self.log_path = directory / segment_name(base_offset, ".log")
-        self.offset_index = OffsetIndex(directory / segment_name(base_offset, ".index"))
-        self.time_index = TimeIndex(directory / segment_name(base_offset, ".timeindex"))
+        self.log_path = directory / (segment_name(base_offset, ".log") + suffix)
+        self.offset_index = OffsetIndex(directory / (segment_name(base_offset, ".index") + suffix))
+        self.time_index = TimeIndex(directory / (segment_name(base_offset, ".timeindex") + suffix))
         self.index_interval_bytes = index_interval_bytes
         self.file: SegmentFile | None = SegmentFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
         self.size = os.fstat(self.fd).st_size

@@ -155,6 +155,10 @@ class Broker:
         task = asyncio.create_task(self.replicas.housekeeping_loop(), name="housekeeping")
         task.add_done_callback(_report_stopped_task)
         self._tasks.append(task)
+        if self.config["log.cleaner.enable"]:
+            task = asyncio.create_task(self.replicas.cleaner.run(), name="log-cleaner")
+            task.add_done_callback(_report_stopped_task)
+            self._tasks.append(task)
         self.ready = True
 
     async def shutdown(self) -> None:

@@ -24,6 +24,7 @@ from broker.controller.assignment import NO_LEADER
 from broker.log import checkpoints
 from broker.log.durable import fsync_directory
 from broker.log.log import AppendResult, Log, LogConfig, LogDirOffline, LogError, StorageError
+from broker.log.cleaner import LogCleaner
 from broker.log.segment import FileRegion
 from broker.metadata.store import MetadataStore, TopicRecord
 from broker.protocol.records import BatchHeader
@@ -60,7 +61,12 @@ def log_config_for(config: BrokerConfig, topic_configs: dict[str, str]) -> LogCo
         flush_ms=int(topic_configs["flush.ms"]) if "flush.ms" in topic_configs else config["log.flush.interval.ms"],
         index_interval_bytes=pick("index.interval.bytes", "log.index.interval.bytes"),
         max_message_bytes=pick("max.message.bytes", "message.max.bytes"),
-        cleanup_policy=topic_configs.get("cleanup.policy", "delete"),
+        cleanup_policy=",".join(sorted(topic_configs.get("cleanup.policy", config["log.cleanup.policy"]).split(","))),
+        delete_retention_ms=pick("delete.retention.ms", "log.cleaner.delete.retention.ms"),
+        min_cleanable_dirty_ratio=float(topic_configs.get("min.cleanable.dirty.ratio",
+                                                          config["log.cleaner.min.cleanable.ratio"])),
+        min_compaction_lag_ms=pick("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
+        max_compaction_lag_ms=pick("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
         producer_id_expiration_ms=config["producer.id.expiration.ms"],
     )
 
@@ -95,6 +101,8 @@ class ReplicaManager:
         self.offline_dirs: dict[Path, str] = {}
         self._last_logged: dict[str, float] = {}
         self._placed: dict[Path, int] | None = None  # partition directories per log dir
+        self.cleaner = LogCleaner(self.log_dirs, lambda: {tp: p.log for tp, p in self.partitions.items()},
+                                  backoff_ms=config["log.cleaner.backoff.ms"])
 
     # -- start-up ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -222,6 +230,7 @@ class ReplicaManager:
         if self._placed is not None and not directory.exists():
             self._placed[directory.parent] -= 1
         self._marks.pop(tp, None)
+        self.cleaner.forget(tp)
         self.fetch_purgatory.check_and_complete(tp)
 
     def leader_or_error(self, topic: str, partition: int) -> tuple[Partition | None, ErrorCode, object]:
@@ -330,7 +339,8 @@ class ReplicaManager:
 
     def enforce_retention(self) -> int:
         return self._each_online_partition(
-            "retention", lambda part: part.log.enforce_retention() if part.log.config.cleanup_policy == "delete" else 0)
+            "retention", lambda part: part.log.enforce_retention()
+            if "delete" in part.log.config.cleanup_policy.split(",") else 0)
 
     def remove_expired_producers(self) -> int:
         """Kafka's periodic producer expiration check, over every partition held here."""
@@ -386,6 +396,7 @@ class ReplicaManager:
         """Clean shutdown: flush every log, snapshot producer state, write checkpoints, and mark
         each log directory whose logs all made it to disk as cleanly shut down. Does all it can
         even when a directory fails (a full disk); returns what could not be done."""
+        self.cleaner.close()
         for part in self.partitions.values():
             if not part.log.close():
                 self.mark_offline(part.log.directory.parent, f"flush of {part.topic}-{part.index} on shutdown failed")

@@ -184,7 +184,6 @@ class GroupCoordinator:
             self.shards.discard(index)
             for group in [g for g in self.groups.values() if self.store.partition_for(g.group_id) == index]:
                 self._unload_group(group)
-            self.store.forget(index)
             log.info("coordinator shard %s-%d unloaded", TOPIC, index)
 
     def not_here(self, group_id: str) -> ErrorCode | None:

@@ -1,16 +1,12 @@
 """Persistence of groups and committed offsets in the internal topic `__consumer_offsets`.
 
-As in Kafka, the topic is compacted and has `offsets.topic.num.partitions` partitions; a group
-lives in partition abs(hashCode(group id)) % n. Writes are record batches with no producer id
-whose records carry the keys and values of `codec`; start-up replays every partition, the last
-value of a key winning and a null value (tombstone) deleting it.
-
-The log layer has no cleaner yet, so this module compacts its own topic by copying forward:
-it keeps the live (last, non-tombstone) value of every key it wrote or replayed, and once a
-partition has taken many more records than it has live keys, it appends the live set again and
-moves the log start offset to where that copy begins. Segments wholly below the start are
-deleted. A crash at any point is safe: replay from any earlier offset is history in order, and
-the copy holds the same last values. Tombstoned keys vanish with the old segments.
+As in Kafka, the topic has `offsets.topic.num.partitions` partitions of
+`offsets.topic.segment.bytes` segments; a group lives in partition abs(hashCode(group id)) % n.
+Writes are record batches with no producer id whose records carry the keys and values of
+`codec`; loading a partition replays it, the last value of a key winning and a null value
+(tombstone) deleting it. The topic is `cleanup.policy=compact`: the log cleaner
+(broker/log/cleaner.py) keeps the last record of each key and drops tombstones after
+delete.retention.ms, so replay reads about one record per live key.
 """
 
 from __future__ import annotations
@@ -40,11 +36,6 @@ log = logging.getLogger(__name__)
 
 TOPIC = "__consumer_offsets"
 READ_CHUNK = 8 * 1024 * 1024
-# Kafka's offsets.topic.segment.bytes: small enough that compaction frees disk space.
-SEGMENT_BYTES = 100 * 1024 * 1024
-# Copy forward once a partition took this many records and more than twice its live keys.
-COMPACT_MIN_RECORDS = 10_000
-COPY_BATCH_BYTES = 512 * 1024
 
 
 class StoreError(Exception):
@@ -88,19 +79,14 @@ def iter_batch_records(buf: bytes) -> Iterator[tuple[bytes | None, bytes | None]
 
 
 class OffsetsLog:
-    def __init__(self, broker: "Broker", compact_min_records: int = COMPACT_MIN_RECORDS) -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.num_partitions: int = broker.config["offsets.topic.num.partitions"]
-        self.compact_min_records = compact_min_records
-        # Per partition: encoded key -> encoded value as last written (tombstones removed), and
-        # how many records were appended since the last copy.
-        self.live: dict[int, dict[bytes, bytes]] = {}
-        self.dirty: dict[int, int] = {}
 
     async def ensure_topic(self) -> None:
         """Create the topic (the controller assigns its partitions across the live brokers)."""
-        await self.broker.topics.ensure(TOPIC, self.num_partitions,
-                                        {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES)})
+        await self.broker.topics.ensure(TOPIC, self.num_partitions, {
+            "cleanup.policy": "compact", "segment.bytes": str(self.broker.config["offsets.topic.segment.bytes"])})
         self.refresh_partition_count()
 
     def refresh_partition_count(self) -> None:
@@ -118,11 +104,6 @@ class OffsetsLog:
         return all(s.leader >= 0 and (s.leader != me or self.broker.replicas.get(TOPIC, i) is not None)
                    for i, s in enumerate(record.assignment))
 
-    def forget(self, index: int) -> None:
-        """Drop what was tracked for a partition no longer led here."""
-        self.live.pop(index, None)
-        self.dirty.pop(index, None)
-
     def partition_for(self, group_id: str) -> int:
         return codec.partition_for(group_id, self.num_partitions)
 
@@ -139,12 +120,6 @@ class OffsetsLog:
             return
         part = self._partition(self.partition_for(group_id))
         self._append(part, entries)
-        self._track(part.index, entries)
-        if self.dirty[part.index] >= max(self.compact_min_records, 2 * len(self.live[part.index])):
-            try:
-                self.compact(part.index)
-            except StoreError as e:
-                log.warning("%s-%d: compaction failed: %s", TOPIC, part.index, e)
 
     def _append(self, part: "Partition", entries: list[tuple[bytes, bytes | None]]) -> None:
         payload = build_batch(entries)
@@ -159,46 +134,11 @@ class OffsetsLog:
         except LogError as e:
             raise StoreError(ErrorCode.unknown_server_error, str(e)) from None
 
-    def _track(self, index: int, entries: list[tuple[bytes, bytes | None]]) -> None:
-        live = self.live.setdefault(index, {})
-        for key, value in entries:
-            if value is None:
-                live.pop(key, None)
-            else:
-                live[key] = value
-        self.dirty[index] = self.dirty.get(index, 0) + len(entries)
-
-    def compact(self, index: int) -> None:
-        """Copy the live records of one partition to its end, then start the log there."""
-        part = self._partition(index)
-        start = part.log.log_end_offset
-        chunk: list[tuple[bytes, bytes | None]] = []
-        size = 0
-        for key, value in list(self.live.get(index, {}).items()):
-            chunk.append((key, value))
-            size += len(key) + len(value)
-            if size >= COPY_BATCH_BYTES:
-                self._append(part, chunk)
-                chunk, size = [], 0
-        if chunk:
-            self._append(part, chunk)
-        before = part.log.log_start_offset
-        part.log.advance_log_start_offset(start)
-        self.dirty[index] = 0
-        log.info("%s-%d: compacted: %d live keys copied, log start %d -> %d", TOPIC, index,
-                 len(self.live.get(index, {})), before, part.log.log_start_offset)
-
     # -- reading -----------------------------------------------------------------------------
     def replay_partition(self, index: int) -> Iterator[LoadedRecord]:
         """Every record of one partition, in offset order (a coordinator shard being loaded)."""
-        self.forget(index)
         part = self._partition(index)
         yield from self._replay_partition(part)
-        if self.dirty.get(index, 0) >= max(self.compact_min_records, 2 * len(self.live.get(index, {}))):
-            try:
-                self.compact(index)
-            except StoreError as e:
-                log.warning("%s-%d: compaction failed: %s", TOPIC, index, e)
 
     def _replay_partition(self, part: "Partition") -> Iterator[LoadedRecord]:
         offset = part.log.log_start_offset
@@ -216,7 +156,6 @@ class OffsetsLog:
             for key, value in iter_batch_records(buf):
                 if key is None:
                     continue
-                self._track(part.index, [(key, value)])
                 try:
                     decoded = codec.decode_key(key)
                 except codec.CodecError as e:

@@ -286,10 +286,11 @@ async def test_expired_offsets_of_empty_groups(broker):
     assert "old" not in broker.groups.groups
 
 
-async def test_copy_forward_compaction_keeps_state_and_moves_log_start(tmp_path):
-    b = await open_broker(tmp_path, offsets__topic__num__partitions=1)
+async def test_log_cleaner_compacts_consumer_offsets_and_state_survives_restart(tmp_path):
+    settings = dict(offsets__topic__num__partitions=1, offsets__topic__segment__bytes=2000,
+                    log__cleaner__min__cleanable__ratio="0.1")
+    b = await open_broker(tmp_path, **settings)
     try:
-        b.groups.store.compact_min_records = 50
         await b.topics.create("t", 3, timeout_s=10)
         for i in range(60):
             for p in range(3):
@@ -299,16 +300,25 @@ async def test_copy_forward_compaction_keeps_state_and_moves_log_start(tmp_path)
                                 offsets={("t", 0): OffsetAndMetadata(1)})
         assert b.groups.delete_groups(["gone"]) == {"gone": E.none}
         part = b.replicas.get("__consumer_offsets", 0)
-        assert part.log.log_start_offset > 0  # compacted at least once
-        b.groups.store.compact(0)
-        end = part.log.log_end_offset
-        assert part.log.log_start_offset == end - 3  # just the three live offsets of "g"
+        part.log.roll()  # everything written so far becomes cleanable
+        b.groups.commit_offsets(group_id="other", member_id="", group_instance_id=None, generation_id=-1,
+                                offsets={("t", 1): OffsetAndMetadata(7)})
+        records_before = sum(s.size for s in part.log.segments)
+        stats = b.replicas.cleaner.clean_filthiest()
+        assert stats is not None and stats.records_read >= 180
+        # "g": one offset record per partition; "gone": its tombstones (kept for
+        # delete.retention.ms); nothing else of the 180 commits
+        assert stats.records_kept <= 3 + 2
+        assert sum(s.size for s in part.log.segments) < records_before / 10
+        assert part.log.log_start_offset == 0  # compaction never moves the log start
     finally:
         await close_broker(b)
-    b2 = await open_broker(tmp_path, offsets__topic__num__partitions=1)
+    b2 = await open_broker(tmp_path, **settings)
     try:
         err, got = b2.groups.fetch_offsets("g", None)
         assert {tp: om.offset for tp, om in got.items()} == {("t", p): 590 + p for p in range(3)}
+        err, got = b2.groups.fetch_offsets("other", None)
+        assert {tp: om.offset for tp, om in got.items()} == {("t", 1): 7}
         assert "gone" not in b2.groups.groups
     finally:
         await close_broker(b2)

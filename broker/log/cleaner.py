@@ -1,0 +1,650 @@
+"""The log cleaner: key-based compaction of `cleanup.policy=compact` logs, as Kafka's LogCleaner.
+
+For each compacted log the cleaner remembers how far it has cleaned (`cleaner-offset-checkpoint`
+in each log directory, Kafka's file). What lies between that offset and the first uncleanable
+offset is the *dirty* section; the first uncleanable offset is the base of the active segment
+(never cleaned), of the first segment younger than `min.compaction.lag.ms`, or the high
+watermark, whichever is lowest. A log is cleaned when its dirty bytes are more than
+`min.cleanable.dirty.ratio` of its cleanable bytes, when its oldest dirty record is older than
+`max.compaction.lag.ms`, or when tombstones it kept have outlived `delete.retention.ms`.
+
+Cleaning one log (Kafka's Cleaner.clean):
+  1. map each key of the dirty section to the offset of its last record (`OffsetMap`, keys hashed
+     with MD5 as Kafka's SkimpyOffsetMap does; bounded, the rest is cleaned next time);
+  2. rewrite the closed segments below the first uncleanable offset, in groups of at most
+     `segment.bytes`, keeping a record only if no later record has its key. A batch whose records
+     all stay is copied byte for byte; otherwise the kept records are written into a batch with
+     the same base offset, last offset delta, producer id/epoch/base sequence, leader epoch and
+     codec (recompressed), each record keeping its offset; its base timestamp is its first
+     record's and its CRC32C is recomputed. Records without a key are dropped, as in Kafka.
+     A batch left empty is dropped, unless it is the last batch of a producer the log still
+     tracks (then its header stays, with no records, so sequence numbers survive: RETAIN_EMPTY).
+     A group left empty is dropped, except the log's first segment, which stays (empty) so that
+     cleaning never moves the log start offset: committed offsets in it stay valid;
+  3. tombstones (null values) follow KIP-534: the first clean that keeps one stamps its batch
+     with a delete horizon (now + `delete.retention.ms`, in the base timestamp, attribute bit
+     0x40); a clean after that horizon drops them;
+  4. control batches (transaction markers) are kept as they are: transactions do not exist yet,
+     so there are no aborted records to drop and no markers whose transaction is gone.
+
+Each group's result is written beside the log as `<base>.log.cleaned` (+ indexes) by a thread,
+fsynced, then swapped in on the event loop the way Kafka does it: `.cleaned` -> `.swap` (the
+commit point), the old segments' files -> `.deleted`, the new files to their final names. A crash
+leaves the old segments (a `.cleaned` is deleted at start-up) or the new one (a `.log.swap` is
+completed at start-up, replacing every segment in its offset range, its indexes rebuilt by
+recovery): `recover_interrupted_clean`. Readers holding a region of an old segment keep its file
+open until they are done (`SegmentFile`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator
+
+import crc32c
+
+from broker.log import checkpoints
+from broker.log.durable import fsync_directory
+from broker.log.segment import Segment, SegmentFile, segment_name
+from broker.protocol import batch_records, compression, records
+from broker.protocol.records import BatchHeader
+
+if TYPE_CHECKING:
+    from broker.log.log import Log
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "cleaner-offset-checkpoint"
+DELETE_HORIZON_FLAG = 0x40  # batch attribute bit 6: the base timestamp is a delete horizon (KIP-534)
+MAX_MAP_ENTRIES = 1_000_000  # keys held in one offset map (Python's dict, ~150 bytes each)
+READ_CHUNK = 1 << 20
+SUFFIXES = (".log", ".index", ".timeindex")
+
+_POST_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count
+_PRE_CRC = struct.Struct(">qiibI")  # base offset, batch length, leader epoch, magic, crc
+
+
+class CleanerAborted(Exception):
+    """The broker is stopping; a half-built `.cleaned` file is removed, the log is untouched."""
+
+
+# -- records inside one batch ---------------------------------------------------------------
+
+@dataclass(slots=True)
+class RawRecord:
+    """One record of a batch, with what the cleaner decides on and the bytes it copies."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    is_tombstone: bool
+    attributes: int
+    tail: bytes  # from the offset delta to the end: unchanged when the batch is rewritten
+
+
+def _varint_bytes(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def decode_records(batch: bytes, h: BatchHeader) -> list[RawRecord]:
+    """Every record of one whole batch (decompressed). Raises InvalidRecordError if unreadable."""
+    body = batch[records.HEADER_SIZE:h.size]
+    codec = h.attributes & records.ATTR_COMPRESSION_MASK
+    body = compression.decompress(codec, bytes(body))
+    log_append_time = bool(h.attributes & records.ATTR_TIMESTAMP_TYPE)
+    varint = batch_records._varint
+    out = []
+    pos = 0
+    for _ in range(h.records_count):
+        length, start = varint(body, pos)
+        end = start + length
+        if length < 1 or end > len(body):
+            raise batch_records.BatchDecodeError("record length runs past the batch")
+        attributes = body[start]
+        ts_delta, p = varint(body, start + 1)
+        tail_start = p
+        offset_delta, p = varint(body, p)
+        key_len, p = varint(body, p)
+        key = None if key_len < 0 else bytes(body[p:p + key_len])
+        p += max(key_len, 0)
+        value_len, p = varint(body, p)
+        if p > end:
+            raise batch_records.BatchDecodeError("record shorter than its own fields")
+        ts = h.max_timestamp if log_append_time else h.base_timestamp + ts_delta
+        out.append(RawRecord(h.base_offset + offset_delta, ts, key, value_len < 0, attributes,
+                             bytes(body[tail_start:end])))
+        pos = end
+    return out
+
+
+def _batch(h: BatchHeader, attributes: int, base_timestamp: int, max_timestamp: int, count: int,
+           body: bytes) -> bytes:
+    post = _POST_CRC.pack(attributes, h.last_offset_delta, base_timestamp, max_timestamp, h.producer_id,
+                          h.producer_epoch, h.base_sequence, count) + body
+    return _PRE_CRC.pack(h.base_offset, len(post) + 9, h.partition_leader_epoch, 2, crc32c.crc32c(post)) + post
+
+
+def encode_batch(h: BatchHeader, kept: list[RawRecord], base_timestamp: int, delete_horizon: bool) -> bytes:
+    """The kept records in a batch shaped like `h` (offsets, producer fields, codec), with
+    `base_timestamp` as its first timestamp (or delete horizon) and the CRC recomputed."""
+    parts = []
+    for r in kept:
+        rec = bytes([r.attributes]) + _varint_bytes(r.timestamp - base_timestamp) + r.tail
+        parts.append(_varint_bytes(len(rec)) + rec)
+    body = compression.compress(h.attributes & records.ATTR_COMPRESSION_MASK, b"".join(parts))
+    if h.attributes & records.ATTR_TIMESTAMP_TYPE:
+        max_ts = h.max_timestamp
+    else:
+        max_ts = max(r.timestamp for r in kept)
+    attributes = (h.attributes | DELETE_HORIZON_FLAG) if delete_horizon else (h.attributes & ~DELETE_HORIZON_FLAG)
+    return _batch(h, attributes, base_timestamp, max_ts, len(kept), body)
+
+
+def empty_batch(h: BatchHeader) -> bytes:
+    """A header with no records, kept for a producer's sequence numbers (Kafka's writeEmptyHeader)."""
+    attributes = h.attributes & ~(records.ATTR_COMPRESSION_MASK | DELETE_HORIZON_FLAG)
+    return _batch(h, attributes, h.max_timestamp, h.max_timestamp, 0, b"")
+
+
+# -- reading closed segments off the event loop ---------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class SegmentView:
+    """A closed segment as the cleaner thread sees it: its own reference to the file (so a
+    retention delete or a topic deletion cannot close it under the thread), its size, and the
+    end of its offset range (the next segment's base offset)."""
+
+    segment: Segment
+    file: SegmentFile
+    base_offset: int
+    size: int
+    next_base: int
+
+
+def iter_batches(file: SegmentFile, size: int) -> Iterator[tuple[BatchHeader, bytes]]:
+    """(header, bytes) of each batch in the first `size` bytes of a segment file."""
+    pos = 0
+    while pos < size:
+        chunk = os.pread(file.fd, min(READ_CHUNK, size - pos), pos)
+        off = 0
+        while True:
+            n = records.peek_size(chunk, off)
+            if n is None or n < records.HEADER_SIZE or off + n > len(chunk):
+                break
+            yield records.read_header(chunk, off), chunk[off:off + n]
+            off += n
+        if off == 0:  # one batch larger than a chunk
+            n = records.peek_size(chunk, 0)
+            if n is None or n < records.HEADER_SIZE or pos + n > size:
+                return
+            data = os.pread(file.fd, n, pos)
+            yield records.read_header(data), data
+            off = n
+        pos += off
+
+
+class OffsetMap:
+    """Key -> offset of its last record in the dirty section. Keys are MD5 digests, as in
+    Kafka's SkimpyOffsetMap; `capacity` bounds memory, and what does not fit waits."""
+
+    def __init__(self, capacity: int = MAX_MAP_ENTRIES) -> None:
+        self.capacity = capacity
+        self._offsets: dict[bytes, int] = {}
+
+    @staticmethod
+    def digest(key: bytes) -> bytes:
+        return hashlib.md5(key, usedforsecurity=False).digest()
+
+    def put(self, key: bytes, offset: int) -> None:
+        self._offsets[self.digest(key)] = offset
+
+    def get(self, key: bytes) -> int | None:
+        return self._offsets.get(self.digest(key))
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def full(self) -> bool:
+        return len(self._offsets) >= self.capacity
+
+
+# -- one cleaning ---------------------------------------------------------------------------
+
+@dataclass
+class CleanJob:
+    """What the event loop hands the cleaner thread about one log: taken at one instant, never
+    changed by appends (they go to the active segment, which is not part of it)."""
+
+    topic_partition: tuple[str, int]
+    log: "Log"
+    directory: Path
+    segments: list[SegmentView]  # closed segments below the first uncleanable offset
+    first_dirty: int
+    first_uncleanable: int
+    now_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+    index_interval_bytes: int
+    producer_last_offsets: dict[int, int]  # producer id -> offset of its last batch
+
+
+@dataclass
+class CleanStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    batches_rewritten: int = 0
+    groups: int = 0
+    delete_horizon: int | None = None  # earliest horizon of tombstones still kept
+
+
+@dataclass
+class Cleaned:
+    """A group's result before the swap: the `.cleaned` segment, or None if nothing is left."""
+
+    base_offset: int
+    segment: Segment | None
+
+
+class Cleaner:
+    """The work of one cleaning (Kafka's Cleaner); runs in a thread, touches only its job."""
+
+    def __init__(self, stop: threading.Event | None = None, map_capacity: int = MAX_MAP_ENTRIES) -> None:
+        self.stop = stop or threading.Event()
+        self.map_capacity = map_capacity
+
+    def _check_stop(self) -> None:
+        if self.stop.is_set():
+            raise CleanerAborted("the cleaner is stopping")
+
+    def build_offset_map(self, job: CleanJob, stats: CleanStats) -> tuple[OffsetMap, int]:
+        """Map the dirty section; returns the map and the offset it covers up to (exclusive)."""
+        offset_map = OffsetMap(self.map_capacity)
+        end = job.first_dirty
+        for view in job.segments:
+            if view.next_base <= job.first_dirty:
+                continue
+            if offset_map.full:
+                break
+            for h, data in iter_batches(view.file, view.size):
+                self._check_stop()
+                if h.is_control or h.last_offset < job.first_dirty:
+                    continue
+                try:
+                    recs = decode_records(data, h)
+                except records.InvalidRecordError as e:
+                    log.warning("%s-%d: cleaner skips an unreadable batch at offset %d: %s",
+                                *job.topic_partition, h.base_offset, e)
+                    continue
+                for r in recs:
+                    if r.key is not None and r.offset >= job.first_dirty:
+                        offset_map.put(r.key, r.offset)
+            end = view.next_base
+        return offset_map, end
+
+    def clean_group(self, job: CleanJob, group: list[SegmentView], offset_map: OffsetMap,
+                    stats: CleanStats) -> Cleaned:
+        """Write the kept batches of `group` into `<base>.log.cleaned` (+ indexes), fsynced."""
+        base = group[0].base_offset
+        remove_files(job.directory, base, ".cleaned")
+        seg = Segment(job.directory, base, job.index_interval_bytes, suffix=".cleaned")
+        try:
+            for view in group:
+                stats.bytes_read += view.size
+                for h, data in iter_batches(view.file, view.size):
+                    self._check_stop()
+                    out = self.filter_batch(job, h, data, offset_map, stats)
+                    if out is None:
+                        continue
+                    seg.append(out, [records.read_header(out)])
+            if seg.size == 0 and group[0] is not job.segments[0]:
+                seg.delete()
+                return Cleaned(base, None)  # dropped: a read of these offsets finds the next batch
+            seg.seal()
+            seg.flush()
+            seg.close()
+            stats.bytes_written += seg.size
+            stats.groups += 1
+            return Cleaned(base, seg)
+        except BaseException:
+            seg.delete()
+            raise
+
+    def filter_batch(self, job: CleanJob, h: BatchHeader, data: bytes, offset_map: OffsetMap,
+                     stats: CleanStats) -> bytes | None:
+        """The batch as it stays in the log: unchanged, rewritten with fewer records, an empty
+        header (a producer's last batch), or None (dropped)."""
+        if h.is_control:
+            return data
+        try:
+            recs = decode_records(data, h)
+        except records.InvalidRecordError as e:
+            log.warning("%s-%d: cleaner keeps an unreadable batch at offset %d as it is: %s",
+                        *job.topic_partition, h.base_offset, e)
+            return data
+        has_horizon = bool(h.attributes & DELETE_HORIZON_FLAG)
+        horizon_passed = has_horizon and job.now_ms >= h.base_timestamp
+        kept = []
+        for r in recs:
+            if r.key is None:
+                continue  # a compacted log cannot hold keyless records (Kafka drops them too)
+            latest = offset_map.get(r.key)
+            if latest is not None and r.offset < latest:
+                continue  # a later record has this key
+            if r.is_tombstone and horizon_passed:
+                continue  # the tombstone outlived delete.retention.ms
+            kept.append(r)
+        stats.records_read += len(recs)
+        stats.records_kept += len(kept)
+        needs_horizon = not has_horizon and any(r.is_tombstone for r in kept)
+        if any(r.is_tombstone for r in kept):
+            horizon = job.now_ms + job.delete_retention_ms if needs_horizon else h.base_timestamp
+            stats.delete_horizon = horizon if stats.delete_horizon is None else min(stats.delete_horizon, horizon)
+        if len(kept) == len(recs) and not needs_horizon:
+            return data
+        stats.batches_rewritten += 1
+        if not kept:
+            if h.has_producer_id and job.producer_last_offsets.get(h.producer_id) == h.last_offset:
+                return empty_batch(h)
+            return None
+        if needs_horizon:
+            base_ts = job.now_ms + job.delete_retention_ms
+        elif has_horizon:
+            base_ts = h.base_timestamp
+        else:
+            base_ts = kept[0].timestamp
+        return encode_batch(h, kept, base_ts, has_horizon or needs_horizon)
+
+
+def group_by_size(views: list[SegmentView], max_bytes: int) -> list[list[SegmentView]]:
+    """Consecutive segments merged while their sizes fit in one segment and their offsets in
+    the index's 32-bit relative offsets (Kafka's groupSegmentsBySize)."""
+    groups: list[list[SegmentView]] = []
+    i = 0
+    while i < len(views):
+        group = [views[i]]
+        size = views[i].size
+        i += 1
+        while (i < len(views) and size + views[i].size <= max_bytes
+               and views[i].next_base - 1 - group[0].base_offset <= 2**31 - 1):
+            size += views[i].size
+            group.append(views[i])
+            i += 1
+        groups.append(group)
+    return groups
+
+
+# -- files: the swap and its recovery -------------------------------------------------------
+
+def _paths(directory: Path, base: int, suffix: str = "") -> list[Path]:
+    return [directory / (segment_name(base, s) + suffix) for s in SUFFIXES]
+
+
+def remove_files(directory: Path, base: int, suffix: str) -> None:
+    for p in _paths(directory, base, suffix):
+        p.unlink(missing_ok=True)
+
+
+def _last_offset_of(path: Path, base: int) -> int:
+    """Offset of the last whole batch of a segment file (base - 1 if it has none)."""
+    last = base - 1
+    with open(path, "rb") as f:
+        file = SegmentFile(os.dup(f.fileno()))
+        for h, _ in iter_batches(file, os.fstat(f.fileno()).st_size):
+            last = h.last_offset
+    return last
+
+
+def recover_interrupted_clean(directory: Path) -> set[int]:
+    """Finish or undo a swap a crash interrupted (Kafka's LogLoader): `.cleaned` and `.deleted`
+    files go; a `.log.swap` replaces every segment whose base offset lies in its offset range.
+    Returns the base offsets of swapped-in segments, whose indexes recovery must rebuild."""
+    for p in list(directory.glob("*.cleaned")) + list(directory.glob("*.deleted")):
+        p.unlink(missing_ok=True)
+    swapped = set()
+    for swap in sorted(directory.glob("*.log.swap")):
+        base = int(swap.name.split(".")[0])
+        last = _last_offset_of(swap, base)
+        for p in directory.glob("*.log"):
+            if p.stem.isdigit() and base <= int(p.stem) <= max(last, base):
+                remove_files(directory, int(p.stem), "")
+        remove_files(directory, base, "")
+        os.rename(swap, directory / segment_name(base, ".log"))
+        log.warning("%s: completed a log cleaner swap interrupted by a crash (segment %d)", directory, base)
+        swapped.add(base)
+    for p in directory.glob("*.swap"):
+        p.unlink(missing_ok=True)
+    return swapped
+
+
+def swap_in(job: CleanJob, group: list[SegmentView], cleaned: Cleaned) -> bool:
+    """Replace `group` in the log by the cleaned segment (event loop: renames and list surgery
+    only). False, with the cleaned files removed, if the log changed under the cleaner (the
+    segments were deleted by retention or the partition closed)."""
+    lg = job.log
+    old = [v.segment for v in group]
+    try:
+        i = next(i for i, s in enumerate(lg.segments) if s is old[0])
+    except StopIteration:
+        i = -1
+    intact = (i >= 0 and i + len(old) < len(lg.segments)
+              and all(a is b for a, b in zip(lg.segments[i:i + len(old)], old))
+              and all(s.file is not None for s in old))
+    if not intact:
+        if cleaned.segment is not None:
+            remove_files(job.directory, cleaned.base_offset, ".cleaned")
+        return False
+    d = job.directory
+    base = cleaned.base_offset
+    new = None
+    if cleaned.segment is not None:
+        os.rename(d / (segment_name(base, ".log") + ".cleaned"), d / (segment_name(base, ".log") + ".swap"))
+    for seg in old:
+        seg.close()
+        for p in _paths(d, seg.base_offset):
+            try:
+                os.rename(p, p.with_name(p.name + ".deleted"))
+            except FileNotFoundError:
+                pass
+    if cleaned.segment is not None:
+        for suffix in (".index", ".timeindex"):
+            src = d / (segment_name(base, suffix) + ".cleaned")
+            if src.exists():
+                os.rename(src, d / segment_name(base, suffix))
+        os.rename(d / (segment_name(base, ".log") + ".swap"), d / segment_name(base, ".log"))
+        new = Segment(d, base, job.index_interval_bytes)
+        new.load_indexes()
+    lg.replace_segments(old, new)
+    return True
+
+
+def finish_swap(directory: Path) -> None:
+    """After a swap (off the loop): make the renames durable and delete the old files."""
+    fsync_directory(directory)
+    for p in directory.glob("*.deleted"):
+        p.unlink(missing_ok=True)
+
+
+# -- the manager: which log, when, and the checkpoint ---------------------------------------
+
+class LogCleaner:
+    """Chooses the filthiest compacted log and cleans it (Kafka's LogCleaner and
+    LogCleanerManager), in a background task whose reading and writing run in a thread."""
+
+    def __init__(self, log_dirs: list[Path], logs: Callable[[], dict[tuple[str, int], "Log"]],
+                 backoff_ms: int = 15_000, map_capacity: int = MAX_MAP_ENTRIES) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.logs = logs
+        self.backoff_s = backoff_ms / 1000
+        self.stop_event = threading.Event()
+        self.cleaner = Cleaner(self.stop_event, map_capacity)
+        self.first_dirty: dict[tuple[str, int], int] = {}
+        self.delete_horizons: dict[tuple[str, int], int] = {}
+        self.cleanings = 0
+        for d in self.log_dirs:
+            try:
+                self.first_dirty.update(checkpoints.read_checkpoint(d / CHECKPOINT))
+            except ValueError as e:
+                log.warning("ignoring unreadable cleaner checkpoint: %s", e)
+
+    # -- choosing ----------------------------------------------------------------------------
+    def plan(self, tp: tuple[str, int], lg: "Log", now_ms: int) -> tuple[CleanJob, float] | None:
+        """The job for `lg` and its dirty ratio if it is due for cleaning, else None."""
+        cfg = lg.config
+        if "compact" not in cfg.cleanup_policy.split(","):
+            return None
+        segs = lg.segments
+        if len(segs) < 2:
+            return None
+        first_uncleanable = min(segs[-1].base_offset, lg.high_watermark)
+        if cfg.min_compaction_lag_ms > 0:
+            for s in segs[:-1]:
+                if s.max_timestamp > now_ms - cfg.min_compaction_lag_ms:
+                    first_uncleanable = min(first_uncleanable, s.base_offset)
+                    break
+        views = []
+        for i, s in enumerate(segs[:-1]):
+            nxt = segs[i + 1].base_offset
+            if nxt > first_uncleanable or s.file is None:
+                break
+            views.append(SegmentView(s, s.file, s.base_offset, s.size, nxt))
+        if not views:
+            return None
+        first_dirty = self.first_dirty.get(tp, lg.log_start_offset)
+        if first_dirty < lg.log_start_offset or first_dirty > first_uncleanable:
+            first_dirty = lg.log_start_offset
+        clean_bytes = sum(v.size for v in views if v.next_base <= first_dirty)
+        dirty_views = [v for v in views if v.next_base > first_dirty]
+        dirty_bytes = sum(v.size for v in dirty_views)
+        total = clean_bytes + dirty_bytes
+        ratio = dirty_bytes / total if total else 0.0
+        due = ratio > cfg.min_cleanable_dirty_ratio and dirty_bytes > 0
+        if not due and dirty_bytes > 0 and cfg.max_compaction_lag_ms < 2**63 - 1:
+            first = next(iter_batches(dirty_views[0].file, dirty_views[0].size), None)
+            due = first is not None and first[0].max_timestamp >= 0 and \
+                now_ms - first[0].base_timestamp > cfg.max_compaction_lag_ms
+        horizon = self.delete_horizons.get(tp)
+        if not due and horizon is not None and horizon <= now_ms and total > 0:
+            due = True
+        if not due:
+            return None
+        producers = {pid: e.batches[-1].last_offset for pid, e in lg.producer_state.producers.items() if e.batches}
+        job = CleanJob(tp, lg, lg.directory, views, first_dirty, first_uncleanable, now_ms,
+                       cfg.delete_retention_ms, cfg.segment_bytes, cfg.index_interval_bytes, producers)
+        return job, ratio
+
+    def filthiest(self, now_ms: int) -> CleanJob | None:
+        best = None
+        for tp, lg in list(self.logs().items()):
+            planned = self.plan(tp, lg, now_ms)
+            if planned is not None and (best is None or planned[1] > best[1]):
+                best = planned
+        return best[0] if best else None
+
+    # -- cleaning ----------------------------------------------------------------------------
+    def clean(self, job: CleanJob) -> CleanStats:
+        """Clean one log in the calling thread (tests; the loop uses `clean_async`)."""
+        stats = CleanStats()
+        offset_map, end = self.cleaner.build_offset_map(job, stats)
+        for group in group_by_size([v for v in job.segments if v.next_base <= end], job.segment_bytes):
+            cleaned = self.cleaner.clean_group(job, group, offset_map, stats)
+            if not swap_in(job, group, cleaned):
+                return stats
+            finish_swap(job.directory)
+        self._done(job, end, stats)
+        return stats
+
+    async def clean_async(self, job: CleanJob) -> CleanStats:
+        """Clean one log: mapping and writing in a thread, each swap on the event loop."""
+        stats = CleanStats()
+        offset_map, end = await asyncio.to_thread(self.cleaner.build_offset_map, job, stats)
+        for group in group_by_size([v for v in job.segments if v.next_base <= end], job.segment_bytes):
+            cleaned = await asyncio.to_thread(self.cleaner.clean_group, job, group, offset_map, stats)
+            if not swap_in(job, group, cleaned):
+                log.info("%s-%d: log changed while being cleaned; cleaning again later", *job.topic_partition)
+                return stats
+            await asyncio.to_thread(finish_swap, job.directory)
+        self._done(job, end, stats)
+        await asyncio.to_thread(self._write_checkpoints, self._checkpoint_contents())
+        return stats
+
+    def _done(self, job: CleanJob, end: int, stats: CleanStats) -> None:
+        tp = job.topic_partition
+        self.first_dirty[tp] = end
+        if stats.delete_horizon is not None:
+            self.delete_horizons[tp] = stats.delete_horizon
+        else:
+            self.delete_horizons.pop(tp, None)
+        self.cleanings += 1
+        log.info("%s-%d: cleaned [%d, %d): %d of %d records kept, %d -> %d bytes in %d segments",
+                 tp[0], tp[1], job.first_dirty, end, stats.records_kept, stats.records_read,
+                 stats.bytes_read, stats.bytes_written, stats.groups)
+
+    def clean_filthiest(self, now_ms: int | None = None) -> CleanStats | None:
+        job = self.filthiest(int(time.time() * 1000) if now_ms is None else now_ms)
+        return self.clean(job) if job is not None else None
+
+    async def run(self) -> None:
+        """Clean while some log is due; otherwise wait log.cleaner.backoff.ms. Failures are
+        logged and the loop goes on (a bad log must not stop cleaning of the others)."""
+        while True:
+            job = None
+            try:
+                job = self.filthiest(int(time.time() * 1000))
+                if job is not None:
+                    await self.clean_async(job)
+            except asyncio.CancelledError:
+                self.stop_event.set()
+                raise
+            except CleanerAborted:
+                return
+            except Exception:
+                log.exception("log cleaner failed%s", f" on {job.topic_partition}" if job else "")
+                job = None
+            if job is None:
+                await asyncio.sleep(self.backoff_s)
+
+    def forget(self, tp: tuple[str, int]) -> None:
+        """A partition deleted here: its next log starts dirty."""
+        self.first_dirty.pop(tp, None)
+        self.delete_horizons.pop(tp, None)
+
+    def _checkpoint_contents(self) -> dict[Path, dict[tuple[str, int], int]]:
+        """Per log directory, how far each open log is cleaned (taken on the event loop)."""
+        by_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
+        for tp, lg in self.logs().items():
+            if tp in self.first_dirty:
+                by_dir.setdefault(lg.directory.parent, {})[tp] = self.first_dirty[tp]
+        return by_dir
+
+    @staticmethod
+    def _write_checkpoints(by_dir: dict[Path, dict[tuple[str, int], int]]) -> None:
+        for d, offsets in by_dir.items():
+            if d.exists():
+                checkpoints.write_checkpoint(d / CHECKPOINT, offsets)
+
+    def write_checkpoints(self) -> None:
+        self._write_checkpoints(self._checkpoint_contents())
+
+    def close(self) -> None:
+        self.stop_event.set()
+        try:
+            self.write_checkpoints()
+        except OSError as e:
+            log.error("cannot write the cleaner checkpoint: %s", e)

@@ -1,0 +1,338 @@
+"""The log cleaner on real segment files: what compaction keeps, the batches it writes, the
+swap, and recovery from a crash in the middle of one."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import crc32c
+from kio.records.readers import read_batch
+
+from broker.log import cleaner as cleaner_mod
+from broker.log.cleaner import DELETE_HORIZON_FLAG, LogCleaner, decode_records
+from broker.log.log import Log, LogConfig
+from broker.protocol import compression, records
+from tests.unit.broker.batches import make_batch
+
+NOW = 1_800_000_000_000
+COMPACT = dict(cleanup_policy="compact", segment_bytes=400, min_cleanable_dirty_ratio=0.0,
+               delete_retention_ms=60_000)
+
+
+def open_log(tmp_path, **kw):
+    return Log.open(tmp_path / "t-0", "t", 0, LogConfig(**{**COMPACT, **kw}))
+
+
+def append(lg, pairs, **kw):
+    """One batch of (key, value) records; value None is a tombstone."""
+    data = make_batch([v for _, v in pairs], keys=[k for k, _ in pairs], **kw)
+    res = lg.append(data, records.validate_batches(data, 1 << 20))
+    lg.high_watermark = lg.log_end_offset
+    return res
+
+
+def batches(lg):
+    """(header, bytes) of every batch in the log, read from the files."""
+    out = []
+    for seg in lg.segments:
+        data = os.pread(seg.fd, seg.size, 0)
+        out += [(h, data[pos:pos + h.size]) for pos, h in records.iter_headers(data)]
+    return out
+
+
+def records_of(lg):
+    """(offset, key, value) of every record, decoded by kio's reader (which checks CRCs)."""
+    out = []
+    for h, data in batches(lg):
+        batch, _ = read_batch(data, 0)
+        out += [(r.offset, r.key, r.value) for r in batch.records]
+    return out
+
+
+def cleaner_for(lg, tmp_path, **kw):
+    return LogCleaner([tmp_path], lambda: {("t", 0): lg}, **kw)
+
+
+def clean(lc, lg, now=NOW):
+    job = lc.plan(("t", 0), lg, now)
+    assert job is not None, "the log should be due for cleaning"
+    return lc.clean(job[0])
+
+
+def fill(lg, rounds=6, keys=3):
+    """`rounds` updates of `keys` keys, one batch per update; returns the latest per key."""
+    latest = {}
+    for r in range(rounds):
+        for k in range(keys):
+            key, value = b"k%d" % k, b"v%d-%d" % (k, r)
+            off = append(lg, [(key, value)]).base_offset
+            latest[key] = (off, value)
+    return latest
+
+
+def test_keeps_the_latest_record_per_key_at_its_offset(tmp_path):
+    lg = open_log(tmp_path)
+    latest = fill(lg)
+    append(lg, [(b"tail", b"in the active segment")])
+    lg.roll()
+    append(lg, [(b"k0", b"newest, in the active segment")])
+    before_active = [r for r in records_of(lg) if r[0] >= lg.active.base_offset]
+    n_segments = len(lg.segments)
+    assert n_segments > 3
+    lc = cleaner_for(lg, tmp_path)
+    stats = clean(lc, lg)
+    got = records_of(lg)
+    closed = [r for r in got if r[0] < lg.active.base_offset]
+    # k0's newer value in the active segment is beyond the cleanable range: as in Kafka, the
+    # latest closed-segment value of k0 stays until that segment is cleaned too
+    expected = sorted([(off, k, v) for k, (off, v) in latest.items()] + [(18, b"tail", b"in the active segment")])
+    assert closed == expected
+    assert [r for r in got if r[0] >= lg.active.base_offset] == before_active  # active untouched
+    assert len(lg.segments) < n_segments  # small cleaned segments were merged
+    assert stats.records_kept < stats.records_read
+    assert lc.first_dirty[("t", 0)] == lg.active.base_offset
+    # offsets keep working: reading from offset 0 finds the first kept batch
+    region = lg.read(0, 1 << 20, upper_bound=lg.high_watermark)
+    first = records.read_header(os.pread(region.fd, records.HEADER_SIZE, region.position))
+    assert first.base_offset == expected[0][0]
+    # and a reopened log (indexes as written by the cleaner) reads the same
+    lg.close()
+    lg2 = open_log(tmp_path, )
+    assert records_of(lg2) == got
+    assert lg2.log_end_offset == got[-1][0] + 1
+
+
+def test_rewritten_batch_keeps_offsets_producer_fields_and_a_valid_crc(tmp_path):
+    lg = open_log(tmp_path, segment_bytes=10_000)
+    pairs = [(b"a", b"1"), (b"b", b"2"), (b"a", b"3"), (b"c", b"4")]
+    append(lg, pairs, producer_id=7, epoch=2, base_sequence=10, timestamp_ms=NOW - 5000)
+    append(lg, [(b"c", b"5")], producer_id=7, epoch=2, base_sequence=14, timestamp_ms=NOW - 4000)
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    orig = batches(lg)[0][0]
+    clean(cleaner_for(lg, tmp_path), lg)
+    h, data = batches(lg)[0]
+    assert (h.base_offset, h.last_offset_delta) == (orig.base_offset, orig.last_offset_delta)
+    assert (h.producer_id, h.producer_epoch, h.base_sequence) == (7, 2, 10)
+    assert h.partition_leader_epoch == orig.partition_leader_epoch
+    assert h.records_count == 2
+    batch, _ = read_batch(data, 0)  # checks the CRC32C
+    assert [(r.offset, r.key, r.value) for r in batch.records] == [(1, b"b", b"2"), (2, b"a", b"3")]
+    # Kafka's format: the base timestamp is the first kept record's, the max the largest kept
+    assert h.base_timestamp == NOW - 5000 + 1 and h.max_timestamp == NOW - 5000 + 2
+    # the producer's sequence state still answers a duplicate of its last batch
+    assert lg.producer_state.producers[7].last_seq == 14
+
+
+def test_compressed_batch_is_recompressed_with_its_codec(tmp_path):
+    lg = open_log(tmp_path, segment_bytes=10_000)
+    plain = make_batch([b"old", b"keep", b"new"], keys=[b"k", b"j", b"k"], timestamp_ms=NOW)
+    h = records.read_header(plain)
+    for codec in (compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD):
+        body = compression.compress(codec, plain[records.HEADER_SIZE:])
+        data = cleaner_mod._batch(h, h.attributes | codec, h.base_timestamp, h.max_timestamp, 3, body)
+        lg.append(data, records.validate_batches(data, 1 << 20))
+    lg.high_watermark = lg.log_end_offset
+    lg.roll()
+    append(lg, [(b"z", b"active")])
+    clean(cleaner_for(lg, tmp_path), lg)
+    kept = []
+    for h2, data in batches(lg)[:-1]:
+        assert h2.attributes & records.ATTR_COMPRESSION_MASK in (compression.GZIP, compression.SNAPPY,
+                                                                 compression.LZ4, compression.ZSTD)
+        assert crc32c.crc32c(data[records.ATTRIBUTES_OFFSET:]) == h2.crc
+        kept += [(r.offset, r.key) for r in decode_records(data, h2)]
+    # only the last batch (zstd) keeps anything: k and j of offsets 9..11 are the latest
+    assert kept == [(10, b"j"), (11, b"k")]
+    assert [h2.attributes & 7 for h2, _ in batches(lg)[:-1]] == [compression.ZSTD]
+
+
+def test_tombstones_are_kept_for_delete_retention_then_removed(tmp_path):
+    lg = open_log(tmp_path)
+    append(lg, [(b"gone", b"v1")])
+    append(lg, [(b"stay", b"s1")])
+    append(lg, [(b"gone", None)])
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    lc = cleaner_for(lg, tmp_path)
+    clean(lc, lg, now=NOW)
+    assert [(k, v) for _, k, v in records_of(lg)] == [(b"stay", b"s1"), (b"gone", None), (b"x", b"active")]
+    h = next(h for h, d in batches(lg) if any(r.is_tombstone for r in decode_records(d, h)))
+    assert h.attributes & DELETE_HORIZON_FLAG and h.base_timestamp == NOW + 60_000  # KIP-534
+    # before the horizon, nothing changes and the log is not due again
+    assert lc.plan(("t", 0), lg, NOW + 59_999) is None
+    # after it, the tombstone goes
+    clean(lc, lg, now=NOW + 60_000)
+    assert [(k, v) for _, k, v in records_of(lg)] == [(b"stay", b"s1"), (b"x", b"active")]
+
+
+def test_last_batch_of_an_active_producer_stays_as_an_empty_header(tmp_path):
+    lg = open_log(tmp_path)
+    append(lg, [(b"k", b"1")], producer_id=5, epoch=0, base_sequence=0)
+    append(lg, [(b"k", b"2")], producer_id=6, epoch=0, base_sequence=0)
+    append(lg, [(b"k", b"3")], producer_id=6, epoch=0, base_sequence=1)
+    append(lg, [(b"k", b"4")])  # supersedes every earlier k
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    clean(cleaner_for(lg, tmp_path), lg)
+    closed = [h for h, _ in batches(lg)][:-1]
+    # producer 5's only batch and producer 6's last batch keep their headers, no records
+    assert [(h.producer_id, h.base_offset, h.base_sequence, h.records_count) for h in closed] == [
+        (5, 0, 0, 0), (6, 2, 1, 0), (-1, 3, -1, 1)]
+    assert records_of(lg) == [(3, b"k", b"4"), (4, b"x", b"active")]
+
+
+def test_control_batches_are_left_alone(tmp_path):
+    lg = open_log(tmp_path)
+    ctrl = bytearray(make_batch([b"\x00\x00\x00\x00\x00\x00"], keys=[b"\x00\x00\x00\x00"], producer_id=9, epoch=0))
+    struct.pack_into(">h", ctrl, records.ATTRIBUTES_OFFSET, records.ATTR_CONTROL | records.ATTR_TRANSACTIONAL)
+    h = records.read_header(ctrl)
+    ctrl = cleaner_mod._batch(h, h.attributes, h.base_timestamp, h.max_timestamp, 1, bytes(ctrl[records.HEADER_SIZE:]))
+    lg.append(ctrl, records.validate_batches(ctrl, 1 << 20))
+    append(lg, [(b"\x00\x00\x00\x00", b"same key as the marker")])
+    append(lg, [(b"\x00\x00\x00\x00", b"newer")])
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    clean(cleaner_for(lg, tmp_path), lg)
+    hs = [h for h, _ in batches(lg)]
+    assert hs[0].is_control and hs[0].base_offset == 0 and batches(lg)[0][1] == bytes(ctrl)
+    assert [r[0] for r in records_of(lg)][1:] == [2, 3]
+
+
+def test_active_segment_and_young_segments_are_not_cleaned(tmp_path):
+    lg = open_log(tmp_path, min_compaction_lag_ms=10_000)
+    append(lg, [(b"k", b"old")], timestamp_ms=NOW - 60_000)
+    lg.roll()
+    append(lg, [(b"k", b"young")], timestamp_ms=NOW - 1_000)
+    lg.roll()
+    append(lg, [(b"k", b"active")], timestamp_ms=NOW)
+    lc = cleaner_for(lg, tmp_path)
+    # only the old segment is cleanable, and nothing in it is superseded within the cleanable range
+    stats = clean(lc, lg)
+    assert [v for _, _, v in records_of(lg)] == [b"old", b"young", b"active"]
+    assert stats.records_kept == stats.records_read == 1
+    assert lc.first_dirty[("t", 0)] == 1
+    # a log whose only segment is active is never due
+    lg2 = Log.open(tmp_path / "u-0", "u", 0, LogConfig(**COMPACT))
+    append(lg2, [(b"k", b"1")])
+    append(lg2, [(b"k", b"2")])
+    assert LogCleaner([tmp_path], lambda: {("u", 0): lg2}).plan(("u", 0), lg2, NOW) is None
+
+
+def test_dirty_ratio_decides_when_to_clean(tmp_path):
+    lg = open_log(tmp_path, min_cleanable_dirty_ratio=0.5)
+    fill(lg, rounds=4)
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    lc = cleaner_for(lg, tmp_path)
+    clean(lc, lg)
+    assert lc.plan(("t", 0), lg, NOW) is None  # all clean now
+    append(lg, [(b"k0", b"one more")])
+    lg.roll()
+    append(lg, [(b"x", b"active 2")])
+    # one small dirty segment against the clean ones: below the ratio
+    assert lc.plan(("t", 0), lg, NOW) is None
+    for i in range(12):
+        append(lg, [(b"k1", b"more %d" % i)])
+    lg.roll()
+    append(lg, [(b"x", b"active 3")])
+    assert lc.plan(("t", 0), lg, NOW) is not None
+
+
+def test_crash_after_the_swap_commit_completes_at_start_up(tmp_path):
+    lg = open_log(tmp_path)
+    latest = fill(lg)
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    lc = cleaner_for(lg, tmp_path)
+    job = lc.plan(("t", 0), lg, NOW)[0]
+    offset_map, end = lc.cleaner.build_offset_map(job, cleaner_mod.CleanStats())
+    views = [v for v in job.segments if v.next_base <= end]
+    cleaned = lc.cleaner.clean_group(job, views, offset_map, cleaner_mod.CleanStats())
+    d = tmp_path / "t-0"
+    base = cleaned.base_offset
+    # the commit point, then a crash before the old segments moved away
+    os.rename(d / ("%020d.log.cleaned" % base), d / ("%020d.log.swap" % base))
+    lg.close()
+    lg2 = open_log(tmp_path)
+    assert not list(d.glob("*.swap")) and not list(d.glob("*.cleaned"))
+    assert records_of(lg2) == sorted([(o, k, v) for k, (o, v) in latest.items()]) + [(18, b"x", b"active")]
+    # the swapped-in segment's indexes were rebuilt: timestamp lookups work
+    assert lg2.offset_for_timestamp(0) is not None
+
+
+def test_crash_before_the_swap_commit_keeps_the_old_segments(tmp_path):
+    lg = open_log(tmp_path)
+    fill(lg)
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    before = records_of(lg)
+    lc = cleaner_for(lg, tmp_path)
+    job = lc.plan(("t", 0), lg, NOW)[0]
+    offset_map, end = lc.cleaner.build_offset_map(job, cleaner_mod.CleanStats())
+    lc.cleaner.clean_group(job, [v for v in job.segments if v.next_base <= end], offset_map,
+                           cleaner_mod.CleanStats())
+    lg.close()
+    lg2 = open_log(tmp_path)
+    assert records_of(lg2) == before
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))
+
+
+def test_segments_deleted_while_cleaning_abort_the_swap(tmp_path):
+    lg = open_log(tmp_path, cleanup_policy="compact,delete", retention_ms=1)
+    fill(lg)
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    lc = cleaner_for(lg, tmp_path)
+    job = lc.plan(("t", 0), lg, NOW)[0]
+    offset_map, end = lc.cleaner.build_offset_map(job, cleaner_mod.CleanStats())
+    group = [v for v in job.segments if v.next_base <= end]
+    cleaned = lc.cleaner.clean_group(job, group, offset_map, cleaner_mod.CleanStats())
+    assert lg.enforce_retention(now_ms=NOW + 10**9) > 0  # compact,delete: retention applies too
+    assert not cleaner_mod.swap_in(job, group, cleaned)
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))
+    assert all(r[0] >= 18 for r in records_of(lg))  # what retention left is untouched
+
+
+def test_reads_of_old_segments_survive_the_swap(tmp_path):
+    lg = open_log(tmp_path)
+    fill(lg)
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    region = lg.read(0, 1 << 20, upper_bound=lg.high_watermark)
+    before = os.pread(region.fd, region.length, region.position)
+    clean(cleaner_for(lg, tmp_path), lg)
+    assert os.pread(region.fd, region.length, region.position) == before  # the old file, still open
+
+
+def test_cleaner_checkpoint_survives_restart(tmp_path):
+    lg = open_log(tmp_path)
+    fill(lg)
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    lc = cleaner_for(lg, tmp_path)
+    clean(lc, lg)
+    lc.close()
+    assert cleaner_for(lg, tmp_path).first_dirty == {("t", 0): lg.active.base_offset}
+
+
+async def test_background_task_cleans_off_the_event_loop(tmp_path):
+    import asyncio
+    lg = open_log(tmp_path)
+    latest = fill(lg)
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    lc = cleaner_for(lg, tmp_path, backoff_ms=50)
+    task = asyncio.create_task(lc.run())
+    try:
+        for _ in range(200):
+            if lc.cleanings:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert lc.cleanings == 1
+    assert [r[1:] for r in records_of(lg)] == sorted(
+        [(k, v) for k, (o, v) in latest.items()], key=lambda kv: latest[kv[0]][0]) + [(b"x", b"active")]
