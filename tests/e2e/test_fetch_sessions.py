@@ -10,10 +10,8 @@ is a constant 120 s.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
-import urllib.request
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -21,21 +19,9 @@ from kio.schema.errors import ErrorCode
 from tests.support import kafka_wire
 from tests.support.fetch_client import FINAL_EPOCH, INITIAL_EPOCH, SessionFetcher, exchange, fetch_request
 from tests.support.kafka_wire import build_batch, unique_topic
+from tests.support.prometheus import metric
 
 VERSIONS = [12, 17]  # topic names, topic ids
-
-
-def metric(url: str, name: str, **labels: str) -> float:
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
-        if not m or m.group(1) != name:
-            continue
-        got = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
-        if all(got.get(k) == v for k, v in labels.items()):
-            total += float(m.group(3))
-    return total
 
 
 def new_topic(conn: kafka_wire.KafkaConnection, version: int, partitions: int = 3):
