@@ -3,6 +3,7 @@
 
     python -m bench.rdkafka_client produce BOOTSTRAP TOPIC RECORDS SIZE --acks 1
     python -m bench.rdkafka_client consume BOOTSTRAP TOPIC RECORDS
+    python -m bench.rdkafka_client latency BOOTSTRAP TOPIC RECORDS SIZE --rate 5000
 
 Prints one JSON object on stdout; exits non-zero with a message on stderr on failure.
 """
@@ -35,6 +36,7 @@ def produce(args: argparse.Namespace) -> dict:
         "batch.size": args.batch_size,
         "compression.type": "none",
         "enable.idempotence": args.acks == "all",
+        **({"batch.num.messages": args.batch_num_messages} if args.batch_num_messages else {}),
         "delivery.report.only.error": True,
         "on_delivery": on_error,
         "error_cb": lambda e: errors.append(f"client error: {e}") if e.fatal() else None,
@@ -68,6 +70,56 @@ def produce(args: argparse.Namespace) -> dict:
         "seconds": secs,
         "records_per_sec": n / secs,
         "mb_per_sec": n * args.size / secs / (1024 * 1024),
+    }
+
+
+def latency(args: argparse.Namespace) -> dict:
+    """Records sent at a fixed rate, one per batch; send-to-acknowledgement time of each (the send
+    time travels in the record's key, so the delivery callback needs no lookup)."""
+    import struct
+
+    from confluent_kafka import Producer
+
+    pack, unpack, now = struct.Struct(">d").pack, struct.Struct(">d").unpack, time.perf_counter
+    latencies: list[float] = []
+    errors: list[str] = []
+
+    def delivered(err, msg) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            latencies.append(now() - unpack(msg.key())[0])
+
+    p = Producer({
+        "bootstrap.servers": args.bootstrap, "acks": args.acks, "linger.ms": 0, "batch.num.messages": 1,
+        "compression.type": "none", "on_delivery": delivered,
+    })
+    p.list_topics(args.topic, timeout=30)
+    payload = os.urandom(args.size)
+    n, rate, topic = args.records, args.rate, args.topic
+    t0 = now()
+    for i in range(n):
+        due = t0 + i / rate
+        while True:
+            p.poll(0)
+            wait = due - now()
+            if wait <= 0:
+                break
+            time.sleep(min(wait, 0.0005))
+        p.produce(topic, payload, key=pack(now()))
+    left = p.flush(args.timeout)
+    secs = now() - t0
+    if left or errors:
+        raise RuntimeError(f"{left} records not delivered, {len(errors)} errors, first: {errors[:3]}")
+    latencies.sort()
+
+    def pct(q: float) -> float:
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
+
+    return {
+        "records": n, "seconds": secs, "records_per_sec": n / secs, "target_rate": rate,
+        "latency_p50_ms": pct(0.50), "latency_p99_ms": pct(0.99), "latency_p999_ms": pct(0.999),
+        "latency_max_ms": latencies[-1] * 1000,
     }
 
 
@@ -124,6 +176,7 @@ def main(argv: list[str]) -> int:
     pp.add_argument("--acks", default="1", choices=["0", "1", "all"])
     pp.add_argument("--batch-size", type=int, default=65536)
     pp.add_argument("--linger-ms", type=int, default=5)
+    pp.add_argument("--batch-num-messages", type=int, default=0, help="1: one record per batch (small batches)")
     pp.add_argument("--timeout", type=float, default=120)
     cp = sub.add_parser("consume")
     cp.add_argument("bootstrap")
@@ -131,9 +184,17 @@ def main(argv: list[str]) -> int:
     cp.add_argument("records", type=int)
     cp.add_argument("--timeout", type=float, default=120)
     cp.add_argument("--max-partition-fetch-bytes", type=int, default=0, help="small values: many fetches (warm-up)")
+    lp = sub.add_parser("latency")
+    lp.add_argument("bootstrap")
+    lp.add_argument("topic")
+    lp.add_argument("records", type=int)
+    lp.add_argument("size", type=int)
+    lp.add_argument("--rate", type=float, required=True, help="records per second")
+    lp.add_argument("--acks", default="1", choices=["0", "1", "all"])
+    lp.add_argument("--timeout", type=float, default=120)
     args = ap.parse_args(argv)
     try:
-        result = produce(args) if args.cmd == "produce" else consume(args)
+        result = {"produce": produce, "consume": consume, "latency": latency}[args.cmd](args)
     except Exception as e:  # reported to the harness, which records it
         print(f"{type(e).__name__}: {e}", file=sys.stderr)
         return 1

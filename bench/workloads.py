@@ -13,6 +13,7 @@ subclass `Workload`, give it a `name`, `description`, `order`, return `Case`s fr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -66,20 +67,32 @@ class Sizes:
     min_records: int = 1000
     timeout: float = 240.0  # per client run
     pipeline_events: int = 200_000  # events through the PySpark pipeline per run
+    roll_latency_seconds: float = 10.0  # fixed-rate run of one-record batches into 1 MiB segments
+    roll_latency_rate: int = 5000  # records/s offered to both brokers
+    fetch_small_bytes: int = 8 * MB  # payload of the log of one-record batches read back
+    metadata_topics: int = 10_000  # topics in the broker when Metadata is timed
+    metadata_requests: int = 50
+    setup_timeout: float = 1800.0  # creating the metadata case's topics (untimed)
 
     @classmethod
     def smoke(cls) -> "Sizes":
         return cls(produce_bytes=2 * MB, produce_small_bytes=1 * MB, librdkafka_factor=1.0, consume_bytes=2 * MB, latency_seconds=1.0, warmup_bytes=1 * MB, warmup_requests=200, warmup_max_rounds=3,
-                   min_records=500, timeout=90.0, pipeline_events=3000)
+                   min_records=500, timeout=90.0, pipeline_events=3000,
+                   roll_latency_seconds=1.0, roll_latency_rate=2000,
+                   fetch_small_bytes=MB // 4, metadata_topics=100, metadata_requests=5, setup_timeout=120.0)
 
     def scaled(self, factor: float) -> "Sizes":
-        return Sizes(
+        return dataclasses.replace(
+            self,
             produce_bytes=int(self.produce_bytes * factor), produce_small_bytes=int(self.produce_small_bytes * factor),
-            consume_bytes=int(self.consume_bytes * factor), librdkafka_factor=self.librdkafka_factor,
+            consume_bytes=int(self.consume_bytes * factor),
             latency_seconds=self.latency_seconds * max(factor, 0.2), warmup_bytes=int(self.warmup_bytes * factor),
             warmup_requests=max(200, int(self.warmup_requests * factor)), warmup_max_rounds=self.warmup_max_rounds,
             min_records=self.min_records, timeout=self.timeout,
             pipeline_events=max(1000, int(self.pipeline_events * factor)),
+            roll_latency_seconds=self.roll_latency_seconds * max(factor, 0.1),
+            fetch_small_bytes=int(self.fetch_small_bytes * factor),
+            metadata_topics=max(10, int(self.metadata_topics * factor)),
         )
 
     def records_for(self, nbytes: int, size: int) -> int:
@@ -104,14 +117,14 @@ class Context:
     def bootstrap(self) -> str:
         return self.session.bootstrap
 
-    def new_topic(self, prefix: str, partitions: int) -> str:
+    def new_topic(self, prefix: str, partitions: int, configs: dict[str, str] | None = None) -> str:
         """Create a topic with `partitions` partitions and wait until each has a leader."""
         from tests.support import kafka_wire
 
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         deadline = time.monotonic() + 30
         with kafka_wire.connect(self.bootstrap) as conn:
-            err = conn.create_topic(name, partitions)
+            err = conn.create_topic(name, partitions, configs=configs)
             if int(err) != 0:
                 raise RuntimeError(f"CreateTopics {name} ({partitions} partitions) answered error {err!r}")
             while True:
@@ -143,8 +156,13 @@ class Context:
                                               broker_alive=self.broker_alive)
 
     def rdkafka(self, *args: str) -> dict[str, Any]:
-        cmd = [sys.executable, "-m", "bench.rdkafka_client", *args, "--timeout", str(self.sizes.timeout)]
-        stdout, _ = javatools.run_client(cmd, self.sizes.timeout + 30, self.broker_alive, cwd=REPO_ROOT)
+        return self.client("bench.rdkafka_client", *args)
+
+    def client(self, module: str, *args: str, timeout: float | None = None) -> dict[str, Any]:
+        """Run one of the harness's client processes; its last stdout line is its JSON result."""
+        timeout = self.sizes.timeout if timeout is None else timeout
+        cmd = [sys.executable, "-m", module, *args, "--timeout", str(timeout)]
+        stdout, _ = javatools.run_client(cmd, timeout + 30, self.broker_alive, cwd=REPO_ROOT)
         result = json.loads(stdout.strip().splitlines()[-1])
         result["command"] = " ".join(cmd)
         return result
@@ -511,6 +529,130 @@ class PipelineThroughput(Workload):
              "spark_startup_seconds": started["startup_seconds"], "command": " ".join(cmd),
              "micro_batches": stopped["totals"]["aggregates"]["batches"]}
         r.update(window)
+        return r
+
+
+# -- costs that grow with scale (issue 8: items 4, 10, 11) --------------------------------------------
+
+
+@register
+class FetchSmallBatches(Workload):
+    name = "fetch-small"
+    description = (
+        "Fetch of small batches: a topic of 100-byte records, one record per batch (librdkafka, "
+        "batch.num.messages=1, linger.ms=0; not timed), then a librdkafka consumer reads all of it from "
+        "the beginning. The broker's cost per batch returned dominates (MB/s of record values)."
+    )
+    order = 25
+
+    def cases(self, cfg: Config) -> list[Case]:
+        p = cfg.partitions[0]
+        return [Case(self, f"fetch-small-100B-p{p}-librdkafka", f"fetch one-record batches (100 B), {p} partition"
+                     f"{'s' if p > 1 else ''}, librdkafka", {"record_size": 100}, p, client="librdkafka")]
+
+    def metrics(self, case: Case) -> list[Metric]:
+        return [Metric("mb_per_sec", "throughput", "MB/s", "higher"), *THROUGHPUT_SECONDARY]
+
+    def available(self, case: Case, tools: bool) -> str | None:
+        return None
+
+    def run(self, ctx: Context, case: Case) -> dict[str, Any]:
+        size = case.params["record_size"]
+        records = ctx.sizes.records_for(ctx.sizes.fetch_small_bytes, size)
+        topic = ctx.new_topic("small", case.partitions or 1)
+        ctx.rdkafka("produce", ctx.bootstrap, topic, str(records), str(size), "--acks", "1", "--linger-ms", "0",
+                    "--batch-num-messages", "1")
+        ctx.session.sampler.open()
+        try:
+            r = ctx.rdkafka("consume", ctx.bootstrap, topic, str(records))
+        finally:
+            window = ctx.session.sampler.close().summary()
+        return _with_window(ctx, r, window, records * size)
+
+
+@register
+class RollLatency(Workload):
+    name = "roll-latency"
+    description = (
+        "Produce latency with small batches while segments roll: librdkafka sends 100-byte records, one "
+        "per batch (linger.ms=0, acks=1), at a fixed rate (the same for both brokers) into a topic with "
+        "segment.bytes=1 MiB, so its log rolls every second or so; send-to-acknowledgement percentiles of "
+        "every record. Work a broker does on its request path at a roll (fsync, snapshots) shows in p99."
+    )
+    order = 35
+
+    def cases(self, cfg: Config) -> list[Case]:
+        p = cfg.partitions[0]
+        return [Case(self, f"roll-latency-100B-p{p}-librdkafka", f"produce latency, one-record batches, 1 MiB "
+                     f"segments rolling, {p} partition{'s' if p > 1 else ''}, librdkafka",
+                     {"record_size": 100, "segment_bytes": MB}, p, client="librdkafka")]
+
+    def metrics(self, case: Case) -> list[Metric]:
+        return [
+            Metric("latency_p50_ms", "latency p50", "ms", "lower"),
+            Metric("latency_p99_ms", "latency p99", "ms", "lower"),
+            Metric("latency_p999_ms", "latency p99.9", "ms", "lower"),
+            Metric("latency_max_ms", "latency max", "ms", "lower", primary=False),
+            Metric("segments", "segments written", "segments", "higher", primary=False),
+            Metric("records_per_sec", "achieved rate", "records/s", "higher", primary=False),
+        ]
+
+    def available(self, case: Case, tools: bool) -> str | None:
+        return None
+
+    def run(self, ctx: Context, case: Case) -> dict[str, Any]:
+        size, rate = case.params["record_size"], ctx.sizes.roll_latency_rate
+        records = max(100, int(rate * ctx.sizes.roll_latency_seconds))
+        topic = ctx.new_topic("roll", case.partitions or 1, configs={"segment.bytes": str(case.params["segment_bytes"])})
+        ctx.session.sampler.open()
+        try:
+            r = ctx.rdkafka("latency", ctx.bootstrap, topic, str(records), str(size), "--rate", str(rate))
+        finally:
+            window = ctx.session.sampler.close().summary()
+        r.update(window)
+        r["segments"] = sum(1 for _ in ctx.session.broker.log_dirs.glob(f"{topic}-*/*.log"))
+        return r
+
+
+@register
+class MetadataAtScale(Workload):
+    name = "metadata"
+    description = (
+        "Metadata latency with many topics: 10,000 one-partition topics are created (500 per CreateTopics "
+        "request; not timed), then Metadata v12 for all topics is sent 50 times, one at a time, over a raw "
+        "socket; time from sending to the last byte of the response (not decoded). Runs last in its "
+        "broker session, which then holds all those topics."
+    )
+    order = 900
+
+    def cases(self, cfg: Config) -> list[Case]:
+        p = cfg.partitions[0]
+        n = cfg.sizes.metadata_topics
+        return [Case(self, f"metadata-all-topics-p{p}", f"Metadata (all topics) with {n:,} topics", {"topics": n}, p)]
+
+    def metrics(self, case: Case) -> list[Metric]:
+        return [
+            Metric("latency_p50_ms", "latency p50", "ms", "lower"),
+            Metric("latency_p99_ms", "latency p99", "ms", "lower"),
+            Metric("create_seconds", "creating the topics", "s", "lower", primary=False),
+            Metric("response_kb", "response size", "KB", "lower", primary=False),
+        ]
+
+    def available(self, case: Case, tools: bool) -> str | None:
+        return None
+
+    def run(self, ctx: Context, case: Case) -> dict[str, Any]:
+        n = case.params["topics"]
+        created = ctx.client("bench.wire_client", "create-topics", ctx.bootstrap, f"md{uuid.uuid4().hex[:6]}", str(n),
+                             timeout=ctx.sizes.setup_timeout)
+        ctx.session.sampler.open()
+        try:
+            r = ctx.client("bench.wire_client", "metadata", ctx.bootstrap, str(ctx.sizes.metadata_requests),
+                           "--min-topics", str(n))
+        finally:
+            window = ctx.session.sampler.close().summary()
+        r.update(window)
+        r["create_seconds"] = created["seconds"]
         return r
 
 
