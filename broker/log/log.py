@@ -9,7 +9,7 @@ Offsets the log tracks, as in Kafka:
 
 from __future__ import annotations
 
-import dataclasses
+import bisect
 import errno
 import logging
 import os
@@ -24,6 +24,10 @@ from broker.protocol import records
 from broker.protocol.records import BatchHeader
 
 log = logging.getLogger(__name__)
+
+
+def _base_offset(seg: Segment) -> int:
+    return seg.base_offset
 
 
 @dataclass(frozen=True)
@@ -196,7 +200,7 @@ class Log:
         for h in headers:
             records.rebase(buf, pos, next_offset)
             records.set_leader_epoch(buf, pos, leader_epoch)
-            assigned.append(dataclasses.replace(h, base_offset=next_offset, partition_leader_epoch=leader_epoch))
+            assigned.append(h.rebased(next_offset, leader_epoch))
             next_offset += h.last_offset_delta + 1
             pos += h.size
         self._maybe_roll(len(buf), next_offset)
@@ -276,10 +280,9 @@ class Log:
                 f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] of {self.topic}-{self.partition}")
         if offset >= upper_bound:
             return None
-        for i, seg in enumerate(self.segments):
-            nxt = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
-            if nxt is not None and offset >= nxt:
-                continue
+        first = bisect.bisect_right(self.segments, offset, key=_base_offset) - 1
+        for i in range(max(first, 0), len(self.segments)):
+            seg = self.segments[i]
             max_position = None
             if upper_bound < seg.next_offset:
                 found = seg.find_position(upper_bound)
@@ -287,6 +290,8 @@ class Log:
             region = seg.read(offset, max_bytes, max_position, min_one)
             if region is not None:
                 return region
+            if upper_bound <= seg.next_offset:
+                return None
         return None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:

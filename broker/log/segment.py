@@ -22,6 +22,9 @@ from broker.protocol.records import BatchHeader
 
 log = logging.getLogger(__name__)
 
+SCAN_BLOCK = 16384  # bytes read at a time when walking batch headers (a few index intervals)
+
+
 def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
@@ -139,15 +142,25 @@ class Segment:
         return h
 
     def iter_headers(self, position: int = 0):
-        while position < self.size:
-            h = self.read_header_at(position)
-            if h is None:
+        """(position, header) of each whole batch from `position` on. The file is read in blocks,
+        not one system call per batch: a scan over small batches costs one pread per block."""
+        end = self.size
+        while position < end:
+            buf = os.pread(self.fd, min(SCAN_BLOCK, end - position), position)
+            pos = 0
+            while pos + records.HEADER_SIZE <= len(buf):
+                h = records.read_header(buf, pos)
+                if h.batch_length < records.HEADER_SIZE - records.LOG_OVERHEAD or position + pos + h.size > end:
+                    return  # corrupt or torn: recovery deals with it
+                yield position + pos, h
+                pos += h.size
+            if pos == 0 and len(buf) < records.HEADER_SIZE:
                 return
-            yield position, h
-            position += h.size
+            position += pos
 
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset is >= `offset`."""
+        """Position and header of the first batch whose last offset is >= `offset`: the offset
+        index gives a position at most index.interval.bytes before it, the scan the rest."""
         start = self.offset_index.lookup(offset - self.base_offset)
         for position, h in self.iter_headers(start):
             if h.last_offset >= offset:
@@ -155,7 +168,11 @@ class Segment:
         return None
 
     def read(self, offset: int, max_bytes: int, max_position: int | None, min_one: bool) -> FileRegion | None:
-        """Whole batches from the one holding `offset`, up to `max_bytes` (at least one if `min_one`)."""
+        """The bytes from the batch holding `offset` on, up to `max_bytes`, as Kafka's
+        LogSegment.read sends them: one byte range, no walk over the batches it holds. Its last
+        batch may be cut short (clients drop a partial trailing batch); with `min_one` the first
+        batch is sent whole even if larger than `max_bytes`. `max_position` (a batch boundary:
+        where the high watermark's batch starts) bounds what is visible."""
         found = self.find_position(offset)
         if found is None:
             return None
@@ -163,16 +180,10 @@ class Segment:
         end_limit = self.size if max_position is None else min(self.size, max_position)
         if start >= end_limit:
             return None
-        end = start
-        for position, h in self.iter_headers(start):
-            if position + h.size > end_limit:
-                break
-            if position + h.size - start > max_bytes and not (min_one and position == start):
-                break
-            end = position + h.size
-        if end == start:
+        length = min(end_limit - start, max(max_bytes, first.size) if min_one else max_bytes)
+        if length <= 0:
             return None
-        return FileRegion(self.file, start, end - start)
+        return FileRegion(self.file, start, length)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after `start_offset` whose timestamp is

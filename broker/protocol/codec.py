@@ -133,7 +133,6 @@ def parse_header(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request
         pos += client_len
     elif client_len != -1:
         raise MalformedRequest("negative client id length")
-    header = RequestHeader(api_key, api_version, correlation_id, client_id, pos)
     bounds = supported.get(api_key)
     if bounds is None or not bounds[0] <= api_version <= bounds[1]:
         raise UnsupportedVersion(api_key, api_version)
@@ -145,8 +144,7 @@ def parse_header(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request
             pos += size
         if pos > len(frame):
             raise MalformedRequest("tagged fields run past the frame")
-        header = dataclasses.replace(header, size=pos)
-    return header
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
 def parse_body(frame: bytes, header: RequestHeader) -> Any:

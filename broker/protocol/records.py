@@ -58,6 +58,12 @@ class BatchHeader:
     base_sequence: int
     records_count: int
 
+    def rebased(self, base_offset: int, partition_leader_epoch: int) -> "BatchHeader":
+        """This header as written to the log (dataclasses.replace costs several times more)."""
+        return BatchHeader(base_offset, self.batch_length, partition_leader_epoch, self.magic, self.crc,
+                           self.attributes, self.last_offset_delta, self.base_timestamp, self.max_timestamp,
+                           self.producer_id, self.producer_epoch, self.base_sequence, self.records_count)
+
     @property
     def size(self) -> int:
         """Bytes this batch takes in a log, header included."""

@@ -54,7 +54,8 @@ class RequestDispatcher:
         handler = self.handlers[header.api_key]
         ctx = RequestContext(header, conn)
         started = time.perf_counter()
-        self.metrics.requests.labels(api).inc()
+        api_metrics = self.metrics.api(api)
+        api_metrics.requests.inc()
         try:
             result = await handler.handle(ctx, body)
             if result is None or isinstance(result, Response):
@@ -68,14 +69,14 @@ class RequestDispatcher:
             body_bytes = codec.encode_body(header.api_key, header.api_version, error)
         except Exception as e:
             # As Kafka's KafkaApis: log it and answer UNKNOWN_SERVER_ERROR in this API's shape.
-            self.metrics.request_errors.labels(api).inc()
+            api_metrics.errors.inc()
             log.exception("%s v%d from %s failed; answering UNKNOWN_SERVER_ERROR", api, header.api_version, conn.peer)
             error = handler.error_response(ctx, body, ErrorCode.unknown_server_error, f"{type(e).__name__}: {e}")
             if error is None:  # no response expected (acks=0): close so the client refreshes metadata
                 return Response([], close_after=True)
             body_bytes = codec.encode_body(header.api_key, header.api_version, error)
         finally:
-            self.metrics.request_latency.labels(api).observe(time.perf_counter() - started)
+            api_metrics.latency.observe(time.perf_counter() - started)
         return Response([codec.frame_response(header, body_bytes)])
 
     def _unsupported_api_versions(self, frame: bytes) -> Response:

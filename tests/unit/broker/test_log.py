@@ -43,7 +43,10 @@ def test_read_respects_max_bytes_but_returns_at_least_one_batch(tmp_path):
         append(log, [b"x" * 100])
     one = log.read(0, 10, upper_bound=log.high_watermark, min_one=True)
     assert one is not None and one.length == records.peek_size(os.pread(one.fd, 12, 0))
-    assert log.read(0, 10, upper_bound=log.high_watermark, min_one=False) is None
+    # without min_one, Kafka sends the first max_bytes (a partial batch the client drops)
+    part = log.read(0, 10, upper_bound=log.high_watermark, min_one=False)
+    assert (part.position, part.length) == (0, 10)
+    assert log.read(0, 0, upper_bound=log.high_watermark, min_one=False) is None
     # the high watermark bounds what is visible
     region = log.read(0, 1 << 20, upper_bound=2)
     assert [h.base_offset for _, h in records.iter_headers(os.pread(region.fd, region.length, region.position))] == [0, 1]
@@ -235,3 +238,31 @@ def test_clean_shutdown_trusts_the_active_segment_but_checks_its_tail(tmp_path, 
     log3 = Log.open(tmp_path / "t-0", "t", 0, LogConfig(), recovery_point=50, clean_shutdown=True)
     assert scans == [0] and log3.log_end_offset == 50
     assert append(log3, [b"after"]).base_offset == 50
+
+
+def test_fetch_sends_a_byte_range_without_reading_every_batch(tmp_path, monkeypatch):
+    """Issue 8, item 11: Kafka's LogSegment.read finds the start with the offset index and sends
+    the byte range up to the limit; it does not read the header of every batch it returns."""
+    log = Log.open(tmp_path / "t-0", "t", 0, LogConfig(index_interval_bytes=4096))
+    sizes = []
+    for i in range(3000):
+        sizes.append(len(make_batch([b"%05d" % i])))
+        append(log, [b"%05d" % i])
+    starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    calls = []
+    real_pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, pos: calls.append(n) or real_pread(fd, n, pos))
+    region = log.read(1000, 64 * 1024, upper_bound=log.high_watermark, min_one=True)
+    assert region.position == starts[1000]
+    assert region.length == 64 * 1024  # the last batch is cut at the limit, as Kafka sends it
+    assert len(calls) <= 2 and sum(calls) <= 2 * 16384, calls
+    data = real_pread(region.fd, region.length, region.position)
+    whole = [h.base_offset for _, h in records.iter_headers(data)]
+    assert whole[0] == 1000 and whole == list(range(1000, 1000 + len(whole)))
+    assert starts[1000 + len(whole)] - starts[1000] <= 64 * 1024 < starts[1001 + len(whole)] - starts[1000]
+    # the high watermark bounds the range at its batch's start
+    region = log.read(1000, 1 << 20, upper_bound=1010, min_one=True)
+    assert (region.position, region.length) == (starts[1000], starts[1010] - starts[1000])
+    # a read past the last index entry's interval still starts at the right batch
+    region = log.read(2999, 1 << 20, upper_bound=log.high_watermark)
+    assert (region.position, region.length) == (starts[2999], sizes[2999])
