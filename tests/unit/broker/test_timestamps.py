@@ -94,6 +94,11 @@ def test_sparse_index_survives_roll_close_and_reopen(tmp_path):
     for ts, off in expected.items():
         assert log2.offset_for_timestamp(ts) == (off, ts)
     assert log2.max_timestamp() == (399, 50_000 + 3 * 399)
+    log2.close()
+    # after a clean shutdown the active segment's indexes are trusted, not rebuilt
+    log3 = Log.open(tmp_path / "t-0", "t", 0, cfg, recovery_point=leo, high_watermark=leo, clean_shutdown=True)
+    assert [s.max_timestamp for s in log3.segments] == maxes
+    assert log3.offset_for_timestamp(50_000 + 3 * 399) == (399, 50_000 + 3 * 399)
 
 
 def test_truncation_recomputes_the_largest_timestamp(tmp_path):
