@@ -137,3 +137,25 @@ def test_bad_config_stops_startup_naming_the_key(tmp_path, override, named):
     assert proc.returncode == 2
     assert repr(named) in proc.stderr
     assert not (tmp_path / "meta.properties").exists()
+
+
+def test_all_topics_metadata_follows_every_change(broker):
+    """The encoded all-topics Metadata answer is reused while the metadata image is unchanged;
+    every create, grow and delete shows in the next answer, on every API version family."""
+    from tests.support import kafka_wire
+
+    def listed(conn) -> dict[str, int]:
+        return {t.name: len(t.partitions) for t in conn.metadata(None).topics}
+
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        before = listed(conn)
+        topic = kafka_wire.unique_topic("md-cache")
+        assert listed(conn) == before  # twice from the cache
+        assert int(conn.create_topic(topic, 2)) == 0
+        assert listed(conn)[topic] == 2
+        a = AdminClient({"bootstrap.servers": broker.bootstrap})
+        a.create_partitions([NewPartitions(topic, 5)])[topic].result(30)
+        assert listed(conn)[topic] == 5
+        assert topic in a.list_topics(timeout=10).topics  # librdkafka's own version of the request
+        a.delete_topics([topic])[topic].result(30)
+        assert topic not in listed(conn)

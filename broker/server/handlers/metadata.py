@@ -16,6 +16,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.assignment import NO_LEADER
 from broker.metadata.store import NO_TOPIC_ID
+from broker.network.response import Response
+from broker.protocol import codec
 from broker.server import cluster_view
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, RequestRefused
 from broker.server.topics import TopicError
@@ -26,7 +28,31 @@ class MetadataHandler(Handler):
     min_version = 0
     max_version = 12
 
+    def __init__(self, broker) -> None:
+        super().__init__(broker)
+        # The encoded answer to "all topics" per (version, listener), for one image: with many
+        # topics, building and encoding it is most of the request's cost, and it only changes
+        # with the image.
+        self._all_topics_image = None
+        self._all_topics: dict[tuple[int, str | None], bytes] = {}
+
     async def handle(self, ctx: RequestContext, request):
+        all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
+        if not all_topics:
+            return await self.answer(ctx, request)
+        image = self.broker.store.image
+        if image is not self._all_topics_image:
+            self._all_topics_image, self._all_topics = image, {}
+        key = (ctx.api_version, cluster_view.listener_of(ctx))
+        body = self._all_topics.get(key)
+        if body is None:
+            response = await self.answer(ctx, request)
+            if self.broker.store.image is not image:
+                return response  # changed meanwhile: answer, but do not cache
+            body = self._all_topics[key] = codec.encode_body(self.api_key, ctx.api_version, response)
+        return Response([codec.frame_response(ctx.header, body)])
+
+    async def answer(self, ctx: RequestContext, request):
         b = self.broker
         image = b.store.image
         listener = cluster_view.listener_of(ctx)
