@@ -46,6 +46,10 @@ def test_bench_smoke(tmp_path: Path) -> None:
         ("produce-100B-acks1-p1-librdkafka", "mb_per_sec"),
         ("consume-1KiB-p1-librdkafka", "mb_per_sec"),
         ("memory-p1", "rss_peak_mb"),
+        # issue 8's scale cases: small-batch fetch, produce latency while segments roll, Metadata
+        ("fetch-small-100B-p1-librdkafka", "mb_per_sec"),
+        ("roll-latency-100B-p1-librdkafka", "latency_p99_ms"),
+        ("metadata-all-topics-p1", "latency_p50_ms"),
     ]:
         v = rows[(case, metric)]["median"]["flotilla"]
         assert isinstance(v, (int, float)) and v > 0, (case, metric, v)
@@ -54,8 +58,14 @@ def test_bench_smoke(tmp_path: Path) -> None:
             assert r["median"]["flotilla"] >= 0, r
             if r["metric"] in ("mb_per_sec", "ready_seconds", "rss_peak_mb", "rss_idle_mb"):
                 assert r["median"]["flotilla"] > 0, r
+    roll = rows[("roll-latency-100B-p1-librdkafka", "segments")]["median"]["flotilla"]
+    assert roll >= 1, "the roll-latency case must have written segments"
     if "apache" in data["targets"]:
         assert rows[("start", "ready_seconds")]["ratio_flotilla_over_kafka"] > 0
+        for case, metric in [("fetch-small-100B-p1-librdkafka", "mb_per_sec"),
+                             ("roll-latency-100B-p1-librdkafka", "latency_p99_ms"),
+                             ("metadata-all-topics-p1", "latency_p50_ms")]:
+            assert rows[(case, metric)]["ratio_flotilla_over_kafka"] > 0, (case, metric)
 
     md = (out / "smoke.md").read_text()
     assert "| case | metric | Flotilla" in md
