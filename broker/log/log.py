@@ -9,6 +9,7 @@ Offsets the log tracks, as in Kafka:
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import errno
 import logging
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.cleaner import recover_interrupted_clean
+from broker.log.durable import STORAGE_IO
 from broker.log.producer_state import ProducerStateManager, SequenceCheck
 from broker.log.segment import FileRegion, Segment
 from broker.protocol import records
@@ -48,6 +50,11 @@ class LogConfig:
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
     max_compaction_lag_ms: int = 2**63 - 1  # max.compaction.lag.ms
     producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms (a broker key)
+
+
+def _run_all(jobs) -> None:
+    for job in jobs:
+        job()
 
 
 class LogError(Exception):
@@ -101,6 +108,11 @@ class Log:
         self.producer_state = ProducerStateManager(directory)
         self._unflushed_messages = 0
         self._first_unflushed_at: float | None = None
+        self._flush_lock = asyncio.Lock()  # one flush at a time; recovery point moves in order
+        self._background: set[asyncio.Task] = set()
+        # Called with the exception when a background flush or snapshot fails (the replica
+        # manager takes the log dir offline); logged only when unset.
+        self.on_background_failure = None
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
@@ -182,8 +194,10 @@ class Log:
         return sum(s.size for s in self.segments)
 
     # -- appending ---------------------------------------------------------------------------
-    def append(self, payload: bytes, headers: list[BatchHeader], leader_epoch: int = 0) -> AppendResult:
-        """Assign offsets to validated batches and write them; idempotence is checked first."""
+    def append(self, payload: bytes, headers: list[BatchHeader], leader_epoch: int = 0,
+               flush_if_due: bool = True) -> AppendResult:
+        """Assign offsets to validated batches and write them; idempotence is checked first.
+        With flush_if_due=False the caller flushes (flush_async) when flush_is_due() says so."""
         for h in headers:
             check = self.producer_state.check(h)
             if check.outcome == SequenceCheck.DUPLICATE:
@@ -214,7 +228,8 @@ class Log:
         if self._first_unflushed_at is None:
             self._first_unflushed_at = time.monotonic()
         try:
-            self.maybe_flush()
+            if flush_if_due:
+                self.maybe_flush()
         except OSError as e:
             raise StorageError(f"{self.topic}-{self.partition}: flush failed: {os.strerror(e.errno or errno.EIO)}") from e
         return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset)
@@ -230,6 +245,9 @@ class Log:
             self.roll()
 
     def roll(self) -> None:
+        """Start a new active segment at the log end. The old segment's fsync and the producer
+        snapshot are written in the storage threads when an event loop runs (Kafka schedules
+        the same flush asynchronously); without one (tools, tests) they are done here."""
         base = self.log_end_offset
         try:
             new = Segment(self.directory, base, self.config.index_interval_bytes)
@@ -237,35 +255,83 @@ class Log:
             raise StorageError(f"{self.topic}-{self.partition}: cannot roll segment: {e.strerror}") from e
         try:
             self.active.seal()
-            self.flush()
         except OSError as e:
             new.delete()
             raise StorageError(f"{self.topic}-{self.partition}: cannot roll segment: {e.strerror}") from e
-        self.segments.append(new)
         try:
-            self.producer_state.take_snapshot(base)
-        except OSError as e:
-            log.warning("%s-%d: producer snapshot failed: %s", self.topic, self.partition, e)
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            try:
+                self.flush()
+            except OSError as e:
+                new.delete()
+                raise StorageError(f"{self.topic}-{self.partition}: cannot roll segment: {e.strerror}") from e
+            self.segments.append(new)
+            try:
+                self.producer_state.take_snapshot(base)
+            except OSError as e:
+                log.warning("%s-%d: producer snapshot failed: %s", self.topic, self.partition, e)
+            return
+        self.segments.append(new)
+        snapshot = self.producer_state.snapshot_bytes(base)
+        task = loop.create_task(self._after_roll(base, snapshot), name=f"roll-{self.topic}-{self.partition}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
-    def maybe_flush(self) -> None:
-        """fsync if flush.messages or flush.ms say it is due."""
+    async def _after_roll(self, base: int, snapshot: bytes) -> None:
+        try:
+            await self.flush_async(upto=base)
+            await asyncio.get_running_loop().run_in_executor(
+                STORAGE_IO, self.producer_state.write_snapshot, base, snapshot)
+        except OSError as e:
+            if self.on_background_failure is not None:
+                self.on_background_failure(e)
+            else:
+                log.error("%s-%d: flush after roll failed: %s", self.topic, self.partition, e)
+
+    def flush_is_due(self) -> bool:
+        """flush.messages or flush.ms say the unflushed data must be fsynced now."""
         due_count = self._unflushed_messages >= self.config.flush_messages
         due_time = (
             self.config.flush_ms is not None
             and self._first_unflushed_at is not None
             and (time.monotonic() - self._first_unflushed_at) * 1000 >= self.config.flush_ms
         )
-        if due_count or due_time:
+        return due_count or due_time
+
+    def maybe_flush(self) -> None:
+        """fsync here if flush.messages or flush.ms say it is due."""
+        if self.flush_is_due():
             self.flush()
 
     def flush(self) -> None:
-        """fsync everything written so far and move the recovery point up to the log end."""
+        """fsync everything written so far and move the recovery point up to the log end
+        (blocking: for shutdown and tools; a serving broker uses flush_async)."""
         for seg in self.segments:
             if seg.next_offset > self.recovery_point:  # holds data not yet known to be on disk
                 seg.flush()
         self.recovery_point = self.log_end_offset
         self._unflushed_messages = 0
         self._first_unflushed_at = None
+
+    async def flush_async(self, upto: int | None = None) -> None:
+        """fsync, in the storage threads, every segment holding data below `upto` (default: the
+        log end) past the recovery point; the recovery point moves once that is on disk. The
+        event loop goes on serving meanwhile; an acknowledgement that needs the data durable
+        awaits this. Raises OSError if the disk refused."""
+        async with self._flush_lock:
+            target = self.log_end_offset if upto is None else upto
+            if target <= self.recovery_point:
+                return
+            if target == self.log_end_offset:
+                self._unflushed_messages = 0
+                self._first_unflushed_at = None
+            jobs = [seg.flush_job() for seg in self.segments
+                    if seg.next_offset > self.recovery_point and seg.base_offset < target]
+            await asyncio.get_running_loop().run_in_executor(STORAGE_IO, _run_all, jobs)
+            self.recovery_point = max(self.recovery_point, target)
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget idempotent producers idle past producer.id.expiration.ms (see ProducerStateManager)."""

@@ -144,6 +144,10 @@ class ProducerStateManager:
         return sorted(out)
 
     def take_snapshot(self, offset: int, keep: int = 2) -> None:
+        self.write_snapshot(offset, self.snapshot_bytes(offset), keep)
+
+    def snapshot_bytes(self, offset: int) -> bytes:
+        """The snapshot file's content for the state as it is now (CRC32C, then JSON)."""
         doc = {
             "offset": offset,
             "producers": [
@@ -153,8 +157,11 @@ class ProducerStateManager:
             ],
         }
         body = json.dumps(doc, separators=(",", ":")).encode()
-        path = self.directory / f"{offset:020d}.snapshot"
-        write_atomically(path, crc32c.crc32c(body).to_bytes(4, "big") + body)
+        return crc32c.crc32c(body).to_bytes(4, "big") + body
+
+    def write_snapshot(self, offset: int, data: bytes, keep: int = 2) -> None:
+        """Write a snapshot taken with snapshot_bytes (may run in a storage thread)."""
+        write_atomically(self.directory / f"{offset:020d}.snapshot", data)
         for _, old in self.snapshot_files()[:-keep]:
             old.unlink(missing_ok=True)
 

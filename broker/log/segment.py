@@ -16,6 +16,7 @@ from pathlib import Path
 
 import crc32c
 
+from broker.log.durable import fsync_data, fsync_path
 from broker.log.index import OffsetIndex, TimeIndex
 from broker.protocol import batch_records, records
 from broker.protocol.records import BatchHeader
@@ -127,9 +128,23 @@ class Segment:
         self._index_max_timestamp()
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        fsync_data(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+
+    def flush_job(self):
+        """A callable that fsyncs this segment from another thread: it holds its own reference
+        to the log file (see SegmentFile) and reaches the indexes by name, so a segment deleted
+        or closed meanwhile is harmless."""
+        file, indexes = self.file, (self.offset_index.path, self.time_index.path)
+
+        def job() -> None:
+            if file is not None:
+                fsync_data(file.fd)
+            for path in indexes:
+                fsync_path(path)
+
+        return job
 
     # -- reading -----------------------------------------------------------------------------
     def read_header_at(self, position: int) -> BatchHeader | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from kio.schema.errors import ErrorCode
 from broker.config import BrokerConfig
 from broker.controller.assignment import NO_LEADER
 from broker.log import checkpoints
-from broker.log.durable import fsync_directory
+from broker.log.durable import STORAGE_IO, fsync_directory
 from broker.log.log import AppendResult, Log, LogConfig, LogDirOffline, LogError, StorageError
 from broker.log.cleaner import LogCleaner
 from broker.log.segment import FileRegion
@@ -103,6 +104,9 @@ class ReplicaManager:
         self._placed: dict[Path, int] | None = None  # partition directories per log dir
         self.cleaner = LogCleaner(self.log_dirs, lambda: {tp: p.log for tp, p in self.partitions.items()},
                                   backoff_ms=config["log.cleaner.backoff.ms"])
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_seq = 0
+        self._checkpoint_written = 0
 
     # -- start-up ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -170,6 +174,8 @@ class ReplicaManager:
                         recovery_point=recovery_point, log_start_offset=log_start, high_watermark=high_watermark,
                         clean_shutdown=directory.parent in self._clean_dirs)
         partition_metadata.write(directory, topic.topic_id)
+        log_.on_background_failure = lambda e, d=directory.parent, name=f"{topic.name}-{p}": self.mark_offline(
+            d, f"background flush of {name} failed: {e}")
         # A single replica: everything in the log is committed.
         log_.high_watermark = log_.log_end_offset
         part = Partition(topic.name, p, topic.topic_id, log_, leader_epoch)
@@ -283,6 +289,28 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete((part.topic, part.index))
         return result
 
+    async def append_async(self, part: Partition, payload: bytes, headers: list[BatchHeader]) -> AppendResult:
+        """Append for a Produce: the write happens now, and if the flush policy (flush.messages,
+        flush.ms) says the data must be on disk, the answer waits for an fsync that runs in the
+        storage threads, so the event loop serves everyone else meanwhile."""
+        d = part.log.directory.parent
+        if d in self.offline_dirs:
+            raise LogDirOffline(f"{part.topic}-{part.index}: log directory {d} is offline ({self.offline_dirs[d]})")
+        try:
+            result = part.log.append(payload, headers, leader_epoch=part.leader_epoch, flush_if_due=False)
+            if part.log.flush_is_due():
+                await part.log.flush_async()
+        except OSError as e:
+            err = StorageError(f"{part.topic}-{part.index}: flush failed: {e.strerror or e}")
+            self.mark_offline(d, str(err))
+            raise err from e
+        except StorageError as e:
+            self.mark_offline(d, str(e))
+            raise
+        part.log.high_watermark = max(part.log.high_watermark, part.log.log_end_offset)
+        self.fetch_purgatory.check_and_complete((part.topic, part.index))
+        return result
+
     def read(self, part: Partition, offset: int, max_bytes: int, min_one: bool) -> FileRegion | None:
         return part.log.read(offset, max_bytes, upper_bound=part.log.high_watermark, min_one=min_one)
 
@@ -309,7 +337,12 @@ class ReplicaManager:
                 self.mark_offline(d, f"{what} of {part.topic}-{part.index} failed: {e}")
         return total
 
-    def write_checkpoints(self) -> None:
+    def _checkpoint_job(self):
+        """Collect every partition's offsets now (on the event loop) and return a callable that
+        writes them, one set of three files per online log dir, from any thread. Writes are
+        serialised and a job older than one already written is dropped, so files never go back."""
+        self._checkpoint_seq += 1
+        seq = self._checkpoint_seq
         by_dir: dict[Path, dict[str, dict[TopicPartition, int]]] = {d: {} for d in self.log_dirs}
         for tp, part in self.partitions.items():
             d = part.log.directory.parent
@@ -327,15 +360,37 @@ class ReplicaManager:
             marks.setdefault(checkpoints.RECOVERY_POINT, {})[tp] = recovery_point
             marks.setdefault(checkpoints.LOG_START_OFFSET, {})[tp] = log_start
             marks.setdefault(checkpoints.HIGH_WATERMARK, {})[tp] = high_watermark
-        for d, marks in by_dir.items():
-            if d in self.offline_dirs:
-                continue
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-                for name in (checkpoints.RECOVERY_POINT, checkpoints.LOG_START_OFFSET, checkpoints.HIGH_WATERMARK):
-                    checkpoints.write_checkpoint(d / name, marks.get(name, {}))
-            except OSError as e:
-                self.mark_offline(d, f"writing checkpoints failed: {e}")
+        by_dir = {d: marks for d, marks in by_dir.items() if d not in self.offline_dirs}
+
+        def job() -> list[tuple[Path, OSError]]:
+            failures = []
+            with self._checkpoint_lock:
+                if seq < self._checkpoint_written:
+                    return failures
+                self._checkpoint_written = seq
+                for d, marks in by_dir.items():
+                    try:
+                        d.mkdir(parents=True, exist_ok=True)
+                        for name in (checkpoints.RECOVERY_POINT, checkpoints.LOG_START_OFFSET, checkpoints.HIGH_WATERMARK):
+                            checkpoints.write_checkpoint(d / name, marks.get(name, {}))
+                    except OSError as e:
+                        failures.append((d, e))
+            return failures
+
+        return job
+
+    def _checkpoints_failed(self, failures: list[tuple[Path, OSError]]) -> None:
+        for d, e in failures:
+            self.mark_offline(d, f"writing checkpoints failed: {e}")
+
+    def write_checkpoints(self) -> None:
+        """Write the checkpoint files here (start-up, shutdown, topic changes)."""
+        self._checkpoints_failed(self._checkpoint_job()())
+
+    async def write_checkpoints_async(self) -> None:
+        """Write the checkpoint files in the storage threads (the periodic checkpoint)."""
+        job = self._checkpoint_job()
+        self._checkpoints_failed(await asyncio.get_running_loop().run_in_executor(STORAGE_IO, job))
 
     def enforce_retention(self) -> int:
         return self._each_online_partition(
@@ -347,8 +402,16 @@ class ReplicaManager:
         now_ms = int(time.time() * 1000)
         return self._each_online_partition("producer expiration", lambda part: part.log.remove_expired_producers(now_ms))
 
-    def flush_due(self) -> None:
-        self._each_online_partition("a time-based flush", lambda part: part.log.maybe_flush())
+    async def flush_due(self) -> None:
+        """Time-based flushes (flush.ms), in the storage threads."""
+        due = [p for p in self.partitions.values()
+               if p.log.directory.parent not in self.offline_dirs and p.log.flush_is_due()]
+        results = await asyncio.gather(*(p.log.flush_async() for p in due), return_exceptions=True)
+        for part, r in zip(due, results):
+            if isinstance(r, OSError):
+                self.mark_offline(part.log.directory.parent, f"a time-based flush of {part.topic}-{part.index} failed: {r}")
+            elif isinstance(r, BaseException):
+                raise r
 
     def _log_failure(self, step: str) -> None:
         """Log an unexpected exception of a background step, with its traceback at most once a minute."""
@@ -371,12 +434,14 @@ class ReplicaManager:
                 ("time-based flush", 0.0, self.flush_due),
                 ("retention", retention_every, self._retention_step),
                 ("producer expiration", expire_every, self._expiry_step),
-                ("checkpoint", CHECKPOINT_INTERVAL_S, self.write_checkpoints),
+                ("checkpoint", CHECKPOINT_INTERVAL_S, self.write_checkpoints_async),
             ):
                 if time.monotonic() < due.get(step, 0.0):
                     continue
                 try:
-                    job()
+                    done = job()
+                    if asyncio.iscoroutine(done):
+                        await done
                 except Exception:
                     self._log_failure(step)
                 if every:

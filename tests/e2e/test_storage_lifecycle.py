@@ -6,6 +6,7 @@ Real broker processes, real sockets; record bytes are checked by CRC and content
 from __future__ import annotations
 
 import datetime
+import select
 import socket
 import struct
 import time
@@ -15,7 +16,7 @@ import crc32c
 import pytest
 from kio.schema.delete_topics.v4.request import DeleteTopicsRequest
 from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
-from kio.static.primitive import i8, i32, i64
+from kio.static.primitive import i8, i16, i32, i64
 
 from tests.support import kafka_wire
 from tests.support.broker_process import ServerProcess
@@ -178,3 +179,76 @@ def test_retention_deleting_a_segment_under_a_slow_fetch_never_sends_another_fil
         finally:
             slow.close()
     assert check_batches(record_set(frame), b"A") > 5
+
+
+# -- fsync off the event loop ---------------------------------------------------------------------
+
+
+def produce_request(topic: str, records: bytes, acks: int = 1):
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+    return ProduceRequest(
+        transactional_id=None, acks=i16(acks), timeout=datetime.timedelta(seconds=30),
+        topic_data=(TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=i32(0), records=records),)),))
+
+
+def answered(conn: kafka_wire.KafkaConnection) -> bool:
+    """Has the broker sent anything on this connection (without reading it)?"""
+    return bool(select.select([conn.sock], [], [], 0)[0])
+
+
+def fsync_running(flags: Path) -> bool:
+    return any(flags.iterdir())
+
+
+@pytest.fixture
+def slow_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Brokers started from here make every segment fsync take 3 s, with a file in the returned
+    directory while one runs (FLOTILLA_TEST_SLOW_FSYNC, a test hook in broker/log/durable.py)."""
+    flags = tmp_path / "fsync-in-progress"
+    flags.mkdir()
+    monkeypatch.setenv("FLOTILLA_TEST_SLOW_FSYNC", f"{flags}:3")
+    return flags
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.flotilla_only("a Flotilla test hook slows fsync down")
+def test_flush_before_ack_runs_off_the_event_loop(broker_factory, slow_fsync: Path) -> None:
+    """flush.messages=1: every Produce is acknowledged only once its data is fsynced, and while
+    that fsync runs the broker answers other connections."""
+    from kio.schema.produce.v9.response import ProduceResponse
+
+    b = broker_factory({"log.flush.interval.messages": "1"})
+    topic = kafka_wire.unique_topic("fsync-ack")
+    with kafka_wire.connect(b.bootstrap) as producer, kafka_wire.connect(b.bootstrap) as other:
+        assert int(producer.create_topic(topic, 1)) == 0
+        cid = producer.send(produce_request(topic, kafka_wire.build_batch([(b"k", b"durable")])))
+        wait_until(lambda: fsync_running(slow_fsync), 20, "the Produce's fsync to start")
+        assert int(other.api_versions().error_code) == 0
+        assert fsync_running(slow_fsync), "ApiVersions was answered only after the fsync: it ran on the event loop"
+        assert not answered(producer), "the Produce was acknowledged before its data was fsynced"
+        resp = producer.receive(ProduceResponse, cid)
+        assert int(resp.responses[0].partition_responses[0].error_code) == 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.flotilla_only("a Flotilla test hook slows fsync down")
+def test_segment_roll_flushes_off_the_event_loop(broker_factory, slow_fsync: Path) -> None:
+    """A roll fsyncs the old segment (and writes a producer snapshot) in the background: the
+    Produce that rolled is answered, and so are other connections, while that fsync runs."""
+    from kio.schema.produce.v9.response import ProduceResponse
+
+    b = broker_factory()
+    topic = kafka_wire.unique_topic("fsync-roll")
+    value = b"r" * 60_000
+    with kafka_wire.connect(b.bootstrap) as producer, kafka_wire.connect(b.bootstrap) as other:
+        assert int(producer.create_topic(topic, 1, configs={"segment.bytes": "100000"})) == 0
+        assert int(producer.produce(topic, 0, kafka_wire.build_batch([(b"k", value)]), acks=1).error_code) == 0
+        assert not fsync_running(slow_fsync)
+        cid = producer.send(produce_request(topic, kafka_wire.build_batch([(b"k", value)])))  # rolls
+        wait_until(lambda: fsync_running(slow_fsync), 20, "the rolled segment's fsync to start")
+        assert int(other.api_versions().error_code) == 0
+        resp = producer.receive(ProduceResponse, cid)
+        assert int(resp.responses[0].partition_responses[0].error_code) == 0
+        assert fsync_running(slow_fsync), "answers waited for the roll's fsync: it ran on the event loop"
+    assert len(list((Path(b.log_dirs) / f"{topic}-0").glob("*.log"))) == 2

@@ -43,7 +43,7 @@ class ProduceHandler(Handler):
                 if acks not in (0, 1, -1):
                     code, base, start, msg = ErrorCode.invalid_required_acks, -1, -1, f"acks={acks} is not 0, 1 or -1"
                 else:
-                    code, base, start, msg = self._append(ctx, record, name, pd.index, pd.records, request, leaders)
+                    code, base, start, msg = await self._append(ctx, record, name, pd.index, pd.records, request, leaders)
                     if code == ErrorCode.not_leader_or_follower and ctx.has("LeaderIdAndEpoch"):
                         hints[(name, pd.index)] = leaders.current_leader(name, pd.index)
                 parts_out.append(PartitionResult(pd.index, code, base, start, msg))
@@ -84,7 +84,7 @@ class ProduceHandler(Handler):
             for p in t.partition_data)) for t in request.topic_data)
         return ctx.build("ProduceResponse", responses=topics, throttle_time=NO_THROTTLE)
 
-    def _append(self, ctx, record, name, index, payload, request, leaders):
+    async def _append(self, ctx, record, name, index, payload, request, leaders):
         b = self.broker
         if record is None:
             return ErrorCode.unknown_topic_or_partition, -1, -1, f"unknown topic {name!r}"
@@ -106,7 +106,7 @@ class ProduceHandler(Handler):
         if any(h.is_transactional for h in headers) or request.transactional_id is not None:
             return ErrorCode.invalid_request, -1, -1, "transactions are not supported yet"
         try:
-            result = b.replicas.append(part, payload, headers)
+            result = await b.replicas.append_async(part, payload, headers)
         except DuplicateSequence as e:
             return ErrorCode.none, e.base_offset, part.log.log_start_offset, None
         except OutOfOrderSequence as e:
