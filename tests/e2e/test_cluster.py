@@ -254,3 +254,29 @@ def test_api_server_outage_keeps_data_flowing_and_refuses_metadata_changes(clust
     assert cluster.wait_leaders(topic, 3) == leaders
     with kafka_wire.connect(cluster.broker(leaders[0]).bootstrap) as conn:
         assert conn.list_offsets(topic, 0) == 1
+
+
+@pytest.mark.timeout(180)
+def test_grow_and_delete_through_any_broker(cluster):
+    """CreatePartitions and DeleteTopics sent to brokers that lead nothing of the topic: the
+    controller places the new partitions, every leader removes its partitions' data."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    topic = create_topic(cluster.brokers[0], 3)
+    leaders = cluster.wait_leaders(topic, 3)
+    admin1 = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    admin1.create_partitions([NewPartitions(topic, 9)])[topic].result(30)
+    grown = cluster.wait_leaders(topic, 9)
+    assert {p: grown[p] for p in leaders} == leaders  # existing partitions keep their leaders
+    assert set(grown.values()) == {1, 2, 3}
+    for p, leader in grown.items():
+        assert (cluster.broker(leader).data_dir / f"{topic}-{p}").is_dir()
+    admin2 = AdminClient({"bootstrap.servers": cluster.brokers[2].bootstrap})
+    admin2.delete_topics([topic])[topic].result(30)
+    for b in cluster.brokers:
+        wait_for(f"{topic} gone from broker {b.node_id}",
+                 lambda: int(cluster.metadata(b, [topic]).topics[0].error_code)
+                 == int(ErrorCode.unknown_topic_or_partition), timeout=15)
+    for p, leader in grown.items():
+        wait_for(f"{topic}-{p} removed from broker {leader}'s disk",
+                 lambda: not (cluster.broker(leader).data_dir / f"{topic}-{p}").exists(), timeout=15)
