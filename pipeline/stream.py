@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -134,8 +135,12 @@ def run(s: StreamSettings, emit: Callable[[dict], None], stop: threading.Event |
                         idle_since[q.name] = now
                     emit({"event": "progress", **summary})
                     consumed.update(q.name, summary["end_offsets"])
-            if committer is not None and committer.commit(consumed.safe()):
-                emit({"event": "consumed", "group": committer.group, "offsets": committer.committed})
+            if committer is not None:
+                try:
+                    if committer.commit(consumed.safe()):
+                        emit({"event": "consumed", "group": committer.group, "offsets": committer.committed})
+                except Exception as e:  # the group only feeds purging: retry at the next report
+                    emit({"event": "warning", "message": f"committing consumed offsets to {committer.group}: {e}"})
             if s.stop_when_idle and all(
                 t is not None and time.monotonic() - t >= s.stop_when_idle for t in idle_since.values()
             ):
@@ -182,6 +187,8 @@ def printer(as_json: bool) -> Callable[[dict], None]:
             print(progress_fmt.line(event), flush=True)
         elif event["event"] == "consumed":
             pass  # in --json output only: one line per commit would drown the progress lines
+        elif event["event"] == "warning":
+            print(f"warning: {event['message']}", file=sys.stderr, flush=True)
         elif event["event"] == "started":
             print(f"started queries {', '.join(event['queries'])} (checkpoint {event['checkpoint']},"
                   f" Spark up in {event['startup_seconds']}s); Ctrl-C stops", flush=True)
