@@ -18,7 +18,7 @@ from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 class OffsetCommitHandler(Handler):
     api_key = 8
     min_version = 2
-    max_version = 10
+    max_version = 9  # Apache Kafka 4.1 advertises v9; v10 (topic ids) is untested by any reference client
 
     async def handle(self, ctx: RequestContext, request):
         by_id = ctx.api_version >= 10

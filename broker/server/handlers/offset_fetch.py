@@ -14,7 +14,7 @@ from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 class OffsetFetchHandler(Handler):
     api_key = 9
     min_version = 1
-    max_version = 10
+    max_version = 9  # Apache Kafka 4.1 advertises v9; v10 (topic ids) is untested by any reference client
 
     async def handle(self, ctx: RequestContext, request):
         v = ctx.api_version

@@ -1,0 +1,23 @@
+"""The broker advertises no version above what Apache Kafka 4.1 advertises: a version newer than
+every reference broker cannot have been tested against any client (issue 8, item 9)."""
+
+from broker.protocol import codec
+from broker.server.handlers import all_handlers
+
+# ApiVersions of Apache Kafka 4.1.0 (single KRaft node, as tests/support/apache_kafka.py runs it),
+# recorded 2026-11-23 for the APIs Flotilla serves: api key -> highest version.
+KAFKA_4_1_MAX = {
+    0: 13, 1: 18, 2: 10, 3: 13, 8: 9, 9: 9, 10: 6, 11: 9, 12: 4, 13: 5, 14: 5, 15: 6, 16: 5, 18: 4,
+    19: 7, 20: 6, 22: 5, 32: 4, 37: 3, 42: 2, 60: 2,
+}
+
+
+def test_no_api_is_advertised_above_kafka_4_1():
+    over = {}
+    for h in all_handlers():
+        lo, hi = codec.kio_versions(h.api_key)
+        served_max = min(hi, h.max_version)
+        assert h.api_key in KAFKA_4_1_MAX, f"{codec.api_name(h.api_key)}: check what Kafka 4.1 advertises first"
+        if served_max > KAFKA_4_1_MAX[h.api_key]:
+            over[codec.api_name(h.api_key)] = (served_max, KAFKA_4_1_MAX[h.api_key])
+    assert not over, f"advertised above Apache Kafka 4.1 (ours, Kafka's): {over}"
