@@ -2,7 +2,8 @@
 
 The first request creates `__consumer_offsets` (as Kafka does, so that its partitions spread over
 the brokers alive by then) and answers COORDINATOR_NOT_AVAILABLE until the controller has given
-the group's partition a leader; clients retry. Transactions come later.
+the group's partition a leader; clients retry. Transaction coordinators come later: until then
+key type 1 gets TRANSACTIONS_REFUSED (fatal in clients, with a message).
 v0-v3 ask for one key, v4+ for a batch (`coordinator_keys`, KIP-699).
 """
 
@@ -14,7 +15,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group.offsets_log import TOPIC
 from broker.server import cluster_view
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.server.handlers.base import (NO_THROTTLE, TRANSACTIONS_REFUSED, TRANSACTIONS_REFUSED_MESSAGE, Handler,
+                                         RequestContext)
 from broker.server.topics import TopicError
 
 log = logging.getLogger(__name__)
@@ -35,7 +37,7 @@ class FindCoordinatorHandler(Handler):
 
     async def _answer(self, ctx: RequestContext, key_type: int, key: str) -> dict:
         if key_type == KEY_TYPE_TRANSACTION:
-            return _none(ErrorCode.coordinator_not_available, "no transaction coordinator on this broker yet")
+            return _none(TRANSACTIONS_REFUSED, TRANSACTIONS_REFUSED_MESSAGE)
         if key_type != KEY_TYPE_GROUP:
             return _none(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
         b = self.broker

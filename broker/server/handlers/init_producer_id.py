@@ -1,7 +1,7 @@
 """InitProducerId (key 22) for idempotent producers: a fresh producer id, epoch 0.
 
 With a transactional id this becomes the transaction coordinator's job (KIP-98, a later issue);
-until then such requests get a non-retriable error saying so.
+until then such requests get TRANSACTIONS_REFUSED, as FindCoordinator and Produce do.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.server.handlers.base import NO_THROTTLE, TRANSACTIONS_REFUSED, Handler, RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ class InitProducerIdHandler(Handler):
             log.warning("client %s asked for transactional id %r: transactions are not supported yet",
                         ctx.client_id, request.transactional_id)
             return ctx.build("InitProducerIdResponse", throttle_time=NO_THROTTLE,
-                             error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1,
+                             error_code=TRANSACTIONS_REFUSED, producer_id=-1,
                              producer_epoch=-1)
         pid = self.broker.producer_ids.next_id()
         return ctx.build("InitProducerIdResponse", throttle_time=NO_THROTTLE, error_code=ErrorCode.none,

@@ -18,7 +18,8 @@ from broker.log.log import DuplicateSequence, LogDirOffline, OutOfOrderSequence,
 from broker.network.response import Response
 from broker.protocol import produce_response, records
 from broker.protocol.produce_response import PartitionResult
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.server.handlers.base import (NO_THROTTLE, TRANSACTIONS_REFUSED, TRANSACTIONS_REFUSED_MESSAGE, Handler,
+                                         RequestContext)
 from broker.server.new_leaders import NewLeaders
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ class ProduceHandler(Handler):
         except records.InvalidRecordError as e:
             return ErrorCode.invalid_record, -1, -1, str(e)
         if any(h.is_transactional for h in headers) or request.transactional_id is not None:
-            return ErrorCode.invalid_request, -1, -1, "transactions are not supported yet"
+            return TRANSACTIONS_REFUSED, -1, -1, TRANSACTIONS_REFUSED_MESSAGE
         try:
             result = await b.replicas.append_async(part, payload, headers)
         except DuplicateSequence as e:
