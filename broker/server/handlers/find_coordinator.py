@@ -78,5 +78,12 @@ class FindCoordinatorHandler(Handler):
             coordinators.append(ctx.build("Coordinator", key=key, **await self._answer(ctx, request.key_type, key)))
         return ctx.build("FindCoordinatorResponse", throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
 
+    def error_response(self, ctx: RequestContext, request, code: ErrorCode, message: str):
+        """v4+ carries errors per key: every requested key gets `code`."""
+        if ctx.api_version < 4:
+            return super().error_response(ctx, request, code, message)
+        return ctx.build("FindCoordinatorResponse", throttle_time=NO_THROTTLE, coordinators=tuple(
+            ctx.build("Coordinator", key=key, **_none(code, message)) for key in request.coordinator_keys))
+
 
 HANDLER = FindCoordinatorHandler

@@ -1,0 +1,84 @@
+"""RequestDispatcher: a handler that raises answers UNKNOWN_SERVER_ERROR in its API's response
+shape (Kafka's getErrorResponse) instead of closing the connection (issue 8, item 9)."""
+
+import asyncio
+import datetime
+import struct
+
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v3.response import FindCoordinatorResponse as FindCoordinatorResponseV3
+from kio.schema.find_coordinator.v6.response import FindCoordinatorResponse
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.produce.v9.response import ProduceResponse
+from kio.static.primitive import i16, i32
+
+from broker.network.response import Response
+from broker.server.apis import RequestDispatcher
+from broker.server.handlers.base import Handler
+from broker.server.handlers.find_coordinator import FindCoordinatorHandler
+from broker.server.handlers.produce import ProduceHandler
+from broker.server.metrics import BrokerMetrics
+from tests.support import kafka_wire
+
+
+class FakeConnection:  # only what the dispatcher reads
+    peer = "127.0.0.1:1"
+    id = 1
+    listener_name = "PLAINTEXT"
+
+
+def failing(handler_cls: type[Handler]) -> Handler:
+    class Failing(handler_cls):
+        async def handle(self, ctx, request):
+            raise RuntimeError("boom")
+    return Failing(broker=None)
+
+
+def dispatch(handler: Handler, frame: bytes) -> Response:
+    metrics = BrokerMetrics()
+    return asyncio.run(RequestDispatcher([handler], metrics).dispatch(FakeConnection(), frame)), metrics
+
+
+def header(api_key: int, version: int, flexible: bool, correlation_id: int = 7) -> bytes:
+    head = struct.pack(">hhih", api_key, version, correlation_id, 1) + b"t"
+    return head + b"\x00" if flexible else head
+
+
+def produce_frame(acks: int) -> bytes:
+    req = ProduceRequest(transactional_id=None, acks=i16(acks), timeout=datetime.timedelta(seconds=1), topic_data=(
+        TopicProduceData(name="a", partition_data=(PartitionProduceData(index=i32(0), records=b""),
+                                                   PartitionProduceData(index=i32(3), records=b""))),))
+    return header(0, 9, True) + kafka_wire.encode(req)
+
+
+def test_failed_produce_answers_every_partition_with_unknown_server_error():
+    response, metrics = dispatch(failing(ProduceHandler), produce_frame(acks=-1))
+    assert not response.close_after
+    (frame,) = response.chunks
+    (size, corr) = struct.unpack_from(">ii", frame)
+    assert (size, corr) == (len(frame) - 4, 7)
+    body, end = kafka_wire.decode(ProduceResponse, frame, 4 + 4 + 1)  # size, correlation id, tagged fields
+    assert end == len(frame)
+    parts = [(t.name, int(p.index), p.error_code) for t in body.responses for p in t.partition_responses]
+    assert parts == [("a", 0, ErrorCode.unknown_server_error), ("a", 3, ErrorCode.unknown_server_error)]
+    assert "boom" in body.responses[0].partition_responses[0].error_message
+    assert metrics.request_errors.labels("produce")._value.get() == 1
+
+
+def test_failed_acks_0_produce_closes_the_connection():
+    response, _ = dispatch(failing(ProduceHandler), produce_frame(acks=0))
+    assert response.close_after and response.chunks == []
+
+
+def test_failed_find_coordinator_answers_per_key_or_at_the_top():
+    frame = header(10, 6, True) + b"\x00" + b"\x03" + b"\x03g1\x02h" + b"\x00"  # key type 0, keys "g1" and "h"
+    response, _ = dispatch(failing(FindCoordinatorHandler), frame)
+    (out,) = response.chunks
+    body, _ = kafka_wire.decode(FindCoordinatorResponse, out, 4 + 4 + 1)
+    assert [(c.key, c.error_code, c.node_id) for c in body.coordinators] == [
+        ("g1", ErrorCode.unknown_server_error, -1), ("h", ErrorCode.unknown_server_error, -1)]
+    # v3 has one top-level error code, filled by the default error_response.
+    frame = header(10, 3, True) + b"\x02g" + b"\x00" + b"\x00"  # compact key "g", key type 0, no tags
+    response, _ = dispatch(failing(FindCoordinatorHandler), frame)
+    body, _ = kafka_wire.decode(FindCoordinatorResponseV3, response.chunks[0], 4 + 4 + 1)
+    assert body.error_code == ErrorCode.unknown_server_error and body.node_id == -1 and "boom" in body.error_message
