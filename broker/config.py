@@ -187,6 +187,9 @@ KEYS: tuple[Key, ...] = (
         "Largest request frame; a larger length prefix closes the connection."),
     Key("connections.max.idle.ms", "600000", _int_at_least(1),
         "Close connections idle for longer than this."),
+    Key("queued.max.request.bytes", "-1", int,
+        "Request bytes all connections may hold in memory at once; past it the broker stops reading "
+        "(back-pressure) until requests are handled. One frame may overshoot it, as in Kafka; -1 (or 0): no bound."),
     Key("compression.type", "producer", _compression,
         "Broker-side compression; 'producer' keeps batches as the client compressed them."),
     Key("group.initial.rebalance.delay.ms", "3000", _int_at_least(0),
@@ -294,6 +297,10 @@ def parse_config(raw: Mapping[str, str]) -> BrokerConfig:
             if listener.name not in protocols and listener.name != "PLAINTEXT":
                 raise ConfigError(f"listener name {listener.name!r} in {key!r} has no entry in "
                                   f"'listener.security.protocol.map'")
+    queued = values["queued.max.request.bytes"]
+    if 0 < queued < values["socket.request.max.bytes"]:
+        raise ConfigError(f"'queued.max.request.bytes' ({queued}) must be at least 'socket.request.max.bytes' "
+                          f"({values['socket.request.max.bytes']}) or -1")
     inter = values["inter.broker.listener.name"]
     if inter and inter not in {l.name for l in values["listeners"]}:
         raise ConfigError(f"'inter.broker.listener.name' {inter!r} is not one of the names in 'listeners'")

@@ -3,6 +3,11 @@
 Kafka processes one request per connection at a time (the channel is muted until the response
 is sent), which keeps responses in order without bookkeeping; this loop does the same. A frame
 that cannot be parsed, or one larger than socket.request.max.bytes, closes only this connection.
+
+Reads carry no timer of their own: the connection notes when bytes last arrived (`last_read`) and
+the server's reaper closes connections silent for connections.max.idle.ms, between frames or in
+the middle of one, as Kafka's selector expires idle channels. A frame's size is taken from the
+broker-wide request memory pool (queued.max.request.bytes) before its body is read.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import logging
 import struct
 from typing import TYPE_CHECKING
 
+from broker.network.memory_pool import RequestMemoryPool
 from broker.network.response import Response
 from broker.protocol import codec
 
@@ -48,6 +54,7 @@ class Connection:
         max_request_bytes: int,
         idle_timeout_s: float,
         listener_name: str,
+        memory_pool: RequestMemoryPool | None = None,
     ) -> None:
         self.id = next(_ids)
         self.reader = reader
@@ -58,8 +65,11 @@ class Connection:
         self.listener_name = listener_name
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.memory_pool = memory_pool or RequestMemoryPool(-1)
         self.closing = False
-        self.busy = False  # a request is being handled or its response sent
+        self.busy = False  # a request is being handled or its response sent (or waits for memory)
+        self.in_frame = False  # a frame's length has been read, its body not yet all
+        self.last_read = asyncio.get_running_loop().time()
         # Quota throttling (KIP-13) mutes a connection until this loop time.
         self.muted_until = 0.0
         self.sendfile_bytes = dispatcher.metrics.sendfile_bytes.inc
@@ -72,7 +82,10 @@ class Connection:
                     return
                 self.busy = True
                 try:
-                    response = await self.dispatcher.dispatch(self, frame)
+                    try:
+                        response = await self.dispatcher.dispatch(self, frame)
+                    finally:
+                        self.memory_pool.release(len(frame))
                     if response is not None:
                         await self._send(response)
                 finally:
@@ -97,17 +110,45 @@ class Connection:
 
     async def _read_frame(self) -> bytes | None:
         try:
-            head = await asyncio.wait_for(self.reader.readexactly(4), self.idle_timeout_s)
-        except asyncio.TimeoutError:
-            log.info("closing idle connection %s from %s", self.id, self.peer)
-            return None
+            head = await self.reader.readexactly(4)
         except asyncio.IncompleteReadError:
             return None
+        loop = asyncio.get_running_loop()
+        self.last_read = loop.time()
         (size,) = _SIZE.unpack(head)
         if size < 0 or size > self.max_request_bytes:
             raise codec.MalformedRequest(
                 f"frame of {size} bytes is outside 0..{self.max_request_bytes} (socket.request.max.bytes)")
-        return await self.reader.readexactly(size)
+        if size == 0:
+            return b""
+        self.busy = True  # waiting for memory is the broker's doing, not an idle client
+        try:
+            await self.memory_pool.acquire(size)
+        finally:
+            self.busy = False
+        self.last_read = loop.time()
+        self.in_frame = True
+        try:
+            chunk = await self.reader.read(size)
+            if len(chunk) == size:
+                return chunk
+            body = bytearray(chunk)
+            while chunk and len(body) < size:
+                self.last_read = loop.time()
+                chunk = await self.reader.read(size - len(body))
+                body += chunk
+            if len(body) < size:
+                raise asyncio.IncompleteReadError(bytes(body), size)
+            return bytes(body)
+        except BaseException:
+            self.memory_pool.release(size)
+            raise
+        finally:
+            self.in_frame = False
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since bytes last arrived, or 0 while a request is in hand or waits for memory."""
+        return 0.0 if self.busy or self.closing else now - self.last_read
 
     async def _send(self, response: Response) -> None:
         loop = asyncio.get_running_loop()

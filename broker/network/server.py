@@ -1,4 +1,5 @@
-"""Listening sockets: accept connections and hand each to a Connection loop."""
+"""Listening sockets: accept connections and hand each to a Connection loop; one reaper task
+closes connections silent for connections.max.idle.ms (no timer per read)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
 from broker.network.connection import Connection
+from broker.network.memory_pool import RequestMemoryPool
 
 if TYPE_CHECKING:
     from broker.server.apis import RequestDispatcher
@@ -25,6 +27,9 @@ class SocketServer:
         self.connections: set[Connection] = set()
         self._tasks: dict[Connection, asyncio.Task] = {}
         self.bound: list[tuple[str, str, int]] = []
+        self.memory_pool = RequestMemoryPool(config["queued.max.request.bytes"])
+        self.idle_timeout_s = config["connections.max.idle.ms"] / 1000
+        self._reaper: asyncio.Task | None = None
 
     async def start(self) -> None:
         for listener in self.config.listeners:
@@ -38,13 +43,33 @@ class SocketServer:
             self.servers.append(server)
             sock = server.sockets[0].getsockname()
             self.bound.append((listener.name, sock[0], sock[1]))
+        self._reaper = asyncio.create_task(self._reap_idle(), name="idle-connection-reaper")
+
+    async def _reap_idle(self) -> None:
+        """Close connections from which nothing arrived for connections.max.idle.ms (Kafka's
+        idle expiry): between frames, or in the middle of one whose body stalled."""
+        interval = min(max(self.idle_timeout_s / 10, 0.05), 5.0)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            now = loop.time()
+            for conn in list(self.connections):
+                if conn.idle_for(now) > self.idle_timeout_s:
+                    if conn.in_frame:
+                        log.info("closing connection %s from %s: its frame stalled, nothing arrived for %.1f s "
+                                 "(connections.max.idle.ms)", conn.id, conn.peer, self.idle_timeout_s)
+                    else:
+                        log.info("closing idle connection %s from %s", conn.id, conn.peer)
+                    conn.closing = True
+                    conn.writer.close()  # the pending read ends; serve() returns and cleans up
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener_name: str) -> None:
         conn = Connection(
             reader, writer, self.dispatcher,
             max_request_bytes=self.config["socket.request.max.bytes"],
-            idle_timeout_s=self.config["connections.max.idle.ms"] / 1000,
+            idle_timeout_s=self.idle_timeout_s,
             listener_name=listener_name,
+            memory_pool=self.memory_pool,
         )
         self.connections.add(conn)
         self.metrics.connections.inc()
@@ -53,6 +78,10 @@ class SocketServer:
             self._tasks[conn] = task
         try:
             await conn.serve()
+        except asyncio.CancelledError:
+            # Only shutdown cancels these tasks; asyncio's stream callback would log a re-raised
+            # cancellation as an error with a traceback, once per connection.
+            pass
         finally:
             self.connections.discard(conn)
             self.metrics.connections.dec()
@@ -63,11 +92,16 @@ class SocketServer:
             s.close()
 
     async def close_connections(self, grace_s: float = 5.0) -> None:
-        """Close idle connections now; let in-flight requests finish (bounded), then close the rest."""
-        for conn, task in list(self._tasks.items()):
+        """Close idle connections now; let in-flight requests finish (bounded), then close the rest.
+
+        Connections are closed, not their tasks cancelled: a closed socket ends the pending read
+        and each loop returns normally."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for conn in list(self._tasks):
             conn.closing = True
             if not conn.busy:
-                task.cancel()
+                conn.writer.close()
         busy = [t for c, t in self._tasks.items() if c.busy]
         if busy:
             _, pending = await asyncio.wait(busy, timeout=grace_s)
@@ -75,3 +109,6 @@ class SocketServer:
                 t.cancel()
         for c in list(self.connections):
             await c.close()
+        remaining = list(self._tasks.values())
+        if remaining:
+            await asyncio.wait(remaining, timeout=grace_s)

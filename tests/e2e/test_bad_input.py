@@ -455,3 +455,109 @@ def test_many_connections(shared_broker: ServerProcess) -> None:
         for c in conns:
             c.close()
     still_serving(shared_broker)
+
+
+# -- issue 8, item 9: memory and wire defects ---------------------------------------------------------
+
+
+def _answered_within(conn: KafkaConnection, correlation_id: int, seconds: float) -> bool:
+    """Whether an answer to `correlation_id` arrives on `conn` within `seconds`."""
+    conn.sock.settimeout(seconds)
+    try:
+        frame = conn.recv_frame()
+    except (TimeoutError, socket.timeout):
+        return False
+    finally:
+        conn.sock.settimeout(kafka_wire.DEFAULT_TIMEOUT)
+    assert struct.unpack_from(">i", frame)[0] == correlation_id
+    return True
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.flotilla_only("Kafka bounds a stalled frame the same way, but after its own idle-expiry sweep period")
+@pytest.mark.broker_config({"connections.max.idle.ms": "1500"})
+def test_a_stalled_frame_body_is_closed_after_the_idle_timeout(broker: ServerProcess) -> None:
+    """Bytes stop in the middle of a frame's body: closed after connections.max.idle.ms of silence,
+    as an idle connection is (before, the body was read with no timeout at all)."""
+    with kafka_wire.connect(broker.bootstrap) as stalled:
+        before = len(broker.log_text())
+        payload = stalled.header_bytes(18, 3, True, 1) + b"\x05tests\x021\x00"
+        stalled.send_raw(struct.pack(">i", len(payload)) + payload[:6])  # length, then part of the body
+        assert stalled.is_closed_by_peer(15), "a frame whose body stalled was kept open"
+        assert "stalled" in broker.log_text()[before:]
+    with kafka_wire.connect(broker.bootstrap) as busy:  # traffic keeps a connection open past the timeout
+        for _ in range(6):
+            time.sleep(0.5)
+            assert int(busy.api_versions().error_code) == 0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.flotilla_only("checks Flotilla's stop: Kafka logs no per-connection traceback either")
+def test_sigterm_with_clients_connected_logs_no_traceback(broker: ServerProcess) -> None:
+    conns = [kafka_wire.connect(broker.bootstrap) for _ in range(5)]
+    try:
+        for c in conns[:3]:
+            assert int(c.api_versions().error_code) == 0
+        conns[3].send_raw(b"\x00\x00")  # half a length prefix
+        conns[4].send_raw(struct.pack(">i", 100) + b"\x00\x12")  # part of a frame
+        time.sleep(0.3)
+        before = len(broker.log_text())
+        code = broker.stop()
+        assert code in broker.clean_exit_codes, f"exit code {code}"
+        new = broker.log_text()[before:]
+        assert "Traceback" not in new and "CancelledError" not in new, new[-3000:]
+        assert "shutdown complete" in new
+    finally:
+        for c in conns:
+            c.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.flotilla_only("queued.max.request.bytes is set through Flotilla's broker_config here")
+@pytest.mark.broker_config({"socket.request.max.bytes": "1048576", "queued.max.request.bytes": "1048576"})
+def test_queued_max_request_bytes_stops_reading_until_memory_is_freed(broker: ServerProcess) -> None:
+    """One connection announces a frame as large as the whole pool and sends it slowly: the broker
+    reads nothing more from anyone until that frame is handled (Kafka's back-pressure)."""
+    with kafka_wire.connect(broker.bootstrap) as big, kafka_wire.connect(broker.bootstrap) as other:
+        assert int(other.api_versions().error_code) == 0
+        big.send_raw(struct.pack(">i", 1048576) + b"\x00\x03\x00\x01")  # Metadata v1 header begins
+        time.sleep(0.5)
+        req = kafka_wire.encode_request_frame(other, 18, 0, 41)
+        other.send_raw(req)
+        assert not _answered_within(other, 41, 2.0), "answered while the pool was held by a pending frame"
+        big.close()  # the pending frame is dropped: its memory returns to the pool
+        assert _answered_within(other, 41, 10.0), "the broker never read the waiting request"
+        still_serving(broker, other)
+
+
+@pytest.mark.timeout(60)
+def test_acks_0_produce_error_closes_the_connection(shared_broker: ServerProcess) -> None:
+    """acks=0 gets no answer, so an error closes the connection and the producer refreshes its
+    metadata (KafkaApis.handleProduceRequest does the same)."""
+    with kafka_wire.connect(shared_broker.bootstrap) as good, kafka_wire.connect(shared_broker.bootstrap) as conn:
+        topic = kafka_wire.unique_topic("acks0")
+        assert int(conn.create_topic(topic, 1)) == 0
+        conn.produce(topic, 0, kafka_wire.build_batch([(b"k", b"v")]), acks=0)
+        assert int(conn.api_versions().error_code) == 0, "a good acks=0 produce must keep the connection"
+        conn.produce(topic, 7, kafka_wire.build_batch([(b"k", b"v")]), acks=0)  # no partition 7
+        assert conn.is_closed_by_peer(10), "an acks=0 produce error left the connection open"
+        still_serving(shared_broker, good)
+        assert good.list_offsets(topic, 0) == 1
+
+
+@pytest.mark.timeout(60)
+def test_metadata_v10_with_a_null_topic_name_is_an_invalid_request(shared_broker: ServerProcess) -> None:
+    """Topic ids and null names are for v12+; Kafka's handler refuses them with INVALID_REQUEST
+    for each requested topic and keeps the connection."""
+    from kio.schema.metadata.v10.request import MetadataRequest as MetadataRequestV10
+    from kio.schema.metadata.v10.request import MetadataRequestTopic as MetadataRequestTopicV10
+    from kio.schema.metadata.v10.response import MetadataResponse as MetadataResponseV10
+
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        req = MetadataRequestV10(topics=(MetadataRequestTopicV10(topic_id=None, name=None),),
+                                 allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                                 include_topic_authorized_operations=False)
+        resp = conn.request(req)
+        assert isinstance(resp, MetadataResponseV10)
+        assert [int(t.error_code) for t in resp.topics] == [42]
+        assert int(conn.api_versions().error_code) == 0

@@ -304,6 +304,13 @@ class Msg:
     value: bytes | None
 
 
+def encode_request_frame(conn: "KafkaConnection", api_key: int, version: int, correlation_id: int,
+                         body: bytes = b"") -> bytes:
+    """A whole framed request with the connection's client id (v0 ApiVersions has an empty body)."""
+    payload = conn.header_bytes(api_key, version, False, correlation_id) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
 def build_batch(
     messages: Iterable[Msg | tuple[bytes | None, bytes | None]],
     *,
