@@ -58,3 +58,10 @@ def test_listener_names_and_protocol_map():
         parse_config({"listener.security.protocol.map": "PLAINTEXT:SSL"})
     with pytest.raises(ConfigError, match="'inter.broker.listener.name'"):
         parse_config({"inter.broker.listener.name": "OTHER"})
+
+
+def test_queued_max_request_bytes_as_kafka():
+    assert parse_config({})["queued.max.request.bytes"] == -1  # unbounded by default
+    assert parse_config({"queued.max.request.bytes": str(200 * 2**20)})["queued.max.request.bytes"] == 200 * 2**20
+    with pytest.raises(ConfigError, match="'queued.max.request.bytes'.*socket.request.max.bytes"):
+        parse_config({"queued.max.request.bytes": "1000"})
