@@ -107,6 +107,12 @@ def _cleanup_policy(value: str) -> str:
     return ",".join(parts)
 
 
+def _timestamp_type(value: str) -> str:
+    if value.strip() not in ("CreateTime", "LogAppendTime"):
+        raise ValueError("must be CreateTime or LogAppendTime")
+    return value.strip()
+
+
 def _ratio(value: str) -> float:
     r = float(value.strip())
     if not 0 <= r <= 1:
@@ -175,6 +181,14 @@ KEYS: tuple[Key, ...] = (
         "Default min.compaction.lag.ms: records younger than this are not compacted."),
     Key("log.cleaner.max.compaction.lag.ms", str(2**63 - 1), _int_at_least(1),
         "Default max.compaction.lag.ms: a dirty record older than this makes its log due for cleaning."),
+    Key("log.message.timestamp.type", "CreateTime", _timestamp_type,
+        "Default message.timestamp.type: CreateTime (the producer's) or LogAppendTime (the broker's clock)."),
+    Key("log.message.timestamp.before.max.ms", str(2**63 - 1), _int_at_least(0),
+        "Default message.timestamp.before.max.ms: oldest CreateTime timestamp accepted, relative to now."),
+    Key("log.message.timestamp.after.max.ms", "3600000", _int_at_least(0),
+        "Default message.timestamp.after.max.ms: newest CreateTime timestamp accepted, relative to now."),
+    Key("min.insync.replicas", "1", _int_at_least(1),
+        "Default min.insync.replicas: acks=all needs at least this many in-sync replicas."),
     Key("log.flush.interval.messages", str(2 ** 63 - 1), _int_at_least(1),
         "fsync a partition after this many messages (default: leave it to the OS, as Kafka does)."),
     Key("log.flush.interval.ms", "", lambda v: int(v) if v.strip() else None,
@@ -319,19 +333,3 @@ def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:
         k, v = parse_override(item)
         raw[k] = v
     return parse_config(raw)
-
-
-def topic_config_entries(config: BrokerConfig) -> dict[str, str]:
-    """Topic-level settings as DescribeConfigs shows them (Kafka's topic key names)."""
-    return {
-        "retention.ms": str(config["log.retention.ms"]),
-        "retention.bytes": str(config["log.retention.bytes"]),
-        "segment.bytes": str(config["log.segment.bytes"]),
-        "segment.ms": str(config["log.roll.ms"]),
-        "max.message.bytes": str(config["message.max.bytes"]),
-        "cleanup.policy": "delete",
-        "compression.type": config["compression.type"],
-        "message.timestamp.type": "CreateTime",
-        "flush.messages": str(config["log.flush.interval.messages"]),
-        "index.interval.bytes": str(config["log.index.interval.bytes"]),
-    }

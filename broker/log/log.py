@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.log.cleaner import recover_interrupted_clean
+from broker.log.cleaner import decode_records, recover_interrupted_clean
 from broker.log.durable import STORAGE_IO
 from broker.log.producer_state import ProducerStateManager, SequenceCheck
 from broker.log.segment import FileRegion, Segment
-from broker.protocol import records
+from broker.protocol import batch_records, records
 from broker.protocol.records import BatchHeader
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,10 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
     max_compaction_lag_ms: int = 2**63 - 1  # max.compaction.lag.ms
+    message_timestamp_type: str = "CreateTime"  # message.timestamp.type
+    message_timestamp_before_max_ms: int = 2**63 - 1  # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = 2**63 - 1  # message.timestamp.after.max.ms
+    min_insync_replicas: int = 1  # min.insync.replicas (checked by Produce with acks=all)
     producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms (a broker key)
 
 
@@ -83,6 +87,14 @@ class OutOfOrderSequence(LogError):
     pass
 
 
+class InvalidTimestamp(LogError):
+    """A CreateTime record outside message.timestamp.before/after.max.ms of now: INVALID_TIMESTAMP."""
+
+
+class KeylessRecord(LogError):
+    """A record without a key for a compacted topic: INVALID_RECORD."""
+
+
 class ProducerFenced(LogError):
     pass
 
@@ -93,6 +105,7 @@ class AppendResult:
     last_offset: int
     log_start_offset: int
     duplicate: bool = False
+    log_append_time: int = -1  # the broker's timestamp, with message.timestamp.type=LogAppendTime
 
 
 class Log:
@@ -196,8 +209,15 @@ class Log:
     # -- appending ---------------------------------------------------------------------------
     def append(self, payload: bytes, headers: list[BatchHeader], leader_epoch: int = 0,
                flush_if_due: bool = True) -> AppendResult:
-        """Assign offsets to validated batches and write them; idempotence is checked first.
+        """Assign offsets to validated batches and write them; timestamps are checked (or set, with
+        LogAppendTime) first, then idempotence, as Kafka's LogValidator and producer state do.
         With flush_if_due=False the caller flushes (flush_async) when flush_is_due() says so."""
+        now_ms = int(time.time() * 1000)
+        log_append_time = self.config.message_timestamp_type == "LogAppendTime"
+        if not log_append_time:
+            self._validate_timestamps(payload, headers, now_ms)
+        if "compact" in self.config.cleanup_policy:
+            self._validate_keys(payload, headers)
         for h in headers:
             check = self.producer_state.check(h)
             if check.outcome == SequenceCheck.DUPLICATE:
@@ -214,6 +234,9 @@ class Log:
         for h in headers:
             records.rebase(buf, pos, next_offset)
             records.set_leader_epoch(buf, pos, leader_epoch)
+            if log_append_time:
+                records.set_log_append_time(buf, pos, h.size, now_ms)
+                h = records.read_header(buf, pos)
             assigned.append(h.rebased(next_offset, leader_epoch))
             next_offset += h.last_offset_delta + 1
             pos += h.size
@@ -232,7 +255,40 @@ class Log:
                 self.maybe_flush()
         except OSError as e:
             raise StorageError(f"{self.topic}-{self.partition}: flush failed: {os.strerror(e.errno or errno.EIO)}") from e
-        return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset)
+        return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset,
+                            log_append_time=now_ms if log_append_time else -1)
+
+    def _validate_keys(self, payload: bytes, headers: list[BatchHeader]) -> None:
+        """A compacted log keeps the latest record per key, so every record needs one (Kafka's
+        LogValidator refuses the batch: INVALID_RECORD). This decodes (decompresses) the batch."""
+        pos = 0
+        for h in headers:
+            if not h.is_control:
+                for r in decode_records(payload[pos:pos + h.size], h):
+                    if r.key is None:
+                        raise KeylessRecord(f"compacted topic {self.topic} cannot accept a record without a key "
+                                            f"(offset delta {r.offset - h.base_offset} of a batch)")
+            pos += h.size
+
+    def _validate_timestamps(self, payload: bytes, headers: list[BatchHeader], now_ms: int) -> None:
+        """message.timestamp.after.max.ms from each batch's max timestamp (its largest); before.max.ms
+        from its records' timestamps, decoded only when the setting is not the unlimited default."""
+        after, before = self.config.message_timestamp_after_max_ms, self.config.message_timestamp_before_max_ms
+        pos = 0
+        for h in headers:
+            if h.max_timestamp - now_ms > after:
+                raise InvalidTimestamp(f"timestamp {h.max_timestamp} of a record is more than {after} ms after "
+                                       f"the broker's time {now_ms} (message.timestamp.after.max.ms)")
+            if before < 2**63 - 1:
+                oldest = h.base_timestamp
+                try:
+                    oldest = min(ts for _, ts in batch_records.record_timestamps(payload[pos:pos + h.size]))
+                except (records.InvalidRecordError, ValueError):
+                    pass
+                if now_ms - oldest > before:
+                    raise InvalidTimestamp(f"timestamp {oldest} of a record is more than {before} ms before the "
+                                           f"broker's time {now_ms} (message.timestamp.before.max.ms)")
+            pos += h.size
 
     def _maybe_roll(self, incoming: int, next_offset: int) -> None:
         seg = self.active

@@ -19,6 +19,7 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength: the part not counted in batchLeng
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _LEN = struct.Struct(">qi")
@@ -148,6 +149,16 @@ def rebase(batch: bytearray, pos: int, base_offset: int) -> None:
 
 def set_leader_epoch(batch: bytearray, pos: int, epoch: int) -> None:
     struct.pack_into(">i", batch, pos + 12, epoch)
+
+
+def set_log_append_time(batch: bytearray, pos: int, size: int, now_ms: int) -> None:
+    """Stamp the batch at `pos` as LogAppendTime: attribute bit 3 and max timestamp = now, CRC
+    recomputed (Kafka's setMaxTimestamp; records keep their own deltas, readers ignore them)."""
+    (attributes,) = struct.unpack_from(">h", batch, pos + ATTRIBUTES_OFFSET)
+    struct.pack_into(">h", batch, pos + ATTRIBUTES_OFFSET, attributes | ATTR_TIMESTAMP_TYPE)
+    struct.pack_into(">q", batch, pos + MAX_TIMESTAMP_OFFSET, now_ms)
+    crc = crc32c.crc32c(memoryview(batch)[pos + ATTRIBUTES_OFFSET:pos + size])
+    struct.pack_into(">I", batch, pos + CRC_OFFSET, crc)
 
 
 def iter_headers(buf: bytes | memoryview, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:

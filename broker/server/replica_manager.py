@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from broker import topic_config
 from broker.config import BrokerConfig
 from broker.controller.assignment import NO_LEADER
 from broker.log import checkpoints
@@ -48,26 +49,27 @@ class Partition:
 
 
 def log_config_for(config: BrokerConfig, topic_configs: dict[str, str]) -> LogConfig:
-    """Broker defaults overridden by the topic's own settings (Kafka's topic key names)."""
-    def pick(topic_key: str, broker_key: str) -> int:
-        v = topic_configs.get(topic_key)
-        return int(v) if v is not None else config[broker_key]
-
+    """The settings in force for a topic: its own, else the broker's (see broker/topic_config.py)."""
+    v = topic_config.in_force(config, topic_configs)
+    flush_ms = int(v["flush.ms"])
     return LogConfig(
-        segment_bytes=pick("segment.bytes", "log.segment.bytes"),
-        segment_ms=pick("segment.ms", "log.roll.ms"),
-        retention_ms=pick("retention.ms", "log.retention.ms"),
-        retention_bytes=pick("retention.bytes", "log.retention.bytes"),
-        flush_messages=pick("flush.messages", "log.flush.interval.messages"),
-        flush_ms=int(topic_configs["flush.ms"]) if "flush.ms" in topic_configs else config["log.flush.interval.ms"],
-        index_interval_bytes=pick("index.interval.bytes", "log.index.interval.bytes"),
-        max_message_bytes=pick("max.message.bytes", "message.max.bytes"),
-        cleanup_policy=",".join(sorted(topic_configs.get("cleanup.policy", config["log.cleanup.policy"]).split(","))),
-        delete_retention_ms=pick("delete.retention.ms", "log.cleaner.delete.retention.ms"),
-        min_cleanable_dirty_ratio=float(topic_configs.get("min.cleanable.dirty.ratio",
-                                                          config["log.cleaner.min.cleanable.ratio"])),
-        min_compaction_lag_ms=pick("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
-        max_compaction_lag_ms=pick("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
+        segment_bytes=int(v["segment.bytes"]),
+        segment_ms=int(v["segment.ms"]),
+        retention_ms=int(v["retention.ms"]),
+        retention_bytes=int(v["retention.bytes"]),
+        flush_messages=int(v["flush.messages"]),
+        flush_ms=None if flush_ms == topic_config.LONG_MAX else flush_ms,
+        index_interval_bytes=int(v["index.interval.bytes"]),
+        max_message_bytes=int(v["max.message.bytes"]),
+        cleanup_policy=",".join(sorted(v["cleanup.policy"].split(","))),
+        delete_retention_ms=int(v["delete.retention.ms"]),
+        min_cleanable_dirty_ratio=float(v["min.cleanable.dirty.ratio"]),
+        min_compaction_lag_ms=int(v["min.compaction.lag.ms"]),
+        max_compaction_lag_ms=int(v["max.compaction.lag.ms"]),
+        message_timestamp_type=v["message.timestamp.type"],
+        message_timestamp_before_max_ms=int(v["message.timestamp.before.max.ms"]),
+        message_timestamp_after_max_ms=int(v["message.timestamp.after.max.ms"]),
+        min_insync_replicas=int(v["min.insync.replicas"]),
         producer_id_expiration_ms=config["producer.id.expiration.ms"],
     )
 

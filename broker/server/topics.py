@@ -12,6 +12,7 @@ from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
+from broker import topic_config
 from broker.config import BrokerConfig
 from broker.metadata.store import (Conflict, MetadataImage, MetadataStore, StoreUnavailable, TopicExists,
                                    TopicRecord, UnknownTopic, new_topic)
@@ -19,18 +20,6 @@ from broker.server.replica_manager import ReplicaManager
 
 LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
-
-# Topic-level keys a CreateTopics request may set, with a validator each.
-_INT_KEYS = {"retention.ms", "retention.bytes", "segment.bytes", "segment.ms", "flush.messages", "flush.ms",
-             "index.interval.bytes", "max.message.bytes", "min.insync.replicas", "delete.retention.ms",
-             "min.compaction.lag.ms", "max.compaction.lag.ms", "file.delete.delay.ms", "segment.index.bytes",
-             "message.timestamp.difference.max.ms", "local.retention.ms", "local.retention.bytes"}
-_ENUM_KEYS = {"cleanup.policy": {"delete", "compact", "compact,delete", "delete,compact"},
-              "compression.type": {"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"},
-              "message.timestamp.type": {"CreateTime", "LogAppendTime"}}
-_OTHER_KEYS = {"unclean.leader.election.enable", "preallocate", "message.downconversion.enable",
-               "min.cleanable.dirty.ratio", "remote.storage.enable", "segment.jitter.ms"}
-
 
 class TopicError(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
@@ -50,17 +39,11 @@ def validate_topic_name(name: str) -> None:
 
 
 def validate_topic_configs(configs: dict[str, str]) -> None:
-    for k, v in configs.items():
-        if k in _INT_KEYS:
-            try:
-                int(v)
-            except (TypeError, ValueError):
-                raise TopicError(ErrorCode.invalid_config, f"invalid value {v!r} for topic config {k!r}") from None
-        elif k in _ENUM_KEYS:
-            if v not in _ENUM_KEYS[k]:
-                raise TopicError(ErrorCode.invalid_config, f"invalid value {v!r} for topic config {k!r}")
-        elif k not in _OTHER_KEYS:
-            raise TopicError(ErrorCode.invalid_config, f"unknown topic config {k!r}")
+    """INVALID_CONFIG naming the key, for an unknown or unsupported key or a bad value."""
+    try:
+        topic_config.validate(configs)
+    except topic_config.TopicConfigError as e:
+        raise TopicError(ErrorCode.invalid_config, str(e)) from None
 
 
 def is_assigned(record: TopicRecord | None) -> bool:

@@ -12,6 +12,7 @@ import time
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 
 from tests.support import kafka_wire
 
@@ -89,3 +90,18 @@ def test_consumer_from_the_beginning_reads_the_latest_value_per_key(broker):
             break
         time.sleep(1.0)
     assert got == expected, f"after compaction: {len(got or [])} records, expected {len(expected)}"
+
+
+def test_a_record_without_a_key_is_refused_by_a_compacted_topic(broker):
+    topic = kafka_wire.unique_topic("compacted")
+    create_compacted(broker.bootstrap, topic)
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        deadline = time.monotonic() + 15
+        while True:
+            resp = conn.produce(topic, 0, kafka_wire.build_batch([(b"k", b"keyed"), (None, b"keyless")]))
+            if resp.error_code != ErrorCode.not_leader_or_follower or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert resp.error_code == ErrorCode.invalid_record
+        resp = conn.produce(topic, 0, kafka_wire.build_batch([(b"k", b"keyed")]))
+        assert resp.error_code == ErrorCode.none and resp.base_offset == 0  # nothing of the refused batch stayed

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from broker.config import topic_config_entries
+from broker import topic_config
 from broker.metadata.store import NO_TOPIC_ID, TopicExists
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.topics import TopicError
@@ -44,10 +44,10 @@ class CreateTopicsHandler(Handler):
                 code, msg = e.code, e.message
             except TopicExists:
                 code, msg = ErrorCode.topic_already_exists, f"topic {t.name!r} already exists"
-            effective = {**topic_config_entries(b.config), **configs}
-            cfgs = tuple(ctx.build("CreatableTopicConfigs", name=k, value=v, read_only=False,
-                                   config_source=1 if k in configs else 5, is_sensitive=False)
-                         for k, v in sorted(effective.items())) if code == ErrorCode.none and ctx.has("CreatableTopicConfigs") else ()
+            cfgs = tuple(ctx.build("CreatableTopicConfigs", name=e.name, value=e.value, read_only=False,
+                                   config_source=e.source, is_sensitive=False)
+                         for e in topic_config.describe(b.config, configs)
+                         ) if code == ErrorCode.none and ctx.has("CreatableTopicConfigs") else ()
             results.append(ctx.build(
                 "CreatableTopicResult", name=t.name, topic_id=record.topic_id if record else NO_TOPIC_ID,
                 error_code=code, error_message=msg, topic_config_error_code=ErrorCode.none,

@@ -1,18 +1,59 @@
-"""DescribeConfigs (key 32): topic configs (defaults plus the topic's own) and broker configs."""
+"""DescribeConfigs (key 32): a topic's settings in force (its own, the broker's or the default;
+broker/topic_config.py) and the broker's own keys, each with its config type, source, synonyms
+(include_synonyms) and documentation (include_documentation), as Kafka answers them."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from broker.config import KEYS, topic_config_entries
+from broker import topic_config
+from broker.config import KEYS
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.topic_config import BOOLEAN, DEFAULT_CONFIG, DOUBLE, INT, LIST, LONG, STATIC_BROKER_CONFIG, STRING, Entry
 
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
-SOURCE_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
+
+# Broker keys Kafka types as LONG; other integer keys are INT.
+_LONG_BROKER_KEYS = {
+    "log.roll.ms", "log.retention.ms", "log.retention.bytes", "log.retention.check.interval.ms",
+    "log.flush.interval.messages", "log.flush.interval.ms", "connections.max.idle.ms", "producer.id.expiration.ms",
+    "log.cleaner.backoff.ms", "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms", "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
+    "offsets.retention.minutes",
+}
+_LIST_BROKER_KEYS = {"log.cleanup.policy"}  # listeners, log.dirs, ...: Kafka types them STRING
+
+
+def _broker_type(name: str, value) -> int:
+    if name in _LIST_BROKER_KEYS:
+        return LIST
+    if name in _LONG_BROKER_KEYS:
+        return LONG
+    if isinstance(value, bool):
+        return BOOLEAN
+    if isinstance(value, int):
+        return INT
+    if isinstance(value, float):
+        return DOUBLE
+    return STRING
+
+
+def broker_entries(config) -> list[Entry]:
+    """Every broker key: set in the properties (STATIC_BROKER_CONFIG) or its default."""
+    raw = config["__raw__"]
+    out = []
+    for key in KEYS:
+        value = raw.get(key.name, key.default)
+        if value == "" and config[key.name] in (None, ""):
+            value = None  # no value (Kafka answers null)
+        source = STATIC_BROKER_CONFIG if key.name in raw else DEFAULT_CONFIG
+        synonyms = [(key.name, value, source)] if value is not None else []
+        if key.name in raw and key.default != "":
+            synonyms.append((key.name, key.default, DEFAULT_CONFIG))
+        out.append(Entry(key.name, value, source, _broker_type(key.name, config[key.name]), key.doc, tuple(synonyms)))
+    return out
 
 
 class DescribeConfigsHandler(Handler):
@@ -20,36 +61,35 @@ class DescribeConfigsHandler(Handler):
     min_version = 1
     max_version = 4
 
-    def _entries(self, resource) -> tuple[dict[str, tuple[str, int]], ErrorCode, str | None]:
+    def _entries(self, resource) -> tuple[list[Entry], bool, ErrorCode, str | None]:
+        """(entries, read-only, error, message) for one requested resource."""
         b = self.broker
         if resource.resource_type == TOPIC:
             rec = b.store.image.topics.get(resource.resource_name)
             if rec is None:
-                return {}, ErrorCode.unknown_topic_or_partition, f"unknown topic {resource.resource_name!r}"
-            entries = {k: (v, SOURCE_DEFAULT) for k, v in topic_config_entries(b.config).items()}
-            entries.update({k: (v, SOURCE_TOPIC) for k, v in rec.configs.items()})
-            return entries, ErrorCode.none, None
+                return [], False, ErrorCode.unknown_topic_or_partition, f"unknown topic {resource.resource_name!r}"
+            return topic_config.describe(b.config, rec.configs), False, ErrorCode.none, None
         if resource.resource_type == BROKER:
             if resource.resource_name not in ("", str(b.node_id)):
-                return {}, ErrorCode.invalid_request, f"this is broker {b.node_id}, not {resource.resource_name}"
-            raw = b.config["__raw__"]
-            entries = {}
-            for key in KEYS:
-                value = raw.get(key.name, key.default)
-                entries[key.name] = (value, SOURCE_STATIC_BROKER if key.name in raw else SOURCE_DEFAULT)
-            return entries, ErrorCode.none, None
-        return {}, ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported"
+                return [], True, ErrorCode.invalid_request, f"this is broker {b.node_id}, not {resource.resource_name}"
+            # No dynamic broker configs (AlterConfigs is not served): every key is read-only.
+            return broker_entries(b.config), True, ErrorCode.none, None
+        return [], True, ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported"
 
     async def handle(self, ctx: RequestContext, request):
+        with_synonyms = bool(getattr(request, "include_synonyms", False))
+        with_docs = bool(getattr(request, "include_documentation", False))
         results = []
         for r in request.resources:
-            entries, code, msg = self._entries(r)
+            entries, read_only, code, msg = self._entries(r)
             keys = r.configuration_keys
             configs = tuple(
-                ctx.build("DescribeConfigsResourceResult", name=k, value=v, read_only=src != SOURCE_TOPIC,
-                          config_source=src, is_default=src == SOURCE_DEFAULT, is_sensitive=False, synonyms=(),
-                          config_type=0, documentation=None)
-                for k, (v, src) in sorted(entries.items()) if keys is None or k in keys)
+                ctx.build("DescribeConfigsResourceResult", name=e.name, value=e.value, read_only=read_only,
+                          config_source=e.source, is_default=e.source == DEFAULT_CONFIG, is_sensitive=False,
+                          synonyms=tuple(ctx.build("DescribeConfigsSynonym", name=n, value=v, source=s)
+                                         for n, v, s in e.synonyms) if with_synonyms else (),
+                          config_type=e.type, documentation=e.doc if with_docs else None)
+                for e in sorted(entries, key=lambda e: e.name) if keys is None or e.name in keys)
             results.append(ctx.build("DescribeConfigsResult", error_code=code, error_message=msg,
                                      resource_type=r.resource_type, resource_name=r.resource_name, configs=configs))
         return ctx.build("DescribeConfigsResponse", throttle_time=NO_THROTTLE, results=tuple(results))

@@ -10,11 +10,13 @@ response (KIP-951, v10+), so the client can go there without a metadata round tr
 
 from __future__ import annotations
 
+import datetime
 import logging
 
 from kio.schema.errors import ErrorCode
 
-from broker.log.log import DuplicateSequence, LogDirOffline, OutOfOrderSequence, ProducerFenced, StorageError
+from broker.log.log import (DuplicateSequence, InvalidTimestamp, KeylessRecord, LogDirOffline, OutOfOrderSequence,
+                            ProducerFenced, StorageError)
 from broker.network.response import Response
 from broker.protocol import produce_response, records
 from broker.protocol.produce_response import PartitionResult
@@ -41,13 +43,15 @@ class ProduceHandler(Handler):
             record = b.store.image.topics.get(name)
             parts_out = []
             for pd in topic_data.partition_data:
+                append_time = -1
                 if acks not in (0, 1, -1):
                     code, base, start, msg = ErrorCode.invalid_required_acks, -1, -1, f"acks={acks} is not 0, 1 or -1"
                 else:
-                    code, base, start, msg = await self._append(ctx, record, name, pd.index, pd.records, request, leaders)
+                    code, base, start, msg, append_time = await self._append(ctx, record, name, pd.index, pd.records,
+                                                                             request, leaders)
                     if code == ErrorCode.not_leader_or_follower and ctx.has("LeaderIdAndEpoch"):
                         hints[(name, pd.index)] = leaders.current_leader(name, pd.index)
-                parts_out.append(PartitionResult(pd.index, code, base, start, msg))
+                parts_out.append(PartitionResult(pd.index, code, base, start, msg, append_time))
             topics_out.append((name, parts_out))
         if acks == 0:
             errors = [f"{name}-{p.index}: {ErrorCode(p.error_code).name}" for name, parts in topics_out
@@ -69,7 +73,7 @@ class ProduceHandler(Handler):
         return ctx.build("ProduceResponse", throttle_time=NO_THROTTLE, node_endpoints=leaders.node_endpoints(),
                          responses=tuple(ctx.build("TopicProduceResponse", name=name, partition_responses=tuple(
                              ctx.build("PartitionProduceResponse", index=p.index, error_code=p.error_code,
-                                       base_offset=p.base_offset, log_append_time=None,
+                                       base_offset=p.base_offset, log_append_time=_timestamp(p.log_append_time_ms),
                                        log_start_offset=p.log_start_offset, record_errors=(),
                                        error_message=p.error_message,
                                        **({"current_leader": hints[(name, p.index)]} if (name, p.index) in hints else {}))
@@ -86,43 +90,59 @@ class ProduceHandler(Handler):
         return ctx.build("ProduceResponse", responses=topics, throttle_time=NO_THROTTLE)
 
     async def _append(self, ctx, record, name, index, payload, request, leaders):
+        """(error, base offset, log start offset, message, log append time or -1)."""
         b = self.broker
         if record is None:
-            return ErrorCode.unknown_topic_or_partition, -1, -1, f"unknown topic {name!r}"
+            return ErrorCode.unknown_topic_or_partition, -1, -1, f"unknown topic {name!r}", -1
         if record.is_internal:
-            return ErrorCode.invalid_topic_exception, -1, -1, f"{name} is an internal topic"
+            return ErrorCode.invalid_topic_exception, -1, -1, f"{name} is an internal topic", -1
         part, code, state = b.replicas.leader_or_error(name, index)
         if part is None:
-            return code, -1, -1, leaders.explain(code, name, index, state)
+            return code, -1, -1, leaders.explain(code, name, index, state), -1
         if payload is None:
-            return ErrorCode.corrupt_message, -1, -1, "no records"
+            return ErrorCode.corrupt_message, -1, -1, "no records", -1
         try:
             headers = records.validate_batches(payload, part.log.config.max_message_bytes)
         except records.RecordTooLargeError as e:
-            return ErrorCode.message_too_large, -1, -1, str(e)
+            return ErrorCode.message_too_large, -1, -1, str(e), -1
         except records.CorruptRecordError as e:
-            return ErrorCode.corrupt_message, -1, -1, str(e)
+            return ErrorCode.corrupt_message, -1, -1, str(e), -1
         except records.InvalidRecordError as e:
-            return ErrorCode.invalid_record, -1, -1, str(e)
+            return ErrorCode.invalid_record, -1, -1, str(e), -1
         if any(h.is_transactional for h in headers) or request.transactional_id is not None:
-            return TRANSACTIONS_REFUSED, -1, -1, TRANSACTIONS_REFUSED_MESSAGE
+            return TRANSACTIONS_REFUSED, -1, -1, TRANSACTIONS_REFUSED_MESSAGE, -1
+        if request.acks == -1 and state is not None:
+            # Kafka's effectiveMinIsr: min.insync.replicas, capped by the number of replicas.
+            min_isr = min(part.log.config.min_insync_replicas, len(state.replicas))
+            if len(state.isr) < min_isr:
+                return (ErrorCode.not_enough_replicas, -1, -1, f"{name}-{index} has {len(state.isr)} in-sync "
+                        f"replicas, fewer than {min_isr} (min.insync.replicas)", -1)
         try:
             result = await b.replicas.append_async(part, payload, headers)
         except DuplicateSequence as e:
-            return ErrorCode.none, e.base_offset, part.log.log_start_offset, None
+            return ErrorCode.none, e.base_offset, part.log.log_start_offset, None, -1
         except OutOfOrderSequence as e:
-            return ErrorCode.out_of_order_sequence_number, -1, -1, str(e)
+            return ErrorCode.out_of_order_sequence_number, -1, -1, str(e), -1
+        except InvalidTimestamp as e:
+            return ErrorCode.invalid_timestamp, -1, -1, str(e), -1
+        except (KeylessRecord, records.InvalidRecordError) as e:
+            return ErrorCode.invalid_record, -1, -1, str(e), -1
         except ProducerFenced as e:
-            return ErrorCode.invalid_producer_epoch, -1, -1, str(e)
+            return ErrorCode.invalid_producer_epoch, -1, -1, str(e), -1
         except StorageError as e:
             if not isinstance(e, LogDirOffline):  # an offline dir was reported once, when it failed
                 log.error("%s", e)
-            return ErrorCode.kafka_storage_error, -1, -1, str(e)
+            return ErrorCode.kafka_storage_error, -1, -1, str(e), -1
         size = len(payload)
         topic_metrics = b.metrics.topic(name)
         topic_metrics.bytes_in.inc(size)
         topic_metrics.messages_in.inc(sum(h.records_count for h in headers))
-        return ErrorCode.none, result.base_offset, result.log_start_offset, None
+        return ErrorCode.none, result.base_offset, result.log_start_offset, None, result.log_append_time
+
+
+def _timestamp(ms: int) -> datetime.datetime | None:
+    """The response's log_append_time for kio: None (-1) unless the topic uses LogAppendTime."""
+    return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
 
 
 HANDLER = ProduceHandler
