@@ -8,6 +8,7 @@ stops start-up with a message that names the key (`ConfigError`).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -127,6 +128,22 @@ def _compression(value: str) -> str:
     return v
 
 
+def _metadata_store(value: str) -> str:
+    v = value.strip().lower()
+    if v not in ("file", "kubernetes"):
+        raise ValueError("must be 'file' or 'kubernetes'")
+    return v
+
+
+def _cluster_name(value: str) -> str:
+    """A DNS-1123 label (it prefixes Kubernetes object names and is a label value)."""
+    v = value.strip()
+    if v and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?", v):
+        raise ValueError("must be lowercase letters, digits and '-', start and end alphanumeric, "
+                         "at most 40 characters")
+    return v
+
+
 @dataclass(frozen=True)
 class Key:
     """Declaration of one configuration key."""
@@ -230,6 +247,18 @@ KEYS: tuple[Key, ...] = (
         "be evicted by a bigger one (KIP-227's minimum eviction time, a constant in Kafka)."),
     Key("flotilla.metrics.listener", "127.0.0.1:9404", _parse_host_port,
         "host:port of the HTTP endpoint serving Prometheus /metrics and /healthz (empty: off)."),
+    Key("flotilla.metadata.store", "file", _metadata_store,
+        "Where cluster metadata lives: 'file' (one broker, a JSON file in the first log dir) or "
+        "'kubernetes' (Leases and KafkaTopic resources; brokers of one KafkaCluster form one cluster)."),
+    Key("flotilla.cluster.name", "", _cluster_name,
+        "Name of the KafkaCluster; Kubernetes metadata objects are named and labelled after it "
+        "(required with flotilla.metadata.store=kubernetes)."),
+    Key("flotilla.kubernetes.namespace", "", str.strip,
+        "Namespace of the metadata objects (empty: the pod's own namespace, or the kubeconfig "
+        "context's outside a pod)."),
+    Key("flotilla.metadata.lease.duration.ms", "15000", _int_at_least(1000),
+        "How long a broker's or the controller's Lease stays valid without renewal (whole seconds "
+        "on the Lease); a killed broker drops out of the cluster after about this long."),
 )
 _BY_NAME = {k.name: k for k in KEYS}
 
@@ -318,6 +347,8 @@ def parse_config(raw: Mapping[str, str]) -> BrokerConfig:
     inter = values["inter.broker.listener.name"]
     if inter and inter not in {l.name for l in values["listeners"]}:
         raise ConfigError(f"'inter.broker.listener.name' {inter!r} is not one of the names in 'listeners'")
+    if values["flotilla.metadata.store"] == "kubernetes" and not values["flotilla.cluster.name"]:
+        raise ConfigError("'flotilla.cluster.name' is required when 'flotilla.metadata.store' is kubernetes")
     values["__raw__"] = dict(raw)
     return BrokerConfig(values=values)
 

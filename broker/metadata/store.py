@@ -43,6 +43,10 @@ class DuplicateBroker(MetadataError):
     """A live registration for this node id is held by another process."""
 
 
+class TopicTooLarge(MetadataError):
+    """The topic has more partitions than the backend can hold in one record (see max_partitions)."""
+
+
 @dataclass(frozen=True)
 class Endpoint:
     listener: str
@@ -75,7 +79,7 @@ class TopicRecord:
     replication_factor: int = 1
     configs: dict[str, str] = field(default_factory=dict)
     assignment: tuple[PartitionState, ...] | None = None
-    version: int = 0
+    version: int | str = 0  # opaque compare-and-set token (a counter, or a resourceVersion)
 
     @property
     def is_internal(self) -> bool:
@@ -107,6 +111,8 @@ class MetadataImage:
 
 class MetadataStore(abc.ABC):
     image: MetadataImage
+    # How long a registration or the controller Lease lasts without renewal (0: no Leases).
+    lease_duration_s: float = 0.0
 
     def __init__(self) -> None:
         self._subscribers: list[Callable[[MetadataImage, MetadataImage], None]] = []
@@ -123,6 +129,10 @@ class MetadataStore(abc.ABC):
                 log.exception("metadata subscriber failed")
 
     async def start(self) -> None: ...
+
+    def max_partitions(self, replication_factor: int) -> int | None:
+        """The most partitions one topic may have in this backend (None: no limit of its own)."""
+        return None
 
     async def close(self) -> None: ...
 

@@ -120,7 +120,7 @@ def crd(resource: Resource) -> dict[str, Any]:
     }
     if resource.root_validations:
         root["x-kubernetes-validations"] = resource.root_validations
-    subresources: dict[str, Any] = {"status": {}}
+    subresources: dict[str, Any] = {"status": {}} if resource.status_subresource else {}
     if resource.scale:
         subresources["scale"] = {
             "specReplicasPath": ".spec.replicas",
@@ -151,7 +151,7 @@ def crd(resource: Resource) -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": root},
-                    "subresources": subresources,
+                    **({"subresources": subresources} if subresources else {}),
                     "additionalPrinterColumns": resource.printer_columns,
                 }
             ],

@@ -543,6 +543,120 @@ class RecordDeletionStatus(ApiModel):
 
 
 # --------------------------------------------------------------------------------------------
+# KafkaTopic (cluster metadata: written by users or by the brokers, completed by the controller)
+
+
+def _partition_budget() -> tuple[int, int, int]:
+    """(bytes per partition entry at 0 replicas, bytes per replica, object budget): the brokers'
+    own worst-case sizing of a KafkaTopic (broker/metadata/kube_objects.py), for a CEL rule."""
+    from broker.metadata.kube_objects import TOPIC_OBJECT_BUDGET, partition_entry_bytes
+
+    per_replica = partition_entry_bytes(2) - partition_entry_bytes(1)
+    return partition_entry_bytes(1) - per_replica, per_replica, TOPIC_OBJECT_BUDGET
+
+
+_ENTRY_BASE, _ENTRY_PER_REPLICA, _TOPIC_BUDGET = _partition_budget()
+
+
+def topic_partitions_limit(replicas: int) -> int:
+    """The most partitions one KafkaTopic holds at this replication factor (etcd's object size limit)."""
+    return _TOPIC_BUDGET // (_ENTRY_BASE + _ENTRY_PER_REPLICA * max(1, replicas))
+
+
+TOPIC_SIZE_MESSAGE = (
+    "spec.partitions: too many partitions for one KafkaTopic at this replication factor (etcd's object "
+    f"size limit): at most {topic_partitions_limit(1)} with 1 replica, {topic_partitions_limit(3)} with 3"
+)
+TOPIC_SIZE_RULE = (
+    "!has(self.partitions) || self.partitions * "
+    f"({_ENTRY_BASE} + {_ENTRY_PER_REPLICA} * (has(self.replicas) ? self.replicas : 1)) <= {_TOPIC_BUDGET}"
+)
+PARTITIONS_SHRINK_MESSAGE = "spec.partitions cannot decrease: Kafka topics only gain partitions"
+TOPIC_NAME_IMMUTABLE_MESSAGE = (
+    "spec.topicName is immutable (it may only be added, equal to metadata.name): create a new KafkaTopic "
+    "for another topic"
+)
+TOPIC_NAME_IMMUTABLE_RULE = (
+    "has(oldSelf.spec.topicName) ? (has(self.spec.topicName) && self.spec.topicName == oldSelf.spec.topicName)"
+    " : (!has(self.spec.topicName) || self.spec.topicName == self.metadata.name)"
+)
+
+
+class KafkaTopicSpec(ApiModel):
+    """A Kafka topic of one KafkaCluster (named by the label app.kubernetes.io/instance)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(TOPIC_SIZE_RULE, TOPIC_SIZE_MESSAGE, ".partitions"),
+                cel("!has(oldSelf.partitions) || (has(self.partitions) && self.partitions >= oldSelf.partitions)",
+                    PARTITIONS_SHRINK_MESSAGE, ".partitions"),
+            ]
+        }
+    )
+
+    topic_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=249,
+        pattern=TOPIC_PATTERN,
+        description=(
+            "The Kafka topic name; metadata.name when unset. Needed for names Kubernetes objects "
+            "cannot have (capitals, '_', e.g. __consumer_offsets)."
+        ),
+    )
+    partitions: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Number of partitions (may grow, never shrink); the brokers' num.partitions when unset.",
+    )
+    replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=32767,
+        description="Replication factor; the brokers' default.replication.factor when unset.",
+    )
+    config: dict[str, Any] | None = Field(
+        default=None,
+        description="Topic configuration (Kafka's topic-level keys, e.g. retention.ms: 86400000).",
+    )
+
+    @model_validator(mode="after")
+    def _fits(self) -> KafkaTopicSpec:
+        if self.partitions is not None and self.partitions > topic_partitions_limit(self.replicas or 1):
+            raise ValueError(TOPIC_SIZE_MESSAGE)
+        return self
+
+
+class PartitionAssignment(ApiModel):
+    """Where one partition lives (entry i of status.assignment is partition i)."""
+
+    leader: int = Field(description="Node id of the partition's leader; -1 while it has none (offline).")
+    leader_epoch: int = Field(description="Leader epoch, raised by the controller on every leader change.")
+    replicas: list[int] = Field(description="Node ids of the brokers that hold the partition.")
+    isr: list[int] = Field(description="In-sync replicas: the replicas caught up with the leader.")
+
+
+class KafkaTopicStatus(ApiModel):
+    """What the cluster's controller decided; written by the brokers, not by users."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    topic_id: str | None = Field(
+        default=None, description="The topic's id, as Kafka tools print it (base64); set when the topic exists."
+    )
+    assignment: list[PartitionAssignment] | None = Field(
+        default=None, description="One entry per partition, in partition order: leader, epoch, replicas, ISR."
+    )
+    conditions: list[Condition] | None = Field(
+        default=None,
+        description="The Ready condition: True once every partition has a leader.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+
+
+# --------------------------------------------------------------------------------------------
 # The resources, as the CRD renderer and the handlers see them
 
 
@@ -560,6 +674,7 @@ class Resource:
         printer_columns: list[dict[str, Any]],
         root_validations: list[dict[str, str]] | None = None,
         scale: bool = False,
+        status_subresource: bool = True,
     ) -> None:
         self.kind = kind
         self.plural = plural
@@ -571,6 +686,8 @@ class Resource:
         self.printer_columns = printer_columns
         self.root_validations = root_validations or []
         self.scale = scale
+        # Without the subresource, spec and status are written together (one compare-and-swap).
+        self.status_subresource = status_subresource
 
 
 def _ready_columns() -> list[dict[str, Any]]:
@@ -639,7 +756,32 @@ RECORD_DELETION = Resource(
     ],
 )
 
-RESOURCES: tuple[Resource, ...] = (KAFKA_CLUSTER, CLIENT_QUOTA, RECORD_DELETION)
+KAFKA_TOPIC = Resource(
+    kind="KafkaTopic",
+    plural="kafkatopics",
+    short_names=["kt"],
+    spec=KafkaTopicSpec,
+    status=KafkaTopicStatus,
+    description=(
+        "A Kafka topic of the KafkaCluster named by the label app.kubernetes.io/instance. The brokers "
+        "keep one per topic (spec: what was asked; status: the controller's assignment); users may "
+        "create them too."
+    ),
+    printer_columns=[
+        {"name": "Cluster", "type": "string", "jsonPath": '.metadata.labels.app\\.kubernetes\\.io/instance'},
+        {"name": "Topic", "type": "string", "jsonPath": ".spec.topicName"},
+        {"name": "Partitions", "type": "integer", "jsonPath": ".spec.partitions"},
+        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+        *_ready_columns(),
+        {"name": "Topic-ID", "type": "string", "jsonPath": ".status.topicId", "priority": 1},
+        _AGE,
+    ],
+    root_validations=[cel(TOPIC_NAME_IMMUTABLE_RULE, TOPIC_NAME_IMMUTABLE_MESSAGE, ".spec.topicName")],
+    # The brokers write status.topicId and the assignment in the same compare-and-swap as spec.
+    status_subresource=False,
+)
+
+RESOURCES: tuple[Resource, ...] = (KAFKA_CLUSTER, CLIENT_QUOTA, RECORD_DELETION, KAFKA_TOPIC)
 
 
 def describe_errors(exc: ValidationError, prefix: str = "spec") -> str:
@@ -666,6 +808,7 @@ __all__ = [
     "API_VERSION",
     "ClientQuotaSpec",
     "KafkaClusterSpec",
+    "KafkaTopicSpec",
     "RecordDeletionSpec",
     "RESOURCES",
     "parse_spec",

@@ -1,0 +1,287 @@
+"""The Kubernetes objects that hold cluster metadata, and their translation to the store's records.
+
+Pure functions, no I/O:
+- a Lease per broker, `<cluster>-broker-<node id>`: holderIdentity is the broker process's
+  incarnation, annotations carry its endpoints and rack (registration and liveness in one object);
+- the controller Lease, `<cluster>-controller`: holderIdentity is the controller's node id;
+- a KafkaTopic (flotilla.io/v1alpha1) per topic: `spec` is what was asked for (topicName,
+  partitions, replicas, config), `status` what the controller decided (topicId, one assignment entry
+  per partition: leader, leaderEpoch, replicas, isr) and a Ready condition derived from it.
+  Spec and status are one object without a status subresource, so a TopicRecord is written with
+  a single compare-and-swap on resourceVersion.
+
+Every object carries the label app.kubernetes.io/instance=<cluster name>; the store lists and
+watches by it, so several clusters can share a namespace. A KafkaTopic made with kubectl needs
+that label too.
+
+Size: etcd refuses objects over 1.5 MiB (its default --max-request-bytes). The assignment is what
+grows with partitions, so `max_partitions` bounds a topic by the worst-case JSON size of one
+partition entry (every number at its 32-bit maximum) within TOPIC_OBJECT_BUDGET, leaving the rest
+for metadata, spec, configs, kubectl's last-applied annotation and managedFields.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from broker.metadata.store import (NO_TOPIC_ID, BrokerRegistration, Endpoint, PartitionState,
+                                   TopicRecord)
+
+GROUP = "flotilla.io"
+VERSION = "v1alpha1"
+TOPIC_PLURAL = "kafkatopics"
+TOPIC_KIND = "KafkaTopic"
+
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+LEASE_ROLE_LABEL = "flotilla.io/lease"  # "broker" or "controller"
+NODE_ID_ANNOTATION = "flotilla.io/node-id"
+ENDPOINTS_ANNOTATION = "flotilla.io/endpoints"
+RACK_ANNOTATION = "flotilla.io/rack"
+CLUSTER_ID_ANNOTATION = "flotilla.io/cluster-id"
+
+ETCD_OBJECT_LIMIT = 1536 * 1024
+TOPIC_OBJECT_BUDGET = 1024 * 1024
+_INT32_MAX = 2 ** 31 - 1
+
+_MAX_NAME = 253
+
+
+# -- names -------------------------------------------------------------------------------------
+def broker_lease_name(cluster: str, node_id: int) -> str:
+    return f"{cluster}-broker-{node_id}"
+
+
+def controller_lease_name(cluster: str) -> str:
+    return f"{cluster}-controller"
+
+
+def topic_object_name(cluster: str, topic: str) -> str:
+    """A DNS-1123 object name for a Kafka topic name (which may hold '_', '.' and capitals).
+
+    Names that need no change keep their spelling (`orders` -> `<cluster>-orders`); any other gets
+    a hash of the real name appended so that different topics never share an object name
+    (`__consumer_offsets` -> `<cluster>-consumer-offsets-<hash>`). The real name is spec.topicName.
+    """
+    clean = re.sub(r"[^a-z0-9]+", "-", topic.lower()).strip("-")
+    name = f"{cluster}-{clean}"
+    if clean == topic and len(name) <= _MAX_NAME:
+        return name
+    digest = hashlib.sha256(topic.encode()).hexdigest()[:10]
+    room = _MAX_NAME - len(cluster) - len(digest) - 2
+    clean = clean[:room].strip("-")
+    return f"{cluster}-{clean}-{digest}" if clean else f"{cluster}-{digest}"
+
+
+def labels(cluster: str, **extra: str) -> dict[str, str]:
+    return {INSTANCE_LABEL: cluster, **extra}
+
+
+def selector(cluster: str, **extra: str) -> str:
+    return ",".join(f"{k}={v}" for k, v in labels(cluster, **extra).items())
+
+
+# -- time --------------------------------------------------------------------------------------
+def micro_time(when: datetime | None = None) -> str:
+    """RFC 3339 with microseconds, as Lease renewTime/acquireTime are written."""
+    return (when or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+# -- topic ids ---------------------------------------------------------------------------------
+def topic_id_text(topic_id: uuid.UUID) -> str:
+    """Kafka's spelling of a topic id (URL-safe base64 without padding), as its tools print it."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def parse_topic_id(text: str | None) -> uuid.UUID:
+    if not text:
+        return NO_TOPIC_ID
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except ValueError:
+        return uuid.UUID(text)
+
+
+# -- KafkaTopic --------------------------------------------------------------------------------
+def config_text(value: Any) -> str:
+    """A config value from YAML as Kafka's string (`true`, not `True`)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def topic_name_of(obj: dict[str, Any]) -> str:
+    return (obj.get("spec") or {}).get("topicName") or obj["metadata"]["name"]
+
+
+def record_from_topic(obj: dict[str, Any], default_partitions: int = 1,
+                      default_replicas: int = 1) -> TopicRecord:
+    """The TopicRecord a KafkaTopic describes; one made with kubectl (no status yet) has the nil
+    topic id and no assignment, for the controller to complete."""
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    raw_assignment = status.get("assignment")
+    assignment = None
+    if raw_assignment is not None:
+        assignment = tuple(PartitionState(leader=int(p.get("leader", -1)),
+                                          leader_epoch=int(p.get("leaderEpoch", 0)),
+                                          replicas=tuple(int(r) for r in p.get("replicas") or ()),
+                                          isr=tuple(int(r) for r in p.get("isr") or ()))
+                           for p in raw_assignment)
+    return TopicRecord(
+        name=topic_name_of(obj),
+        topic_id=parse_topic_id(status.get("topicId")),
+        partitions=int(spec.get("partitions") or default_partitions),
+        replication_factor=int(spec.get("replicas") or default_replicas),
+        configs={str(k): config_text(v) for k, v in (spec.get("config") or {}).items()},
+        assignment=assignment,
+        version=obj["metadata"]["resourceVersion"],
+    )
+
+
+def _assignment_json(assignment: tuple[PartitionState, ...]) -> list[dict[str, Any]]:
+    return [{"leader": p.leader, "leaderEpoch": p.leader_epoch, "replicas": list(p.replicas),
+             "isr": list(p.isr)} for p in assignment]
+
+
+def ready_condition(rec: TopicRecord, previous: list[dict[str, Any]] | None = None,
+                    now: str | None = None) -> dict[str, Any]:
+    """Ready is True once the topic has its id and every partition an assignment with a leader."""
+    complete = rec.assignment is not None and len(rec.assignment) >= rec.partitions
+    offline = [i for i, p in enumerate(rec.assignment or ()) if p.leader < 0]
+    if rec.topic_id == NO_TOPIC_ID or not complete:
+        status, reason, message = "False", "Assigning", "waiting for the controller to assign partitions"
+    elif offline:
+        status, reason = "False", "PartitionsOffline"
+        message = f"{len(offline)} partition(s) without a leader, e.g. {offline[:5]}"
+    else:
+        status, reason, message = "True", "Assigned", f"{rec.partitions} partition(s) have a leader"
+    old = next((c for c in previous or () if c.get("type") == "Ready"), None)
+    since = old["lastTransitionTime"] if old and old.get("status") == status and old.get("lastTransitionTime") \
+        else (now or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return {"type": "Ready", "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": since}
+
+
+def topic_object(cluster: str, rec: TopicRecord, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The KafkaTopic for `rec`. With `base` (the stored object) everything the record does not
+    hold is kept (labels and annotations added by users or kubectl, unknown spec fields) and the
+    record's version becomes the resourceVersion precondition of the write."""
+    obj: dict[str, Any] = json.loads(json.dumps(base)) if base else {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": TOPIC_KIND,
+        "metadata": {"name": topic_object_name(cluster, rec.name), "labels": labels(cluster)}}
+    meta = obj["metadata"]
+    for k in ("managedFields", "creationTimestamp", "generation", "uid", "selfLink"):
+        meta.pop(k, None)
+    if base:
+        meta["resourceVersion"] = rec.version
+    spec = obj.setdefault("spec", {})
+    spec.update({"topicName": rec.name, "partitions": rec.partitions, "replicas": rec.replication_factor,
+                 "config": dict(rec.configs)})
+    old_status = obj.get("status") or {}
+    status: dict[str, Any] = {}
+    if rec.topic_id != NO_TOPIC_ID:
+        status["topicId"] = topic_id_text(rec.topic_id)
+    if rec.assignment is not None:
+        status["assignment"] = _assignment_json(rec.assignment)
+    status["conditions"] = [ready_condition(rec, old_status.get("conditions"))]
+    obj["status"] = status
+    return obj
+
+
+def partition_entry_bytes(replication_factor: int) -> int:
+    """Worst-case JSON size of one assignment entry (every id and epoch at its 32-bit maximum)."""
+    worst = PartitionState(_INT32_MAX, _INT32_MAX, (_INT32_MAX,) * replication_factor,
+                           (_INT32_MAX,) * replication_factor)
+    return len(json.dumps(_assignment_json((worst,)), separators=(",", ":"))) - 2 + 1  # [ ] off, comma on
+
+
+def max_partitions(replication_factor: int, budget: int = TOPIC_OBJECT_BUDGET) -> int:
+    """How many partitions one KafkaTopic can hold at this replication factor, worst case."""
+    return budget // partition_entry_bytes(max(1, replication_factor))
+
+
+# -- Leases ------------------------------------------------------------------------------------
+def lease_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("spec") or {}
+
+
+def broker_lease(cluster: str, cluster_id: str, reg: BrokerRegistration, duration_s: int,
+                 base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Lease registering `reg`, renewed now; with `base`, a compare-and-swap of that Lease."""
+    now = micro_time()
+    spec = lease_spec(base) if base else {}
+    taking_over = spec.get("holderIdentity") != reg.incarnation
+    annotations = {
+        NODE_ID_ANNOTATION: str(reg.node_id),
+        CLUSTER_ID_ANNOTATION: cluster_id,
+        ENDPOINTS_ANNOTATION: json.dumps([
+            {"listener": e.listener, "host": e.host, "port": e.port, "securityProtocol": e.security_protocol}
+            for e in reg.endpoints], separators=(",", ":")),
+    }
+    if reg.rack:
+        annotations[RACK_ANNOTATION] = reg.rack
+    metadata: dict[str, Any] = {"name": broker_lease_name(cluster, reg.node_id),
+                                "labels": labels(cluster, **{LEASE_ROLE_LABEL: "broker"}),
+                                "annotations": annotations}
+    if base:
+        metadata["resourceVersion"] = base["metadata"]["resourceVersion"]
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": {
+        "holderIdentity": reg.incarnation,
+        "leaseDurationSeconds": duration_s,
+        "acquireTime": now if taking_over else spec.get("acquireTime", now),
+        "renewTime": now,
+        "leaseTransitions": int(spec.get("leaseTransitions") or 0) + (1 if base and taking_over else 0),
+    }}
+
+
+def registration_from_lease(obj: dict[str, Any]) -> BrokerRegistration | None:
+    """The broker a Lease registers, or None if it is released or not a broker Lease."""
+    meta = obj.get("metadata") or {}
+    ann = meta.get("annotations") or {}
+    holder = lease_spec(obj).get("holderIdentity")
+    if not holder or NODE_ID_ANNOTATION not in ann:
+        return None
+    endpoints = tuple(Endpoint(listener=e["listener"], host=e["host"], port=int(e["port"]),
+                               security_protocol=e.get("securityProtocol", "PLAINTEXT"))
+                      for e in json.loads(ann.get(ENDPOINTS_ANNOTATION) or "[]"))
+    return BrokerRegistration(node_id=int(ann[NODE_ID_ANNOTATION]), incarnation=holder,
+                              endpoints=endpoints, rack=ann.get(RACK_ANNOTATION) or None)
+
+
+def controller_lease(cluster: str, node_id: int | None, duration_s: int,
+                     base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The controller Lease held (renewed now) by `node_id`, or released when node_id is None."""
+    now = micro_time()
+    spec = lease_spec(base) if base else {}
+    holder = "" if node_id is None else str(node_id)
+    taking_over = spec.get("holderIdentity") != holder
+    metadata: dict[str, Any] = {"name": controller_lease_name(cluster),
+                                "labels": labels(cluster, **{LEASE_ROLE_LABEL: "controller"})}
+    if base:
+        metadata["resourceVersion"] = base["metadata"]["resourceVersion"]
+    new_spec: dict[str, Any] = {
+        "holderIdentity": holder or None,
+        "leaseDurationSeconds": duration_s,
+        "acquireTime": now if taking_over else spec.get("acquireTime", now),
+        "renewTime": now,
+        "leaseTransitions": int(spec.get("leaseTransitions") or 0) + (1 if base and taking_over and holder else 0),
+    }
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
+            "spec": {k: v for k, v in new_spec.items() if v is not None}}
+
+
+def controller_from_lease(obj: dict[str, Any]) -> int | None:
+    holder = lease_spec(obj).get("holderIdentity")
+    return int(holder) if holder and holder.isdigit() else None

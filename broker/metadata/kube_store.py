@@ -1,0 +1,572 @@
+"""Cluster metadata on the Kubernetes API: Leases and KafkaTopic resources (see kube_objects.py).
+
+Reads: `start` lists the cluster's Leases and KafkaTopics, then one watch per kind keeps a local
+copy current and republishes the immutable image after each batch of events (a change reaches
+every broker as fast as the API server streams it). A watch that expires (410 Gone) or breaks is
+followed by a fresh list. While the API server cannot be reached the image keeps serving what it
+last saw, and broker liveness is frozen: nobody can renew a Lease then, so nobody is dropped for
+it (see LeaseClock.restart).
+
+Writes, each a single API call and so a single compare-and-swap:
+- create-if-absent: create_topic (POST; 409 -> TopicExists), register_broker (POST of the broker's
+  Lease, or a CAS takeover of an expired one; a live one of another incarnation -> DuplicateBroker);
+- compare-and-set: update_topic (PUT with the record's version as resourceVersion; 409 -> Conflict),
+  campaign (acquire or renew the controller Lease with a PUT on the resourceVersion we read);
+- delete_topic (DELETE).
+Each write's answer is applied to the local copy at once, so a caller reads its own write.
+An unreachable API server makes every write raise StoreUnavailable (retriable).
+
+The broker's own Lease is renewed in the background every third of its duration. The controller
+Lease is renewed only by `campaign` (the controller calls it in a loop); `is_controller` turns
+false when RENEW_DEADLINE of the duration has passed since the last successful campaign, before
+any other broker can acquire it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import time
+from typing import Any
+
+from kubernetes_asyncio import client, watch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from broker.metadata import kube_api
+from broker.metadata import kube_objects as ko
+from broker.metadata.lease_clock import LeaseClock
+from broker.metadata.store import (BrokerRegistration, Conflict, DuplicateBroker, MetadataError,
+                                   MetadataImage, MetadataStore, StoreUnavailable, TopicExists,
+                                   TopicRecord, TopicTooLarge, UnknownTopic)
+
+log = logging.getLogger(__name__)
+
+RENEW_DEADLINE = 2 / 3      # of the Lease duration: the controller stops before the Lease can expire
+REQUEST_TIMEOUT_S = 5.0     # one API call; beyond it the API server counts as unreachable
+WATCH_TIMEOUT_S = 60        # the API server ends each watch after about this long; we resume it
+RETRY_MAX_S = 2.0
+START_TIMEOUT_S = 30.0      # start() waits this long for a first answer from the API server
+
+LEASES = ("coordination.k8s.io", "v1", "leases")
+TOPICS = (ko.GROUP, ko.VERSION, ko.TOPIC_PLURAL)
+
+
+def _rv_newer(new: str, old: str | None) -> bool:
+    """Whether resourceVersion `new` comes after `old`. They are etcd revisions (integers) in
+    practice; if one ever is not, treat the newer event as newer."""
+    if old is None:
+        return True
+    try:
+        return int(new) > int(old)
+    except ValueError:
+        return new != old
+
+
+class KubernetesMetadataStore(MetadataStore):
+    def __init__(self, *, cluster_id: str, cluster_name: str, namespace: str | None = None,
+                 lease_duration_s: float = 15.0, default_partitions: int = 1,
+                 default_replication_factor: int = 1) -> None:
+        super().__init__()
+        self.cluster_id = cluster_id
+        self.cluster_name = cluster_name
+        self.namespace = namespace or None
+        self.lease_seconds = max(1, math.ceil(lease_duration_s))
+        self.lease_duration_s = float(self.lease_seconds)
+        self._contact_s = max(1.0, self.lease_duration_s / 3)
+        self.default_partitions = default_partitions
+        self.default_replication_factor = default_replication_factor
+        self.image = MetadataImage.build(cluster_id, {}, None, {})
+        self._api: client.ApiClient | None = None
+        self._objects: client.CustomObjectsApi | None = None
+        self._clock = LeaseClock()
+        # Local copies, by object name.
+        self._leases: dict[str, dict[str, Any]] = {}
+        self._topic_objs: dict[str, dict[str, Any]] = {}
+        self._topics: dict[str, TopicRecord] = {}
+        self._object_of: dict[str, str] = {}       # topic name -> object name holding it
+        self._known_rv: dict[str, str] = {}        # "kind/object" -> newest resourceVersion applied
+        self._connected = {"leases": False, "topics": False}
+        self.relists = {"leases": 0, "topics": 0}  # lists after the first (watch expired or broke)
+        self._contact_at = 0.0                     # monotonic time of the API server's last answer
+        self._current = False                      # whether the view is current (see _judge_view)
+        self._stale_since: float | None = None
+        self._probe: asyncio.Task | None = None
+        self._dirty = False
+        self._tasks: list[asyncio.Task] = []
+        self._registration: BrokerRegistration | None = None
+        self._renewer: asyncio.Task | None = None
+        self.registration_lost = asyncio.Event()
+        self._controller_node: int | None = None
+        self._controller_until = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._api, default_ns = await kube_api.connect()
+        self.namespace = self.namespace or default_ns
+        self._objects = client.CustomObjectsApi(self._api)
+        try:
+            leases_rv, topics_rv = await self._first_lists()
+        except ApiException as e:
+            await self._api.close()
+            if e.status == 404:
+                raise MetadataError(
+                    f"the KafkaTopic resource ({ko.TOPIC_PLURAL}.{ko.GROUP}) is not installed: "
+                    "apply the CRDs first (kubectl apply -f crds/)") from None
+            if e.status in (401, 403):
+                raise MetadataError(f"not allowed to read Leases and KafkaTopics in namespace "
+                                    f"{self.namespace}: {e.reason}") from None
+            raise
+        except BaseException:
+            await self._api.close()
+            raise
+        self._publish_now()
+        self._tasks = [
+            asyncio.create_task(self._watch("leases", leases_rv), name="metadata-watch-leases"),
+            asyncio.create_task(self._watch("topics", topics_rv), name="metadata-watch-topics"),
+            asyncio.create_task(self._expiry_loop(), name="metadata-lease-expiry"),
+        ]
+        log.info("metadata: Kubernetes namespace %s, cluster %s: %d broker(s), %d topic(s)",
+                 self.namespace, self.cluster_name, len(self.image.brokers), len(self.image.topics))
+
+    async def _first_lists(self) -> tuple[str, str]:
+        """The first view, retried while the API server is briefly unable to answer (it answers
+        429 "storage is (re)initializing" right after a CRD is installed, 503 while starting)."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        delay = 0.1
+        while True:
+            try:
+                return await self._relist("leases"), await self._relist("topics")
+            except StoreUnavailable as e:
+                if time.monotonic() + delay > deadline:
+                    raise
+                log.warning("metadata: waiting for the Kubernetes API: %s", e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+
+    async def close(self) -> None:
+        tasks = self._tasks + [t for t in (self._renewer, self._probe) if t is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks, self._renewer = [], None
+        if self._api is None:
+            return
+        try:
+            await asyncio.wait_for(self._release(), REQUEST_TIMEOUT_S)
+        except (StoreUnavailable, ApiException, asyncio.TimeoutError) as e:
+            log.warning("metadata: could not release Leases on close: %s", e)
+        await self._api.close()
+        self._api = None
+
+    async def _release(self) -> None:
+        """Hand back what this process holds, so others need not wait for expiry: the controller
+        Lease (released, as client-go does) and this broker's Lease (deleted if still ours)."""
+        if self._controller_node is not None:
+            name = ko.controller_lease_name(self.cluster_name)
+            cur = self._leases.get(name)
+            if cur and ko.controller_from_lease(cur) == self._controller_node:
+                self._controller_until = 0.0
+                body = ko.controller_lease(self.cluster_name, None, 1, base=cur)
+                try:
+                    await self._write_lease("replace", name, body)
+                except (Conflict, ApiException):
+                    pass
+        if self._registration is not None:
+            name = ko.broker_lease_name(self.cluster_name, self._registration.node_id)
+            cur = self._leases.get(name)
+            if cur and ko.lease_spec(cur).get("holderIdentity") == self._registration.incarnation:
+                try:
+                    await self._call(self._objects.delete_namespaced_custom_object(
+                        *LEASES[:2], self.namespace, LEASES[2], name,
+                        body={"preconditions": {"resourceVersion": cur["metadata"]["resourceVersion"]}},
+                        _request_timeout=REQUEST_TIMEOUT_S))
+                except ApiException:
+                    pass
+            self._registration = None
+
+    # -- the image ---------------------------------------------------------------------------
+    def _live_brokers(self) -> dict[int, BrokerRegistration]:
+        out: dict[int, BrokerRegistration] = {}
+        for name, obj in self._leases.items():
+            reg = ko.registration_from_lease(obj)
+            if reg is not None and self._clock.live(name):
+                out[reg.node_id] = reg
+        return out
+
+    def _live_controller(self) -> int | None:
+        name = ko.controller_lease_name(self.cluster_name)
+        obj = self._leases.get(name)
+        if obj is None or not self._clock.live(name):
+            return None
+        return ko.controller_from_lease(obj)
+
+    def _publish_now(self) -> None:
+        self._dirty = False
+        if self._judge_view():
+            brokers, controller = self._live_brokers(), self._live_controller()
+        else:  # stale view: keep who was live (nobody can renew now); see the module docstring
+            brokers, controller = self.image.brokers, self.image.controller_id
+        self._publish(MetadataImage.build(self.cluster_id, brokers, controller, self._topics))
+
+    def _publish_soon(self) -> None:
+        """Coalesce a burst of watch events into one new image."""
+        if not self._dirty:
+            self._dirty = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        if self._dirty:
+            self._publish_now()
+
+    async def _call(self, awaitable):
+        """One API call; any answer but "unavailable" shows the API server is there."""
+        try:
+            result = await kube_api.call(awaitable)
+        except ApiException:
+            self._contact_at = time.monotonic()
+            raise
+        self._contact_at = time.monotonic()
+        return result
+
+    def _judge_view(self) -> bool:
+        """Whether the local view is current: both watches running and an answer from the API
+        server within a third of the Lease duration. Only then are Leases judged by time; when
+        the view becomes current again after a gap, Leases live at its start are judged afresh
+        (no one could renew, or we could not see it)."""
+        now = time.monotonic()
+        current = all(self._connected.values()) and now - self._contact_at < self._contact_s
+        if current and not self._current:
+            if self._stale_since is not None:
+                self._clock.restart(self._stale_since)
+                log.info("metadata: the Kubernetes API answers again; the view is current")
+            self._stale_since = None
+        elif self._current and not current:
+            self._stale_since = min(now, self._contact_at + self._contact_s)
+            log.warning("metadata: no answer from the Kubernetes API; serving the last image")
+        self._current = current
+        return current
+
+    async def _expiry_loop(self) -> None:
+        """Drop brokers (and the controller) whose Leases expired by time, without any event, and
+        probe the API server when nothing else has talked to it lately."""
+        tick = min(0.5, self.lease_duration_s / 10)
+        while True:
+            await asyncio.sleep(tick)
+            if time.monotonic() - self._contact_at > self._contact_s / 2 and (self._probe is None or self._probe.done()):
+                self._probe = asyncio.create_task(self._probe_api())
+            was_current = self._current
+            if self._judge_view() != was_current or (self._current and (
+                    self._live_brokers().keys() != self.image.brokers.keys()
+                    or self._live_controller() != self.image.controller_id)):
+                self._publish_now()
+
+    async def _probe_api(self) -> None:
+        try:
+            await self._call(self._objects.get_namespaced_custom_object(
+                *LEASES[:2], self.namespace, LEASES[2], ko.controller_lease_name(self.cluster_name),
+                _request_timeout=self._contact_s))
+        except (StoreUnavailable, ApiException):
+            pass
+
+    # -- applying objects to the local copy --------------------------------------------------
+    def _apply(self, kind: str, event: str, obj: dict[str, Any]) -> bool:
+        name = obj["metadata"]["name"]
+        rv = obj["metadata"].get("resourceVersion", "")
+        key = f"{kind}/{name}"
+        if not _rv_newer(rv, self._known_rv.get(key)):
+            return False  # our own write already applied this (or a newer) version
+        self._known_rv[key] = rv
+        if kind == "leases":
+            if event == "DELETED":
+                self._leases.pop(name, None)
+                self._clock.forget(name)
+            else:
+                self._leases[name] = obj
+                spec = ko.lease_spec(obj)
+                self._clock.observe(name, spec.get("holderIdentity") or "", spec.get("renewTime") or "",
+                                    float(spec.get("leaseDurationSeconds") or self.lease_duration_s),
+                                    ko.parse_time(spec.get("renewTime")))
+        elif event == "DELETED":
+            self._drop_topic_object(name)
+        else:
+            self._put_topic_object(name, obj)
+        return True
+
+    def _put_topic_object(self, name: str, obj: dict[str, Any]) -> None:
+        rec = ko.record_from_topic(obj, self.default_partitions, self.default_replication_factor)
+        old = self._topic_objs.get(name)
+        if old is not None and ko.topic_name_of(old) != rec.name:
+            self._drop_topic_object(name)  # spec.topicName was edited: the old name is gone
+        holder = self._object_of.get(rec.name)
+        if holder is not None and holder != name:
+            # Two KafkaTopics claim one topic name: the older object keeps it.
+            first = self._topic_objs[holder]["metadata"].get("creationTimestamp", "")
+            if (first, holder) <= (obj["metadata"].get("creationTimestamp", ""), name):
+                log.warning("KafkaTopic %s names topic %r, which KafkaTopic %s already holds; ignored",
+                            name, rec.name, holder)
+                self._topic_objs[name] = obj
+                return
+        self._topic_objs[name] = obj
+        self._object_of[rec.name] = name
+        self._topics[rec.name] = rec
+
+    def _drop_topic_object(self, name: str) -> None:
+        obj = self._topic_objs.pop(name, None)
+        if obj is None:
+            return
+        topic = ko.topic_name_of(obj)
+        if self._object_of.get(topic) != name:
+            return
+        del self._object_of[topic]
+        del self._topics[topic]
+        # A second object claiming the same name (see _put_topic_object) takes over.
+        for other, o in sorted(self._topic_objs.items(), key=lambda kv: kv[1]["metadata"].get("creationTimestamp", "")):
+            if ko.topic_name_of(o) == topic:
+                self._put_topic_object(other, o)
+                break
+
+    # -- list and watch ----------------------------------------------------------------------
+    def _list_call(self, kind: str):
+        group, version, plural = LEASES if kind == "leases" else TOPICS
+        return self._objects.list_namespaced_custom_object, (group, version, self.namespace, plural)
+
+    async def _relist(self, kind: str) -> str:
+        fn, args = self._list_call(kind)
+        listing = await self._call(fn(*args, label_selector=ko.selector(self.cluster_name),
+                                         _request_timeout=REQUEST_TIMEOUT_S * 2))
+        list_rv = listing["metadata"]["resourceVersion"]
+        items = {o["metadata"]["name"]: o for o in listing.get("items", [])}
+        current = self._leases if kind == "leases" else self._topic_objs
+        for name in [n for n in current if n not in items]:
+            # Gone, unless we wrote it after the list was taken.
+            self._apply(kind, "DELETED", {"metadata": {"name": name, "resourceVersion": list_rv}})
+        for obj in items.values():
+            self._apply(kind, "MODIFIED", obj)
+        self._connected[kind] = True
+        return list_rv
+
+    def _lost(self, kind: str, why: Any) -> None:
+        if self._connected[kind]:
+            log.info("metadata: %s watch broke (%s); listing again", kind, why)
+        self._connected[kind] = False
+
+    async def _watch(self, kind: str, rv: str | None) -> None:
+        fn, args = self._list_call(kind)
+        backoff = 0.1
+        while True:
+            try:
+                if rv is None:
+                    rv = await self._relist(kind)
+                    self.relists[kind] += 1
+                    self._publish_soon()
+                    backoff = 0.1
+                w = watch.Watch(return_type="object")
+                try:
+                    async for ev in w.stream(fn, *args, label_selector=ko.selector(self.cluster_name),
+                                             resource_version=rv, allow_watch_bookmarks=True,
+                                             timeout_seconds=WATCH_TIMEOUT_S + random.randint(0, 10),
+                                             _request_timeout=WATCH_TIMEOUT_S + 30):
+                        rv = w.resource_version or rv
+                        self._contact_at = time.monotonic()
+                        if ev["type"] in ("ADDED", "MODIFIED", "DELETED") and \
+                                self._apply(kind, ev["type"], ev["raw_object"]):
+                            self._publish_soon()
+                finally:
+                    await w.close()
+            except asyncio.CancelledError:
+                raise
+            except ApiException as e:
+                if e.status == 410:  # our resourceVersion is too old: list again
+                    log.info("metadata: %s watch expired; listing again", kind)
+                    rv = None
+                    continue
+                self._lost(kind, f"{e.status} {e.reason}")
+                rv = None
+            except (StoreUnavailable, OSError, asyncio.TimeoutError, Exception) as e:
+                self._lost(kind, e or type(e).__name__)
+                rv = None
+            self._publish_soon()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, RETRY_MAX_S)
+
+    # -- writes: topics ----------------------------------------------------------------------
+    def _check_size(self, rec: TopicRecord) -> None:
+        limit = self.max_partitions(rec.replication_factor)
+        if rec.partitions > limit:
+            raise TopicTooLarge(
+                f"topic {rec.name!r}: {rec.partitions} partitions exceed the {limit} that one KafkaTopic "
+                f"can hold at replication factor {rec.replication_factor} (etcd's object size limit)")
+
+    def max_partitions(self, replication_factor: int) -> int:
+        return ko.max_partitions(replication_factor)
+
+    def _applied(self, kind: str, obj: dict[str, Any]) -> None:
+        """Apply a write's answer now, so the writer reads its own write. The watch may have
+        delivered the same change first; its image is then still pending: publish it now."""
+        if self._apply(kind, "MODIFIED", obj) or self._dirty:
+            self._publish_now()
+
+    async def create_topic(self, rec: TopicRecord) -> TopicRecord:
+        if rec.name in self._topics:
+            raise TopicExists(rec.name)
+        self._check_size(rec)
+        body = ko.topic_object(self.cluster_name, rec)
+        try:
+            obj = await self._call(self._objects.create_namespaced_custom_object(
+                *TOPICS[:2], self.namespace, TOPICS[2], body, _request_timeout=REQUEST_TIMEOUT_S))
+        except ApiException as e:
+            if e.status == 409:
+                raise TopicExists(rec.name) from None
+            raise MetadataError(f"creating KafkaTopic for {rec.name!r}: {e.status} {e.reason}: {e.body}") from None
+        self._applied("topics", obj)
+        return ko.record_from_topic(obj, self.default_partitions, self.default_replication_factor)
+
+    async def update_topic(self, rec: TopicRecord) -> TopicRecord:
+        name = self._object_of.get(rec.name)
+        if name is None:
+            raise UnknownTopic(rec.name)
+        self._check_size(rec)
+        body = ko.topic_object(self.cluster_name, rec, base=self._topic_objs[name])
+        try:
+            obj = await self._call(self._objects.replace_namespaced_custom_object(
+                *TOPICS[:2], self.namespace, TOPICS[2], name, body, _request_timeout=REQUEST_TIMEOUT_S))
+        except ApiException as e:
+            if e.status == 409:
+                raise Conflict(f"topic {rec.name} changed since version {rec.version}") from None
+            if e.status == 404:
+                raise UnknownTopic(rec.name) from None
+            raise MetadataError(f"updating KafkaTopic {name}: {e.status} {e.reason}: {e.body}") from None
+        self._applied("topics", obj)
+        return ko.record_from_topic(obj, self.default_partitions, self.default_replication_factor)
+
+    async def delete_topic(self, name: str) -> TopicRecord:
+        obj_name = self._object_of.get(name)
+        if obj_name is None:
+            raise UnknownTopic(name)
+        rec = self._topics[name]
+        try:
+            await self._call(self._objects.delete_namespaced_custom_object(
+                *TOPICS[:2], self.namespace, TOPICS[2], obj_name, _request_timeout=REQUEST_TIMEOUT_S))
+        except ApiException as e:
+            if e.status != 404:
+                raise MetadataError(f"deleting KafkaTopic {obj_name}: {e.status} {e.reason}") from None
+            if self._object_of.get(name) != obj_name:  # deleted by someone else meanwhile
+                raise UnknownTopic(name) from None
+        # Unless the watch got there first: drop it now, remembering the version we deleted so that
+        # a late event of an older version cannot revive it.
+        if self._object_of.get(name) == obj_name:
+            key = f"topics/{obj_name}"
+            if _rv_newer(rec.version, self._known_rv.get(key)):
+                self._known_rv[key] = str(rec.version)
+            self._drop_topic_object(obj_name)
+            self._dirty = True
+        if self._dirty:
+            self._publish_now()
+        return rec
+
+    # -- writes: Leases ----------------------------------------------------------------------
+    async def _write_lease(self, verb: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST or PUT one Lease; 409 (exists / changed since read) -> Conflict."""
+        try:
+            if verb == "create":
+                obj = await self._call(self._objects.create_namespaced_custom_object(
+                    *LEASES[:2], self.namespace, LEASES[2], body, _request_timeout=REQUEST_TIMEOUT_S))
+            else:
+                obj = await self._call(self._objects.replace_namespaced_custom_object(
+                    *LEASES[:2], self.namespace, LEASES[2], name, body, _request_timeout=REQUEST_TIMEOUT_S))
+        except ApiException as e:
+            if e.status in (404, 409):
+                raise Conflict(f"Lease {name}: {e.reason}") from None
+            raise
+        self._applied("leases", obj)
+        return obj
+
+    async def _read_lease(self, name: str) -> dict[str, Any] | None:
+        try:
+            obj = await self._call(self._objects.get_namespaced_custom_object(
+                *LEASES[:2], self.namespace, LEASES[2], name, _request_timeout=REQUEST_TIMEOUT_S))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        self._applied("leases", obj)
+        return obj
+
+    async def register_broker(self, reg: BrokerRegistration) -> None:
+        name = ko.broker_lease_name(self.cluster_name, reg.node_id)
+        cur = await self._read_lease(name)
+        if cur is None:
+            verb = "create"
+        else:
+            holder = ko.lease_spec(cur).get("holderIdentity")
+            if holder and holder != reg.incarnation and self._clock.live(name):
+                renewed = ko.lease_spec(cur).get("renewTime")
+                raise DuplicateBroker(
+                    f"node.id {reg.node_id} is held by broker process {holder} (Lease {self.namespace}/{name}, "
+                    f"renewed {renewed}); it expires {self.lease_seconds}s after its last renewal")
+            verb = "replace"
+        body = ko.broker_lease(self.cluster_name, self.cluster_id, reg, self.lease_seconds, base=cur)
+        try:
+            await self._write_lease(verb, name, body)
+        except Conflict:
+            raise DuplicateBroker(f"node.id {reg.node_id}: another process registered it at the same time") from None
+        self._registration = reg
+        if self._renewer is None:
+            self._renewer = asyncio.create_task(self._renew_loop(), name="metadata-broker-lease")
+        self._publish_now()
+
+    async def _renew_loop(self) -> None:
+        """Keep this broker's Lease renewed; if another process took it over, stop and say so."""
+        period = self.lease_duration_s / 3
+        while self._registration is not None:
+            await asyncio.sleep(period)
+            reg = self._registration
+            name = ko.broker_lease_name(self.cluster_name, reg.node_id)
+            try:
+                cur = self._leases.get(name) or await self._read_lease(name)
+                if cur is None or ko.lease_spec(cur).get("holderIdentity") != reg.incarnation:
+                    self._registration_lost(name, cur)
+                    return
+                try:
+                    await self._write_lease("replace", name, ko.broker_lease(
+                        self.cluster_name, self.cluster_id, reg, self.lease_seconds, base=cur))
+                except Conflict:
+                    cur = await self._read_lease(name)  # our copy was stale; check who holds it
+                    if cur is None or ko.lease_spec(cur).get("holderIdentity") != reg.incarnation:
+                        self._registration_lost(name, cur)
+                        return
+            except (StoreUnavailable, ApiException) as e:
+                log.warning("metadata: cannot renew broker Lease %s: %s", name, e)
+
+    def _registration_lost(self, name: str, cur: dict[str, Any] | None) -> None:
+        holder = ko.lease_spec(cur).get("holderIdentity") if cur else None
+        log.error("metadata: broker Lease %s is no longer ours (holder now %s); this broker is fenced",
+                  name, holder)
+        self._registration = None
+        self.registration_lost.set()
+
+    async def campaign(self, node_id: int) -> bool:
+        name = ko.controller_lease_name(self.cluster_name)
+        started = time.monotonic()
+        cur = self._leases.get(name) if self._connected["leases"] else None
+        if cur is None:
+            cur = await self._read_lease(name)
+        holder = ko.controller_from_lease(cur) if cur else None
+        if cur is not None and holder is not None and holder != node_id and self._clock.live(name):
+            self._controller_until = 0.0
+            return False
+        body = ko.controller_lease(self.cluster_name, node_id, self.lease_seconds, base=cur)
+        try:
+            await self._write_lease("create" if cur is None else "replace", name, body)
+        except Conflict:
+            self._controller_until = 0.0
+            return False
+        self._controller_node = node_id
+        self._controller_until = started + RENEW_DEADLINE * self.lease_duration_s
+        self._publish_now()
+        return True
+
+    def is_controller(self, node_id: int) -> bool:
+        return self._controller_node == node_id and time.monotonic() < self._controller_until

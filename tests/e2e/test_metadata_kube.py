@@ -1,0 +1,329 @@
+"""The Kubernetes metadata backend on the real kube-apiserver + etcd of `flotilla testenv`.
+
+The shared contract (tests/support/metadata_contract.py) runs here as it does for the file backend;
+the rest is what only a shared store has: a second store sees changes through its watch, node ids
+are exclusive, the controller Lease elects one controller and fences it at its renew deadline,
+expired brokers drop out, KafkaTopics made with kubectl appear, the etcd object size limit is
+respected, a watch older than the API server's history re-lists, and an API server outage leaves
+reads working, fails writes with StoreUnavailable and heals without a restart.
+
+    .venv/bin/pytest -m kube tests/e2e/test_metadata_kube.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from broker.metadata import kube_objects as ko
+from broker.metadata.kube_store import KubernetesMetadataStore
+from broker.metadata.store import (NO_TOPIC_ID, DuplicateBroker, PartitionState, StoreUnavailable,
+                                   TopicTooLarge, new_topic)
+from tests.support.metadata_contract import MetadataStoreContract, registration
+
+pytestmark = pytest.mark.kube
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPIC_CRD = ROOT / "crds" / "flotilla.io_kafkatopics.yaml"
+LEASE_S = 3.0
+
+
+@pytest.fixture(scope="module")
+def topic_crd(kube_env):
+    kube_env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(TOPIC_CRD))
+    kube_env.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/kafkatopics.flotilla.io")
+
+
+@pytest.fixture
+async def stores(kube_env, kube_namespace, topic_crd, monkeypatch):
+    """Makes started stores of one cluster (`fleet`) in the test namespace; closes them afterwards."""
+    monkeypatch.setenv("KUBECONFIG", str(kube_env.kubeconfig))
+    made: list[KubernetesMetadataStore] = []
+
+    async def make(cluster: str = "fleet", **kw) -> KubernetesMetadataStore:
+        s = KubernetesMetadataStore(cluster_id="cid-" + cluster, cluster_name=cluster, namespace=kube_namespace,
+                                    lease_duration_s=kw.pop("lease_duration_s", LEASE_S), **kw)
+        await s.start()
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        await s.close()
+
+
+async def eventually(check, timeout: float = 5.0, interval: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout}s: {check}")
+        await asyncio.sleep(interval)
+
+
+def kill(store: KubernetesMetadataStore) -> None:
+    """Stop a store as kill -9 would: nothing renewed, nothing released."""
+    for t in store._tasks + ([store._renewer] if store._renewer else []):
+        t.cancel()
+    store._tasks, store._renewer = [], None
+    store._registration = None
+    store._controller_node = None
+
+
+class TestKubernetesStore(MetadataStoreContract):
+    @pytest.fixture
+    async def store(self, stores):
+        return await stores()
+
+
+# -- what a shared store adds ---------------------------------------------------------------------
+async def test_a_second_store_sees_changes_through_its_watch(stores):
+    a, b = await stores(), await stores()
+    t = await a.create_topic(new_topic("orders", 3))
+    started = time.monotonic()
+    await eventually(lambda: "orders" in b.image.topics)
+    assert time.monotonic() - started < 1.0, "a change must reach other brokers in well under a second"
+    assert b.image.topics["orders"] == t and b.image.topic_by_id(t.topic_id).name == "orders"
+    t2 = await a.update_topic(dataclasses.replace(t, assignment=(PartitionState(1, 0, (1,), (1,)),) * 3))
+    await eventually(lambda: b.image.topics["orders"] == t2)
+    await b.delete_topic("orders")
+    await eventually(lambda: "orders" not in a.image.topics)
+
+
+async def test_the_same_node_id_cannot_register_twice(stores):
+    a, b = await stores(), await stores()
+    await a.register_broker(registration(1, 9092))
+    await eventually(lambda: 1 in b.image.brokers)
+    with pytest.raises(DuplicateBroker, match="node.id 1"):
+        await b.register_broker(registration(1, 9093))
+    # Still refused after longer than the Lease duration: the first process keeps renewing it.
+    await asyncio.sleep(LEASE_S * 1.3)
+    with pytest.raises(DuplicateBroker):
+        await b.register_broker(registration(1, 9093))
+    assert b.image.brokers[1].endpoints[0].port == 9092
+    # Another node id is fine, and a graceful close hands the node id over at once.
+    await b.register_broker(registration(2, 9094))
+    await a.close()
+    await eventually(lambda: 1 not in b.image.brokers)
+    c = await stores()
+    await c.register_broker(registration(1, 9095))
+    await eventually(lambda: b.image.brokers.get(1) and b.image.brokers[1].endpoints[0].port == 9095)
+
+
+async def test_a_killed_broker_drops_out_after_its_lease_and_its_node_id_can_be_reused(stores):
+    a, b = await stores(), await stores()
+    await a.register_broker(registration(1, 9092, rack="zone-a"))
+    await b.register_broker(registration(2, 9093))
+    await eventually(lambda: set(b.image.brokers) == {1, 2})
+    assert b.image.brokers[1].rack == "zone-a"
+    changes = []
+    b.subscribe(lambda old, new: changes.append((set(old.brokers), set(new.brokers))))
+    kill(a)
+    killed = time.monotonic()
+    await eventually(lambda: set(b.image.brokers) == {2}, timeout=LEASE_S * 3)
+    assert time.monotonic() - killed >= LEASE_S * 0.5  # not before the Lease could have expired
+    assert ({1, 2}, {2}) in changes  # subscribers hear of an expiry by time
+    restarted = await stores()
+    with pytest.raises(DuplicateBroker):  # a fresh process first watches the Lease for a full duration
+        await restarted.register_broker(registration(1, 9096))
+    await asyncio.sleep(LEASE_S + 0.5)
+    await restarted.register_broker(registration(1, 9096))
+    await eventually(lambda: b.image.brokers.get(1) and b.image.brokers[1].endpoints[0].port == 9096)
+
+
+async def test_one_controller_fenced_at_its_renew_deadline_then_replaced(stores):
+    a, b = await stores(), await stores()
+    assert await a.campaign(1)
+    assert not await b.campaign(2)
+    await eventually(lambda: b.image.controller_id == 1)
+    assert a.is_controller(1) and not b.is_controller(2)
+    # Renewing within the deadline keeps the Lease; b keeps losing.
+    for _ in range(3):
+        await asyncio.sleep(LEASE_S / 3)
+        assert await a.campaign(1) and not await b.campaign(2)
+    # a stops renewing (hung, or cut off): it must stop acting as controller before b can win.
+    stopped = time.monotonic()
+    await eventually(lambda: not a.is_controller(1), timeout=LEASE_S)
+    fenced_after = time.monotonic() - stopped
+    assert fenced_after < LEASE_S
+    won_at = None
+    while won_at is None:
+        if await b.campaign(2):
+            won_at = time.monotonic() - stopped
+        else:
+            await asyncio.sleep(0.1)
+        assert time.monotonic() - stopped < LEASE_S * 3
+    assert won_at >= fenced_after  # never two controllers at once
+    assert b.is_controller(2)
+    await eventually(lambda: a.image.controller_id == 2)
+    assert not await a.campaign(1)  # the old controller cannot take it back while b renews
+
+
+async def test_closing_the_controller_releases_its_lease(stores):
+    a, b = await stores(), await stores()
+    assert await a.campaign(1)
+    await eventually(lambda: b.image.controller_id == 1)
+    await a.close()
+    await eventually(lambda: b.image.controller_id is None)
+    assert await b.campaign(2)  # no waiting for expiry
+
+
+async def test_kubectl_made_topic_appears_for_the_controller_to_complete(stores, kube_env, kube_namespace):
+    s = await stores(default_partitions=4, default_replication_factor=1)
+    manifest = {
+        "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
+        "metadata": {"name": "clicks", "labels": {ko.INSTANCE_LABEL: "fleet"}},
+        "spec": {"config": {"retention.ms": 60000, "compression.type": "zstd", "preallocate": False}},
+    }
+    kube_env.kubectl("apply", "-n", kube_namespace, "-f", "-", input=json.dumps(manifest))
+    rec = await eventually(lambda: s.image.topics.get("clicks"))
+    assert rec.topic_id == NO_TOPIC_ID and rec.assignment is None
+    assert rec.partitions == 4 and rec.replication_factor == 1  # the brokers' defaults
+    assert rec.configs == {"retention.ms": "60000", "compression.type": "zstd", "preallocate": "false"}
+    # The controller completes it: an id and an assignment; `kubectl get` then shows it ready.
+    done = await s.update_topic(dataclasses.replace(
+        rec, topic_id=uuid.uuid4(), assignment=tuple(PartitionState(1, 0, (1,), (1,)) for _ in range(4))))
+    out = kube_env.kubectl("get", "kafkatopics", "-n", kube_namespace, "clicks", "--no-headers").stdout.split()
+    assert out[:7] == ["clicks", "fleet", "clicks", "4", "1", "True", "Assigned"]  # NAME, CLUSTER, TOPIC, ...
+    # A topic of another cluster in the same namespace is not ours.
+    other = dict(manifest, metadata={"name": "elsewhere", "labels": {ko.INSTANCE_LABEL: "other"}})
+    kube_env.kubectl("apply", "-n", kube_namespace, "-f", "-", input=json.dumps(other))
+    await asyncio.sleep(0.5)
+    assert "elsewhere" not in s.image.topics
+    # kubectl apply again (spec only) keeps the status the brokers wrote.
+    kube_env.kubectl("apply", "-n", kube_namespace, "-f", "-", input=json.dumps(manifest))
+    await asyncio.sleep(0.3)
+    assert s.image.topics["clicks"].topic_id == done.topic_id
+
+
+async def test_client_made_topics_are_kafkatopics_with_valid_names(stores, kube_env, kube_namespace):
+    s = await stores()
+    t = await s.create_topic(new_topic("__consumer_offsets", 2))
+    await s.create_topic(new_topic("orders", 1))
+    listing = json.loads(kube_env.kubectl("get", "kafkatopics", "-n", kube_namespace, "-o", "json").stdout)
+    by_topic = {o["spec"]["topicName"]: o for o in listing["items"]}
+    assert by_topic["orders"]["metadata"]["name"] == "fleet-orders"
+    internal = by_topic["__consumer_offsets"]
+    assert internal["metadata"]["name"].startswith("fleet-consumer-offsets-")
+    assert internal["status"]["topicId"] == ko.topic_id_text(t.topic_id)
+    assert internal["spec"]["partitions"] == 2 and internal["metadata"]["labels"][ko.INSTANCE_LABEL] == "fleet"
+
+
+async def test_invalid_kafkatopics_are_refused_naming_the_field(topic_crd, kube_env, kube_namespace):
+    def apply(spec):
+        manifest = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
+                    "metadata": {"name": "bad", "labels": {ko.INSTANCE_LABEL: "fleet"}}, "spec": spec}
+        return kube_env.kubectl("apply", "-n", kube_namespace, "-f", "-", input=json.dumps(manifest), check=False)
+
+    r = apply({"topicName": "no spaces", "partitions": 1})
+    assert r.returncode != 0 and "spec.topicName" in r.stderr
+    r = apply({"partitions": 0})
+    assert r.returncode != 0 and "spec.partitions" in r.stderr
+    r = apply({"partitions": 9000, "replicas": 3})
+    assert r.returncode != 0 and "spec.partitions" in r.stderr and "etcd" in r.stderr
+    assert apply({"partitions": 4}).returncode == 0
+    r = apply({"partitions": 2})
+    assert r.returncode != 0 and "spec.partitions cannot decrease" in r.stderr
+    assert apply({"partitions": 4, "topicName": "bad"}).returncode == 0  # may be added, equal to the name
+    r = apply({"partitions": 4, "topicName": "other"})
+    assert r.returncode != 0 and "spec.topicName is immutable" in r.stderr
+
+
+async def test_partitions_per_kafkatopic_bounded_by_etcds_object_size_limit(stores, kube_env, kube_namespace):
+    s = await stores()
+    for rf in (1, 3):
+        limit = s.max_partitions(rf)
+        assert limit == ko.max_partitions(rf) and limit >= 5000
+        with pytest.raises(TopicTooLarge, match="etcd"):
+            await s.create_topic(new_topic(f"too-big-{rf}", limit + 1, replication_factor=rf))
+        # The largest allowed topic, with every number in its assignment at its widest, is stored.
+        t = await s.create_topic(new_topic(f"largest-{rf}", limit, replication_factor=rf))
+        worst = PartitionState(2 ** 31 - 1, 2 ** 31 - 1, (2 ** 31 - 1,) * rf, (2 ** 31 - 1,) * rf)
+        t = await s.update_topic(dataclasses.replace(t, assignment=(worst,) * limit))
+        assert len(s.image.topics[f"largest-{rf}"].assignment) == limit
+        raw = kube_env.kubectl("get", "kafkatopic", "-n", kube_namespace, ko.topic_object_name("fleet", t.name),
+                               "-o", "json").stdout
+        stored = json.dumps(json.loads(raw), separators=(",", ":")).encode()  # etcd keeps compact JSON
+        assert ko.TOPIC_OBJECT_BUDGET * 0.9 < len(stored) < ko.ETCD_OBJECT_LIMIT
+        with pytest.raises(TopicTooLarge):
+            await s.update_topic(dataclasses.replace(t, partitions=limit + 1))
+    # The limit is real: etcd refuses an object beyond 1.5 MiB.
+    huge = ko.topic_object("fleet", new_topic("huge", 1))
+    huge["spec"]["config"] = {"padding": "x" * (ko.ETCD_OBJECT_LIMIT + 1024)}
+    r = kube_env.kubectl("create", "-n", kube_namespace, "-f", "-", input=json.dumps(huge), check=False)
+    assert r.returncode != 0 and "too large" in (r.stderr + r.stdout).lower()
+
+
+async def test_an_expired_watch_lists_again(stores):
+    s = await stores()
+    other = await stores()
+    # A watch from a resourceVersion older than the API server keeps answers 410 Gone.
+    task = asyncio.create_task(s._watch("topics", "1"))
+    try:
+        await other.create_topic(new_topic("after-410", 1))
+        await eventually(lambda: "after-410" in s.image.topics)
+        assert s.relists["topics"] >= 1
+    finally:
+        task.cancel()
+
+
+async def test_api_server_outage(stores, kube_env, kube_namespace):
+    cp = kube_env.control_plane
+    if cp is None or not hasattr(cp, "stop_apiserver"):
+        pytest.skip("needs the testenv control plane (not an external cluster)")
+    a, b = await stores(), await stores()
+    await a.register_broker(registration(1, 9092))
+    await b.register_broker(registration(2, 9093))
+    assert await a.campaign(1)
+    t = await a.create_topic(new_topic("kept", 2))
+    await eventually(lambda: set(b.image.brokers) == {1, 2} and "kept" in b.image.topics)
+    before = b.image
+    cp.stop_apiserver()
+    try:
+        stopped = time.monotonic()
+        # Writes fail fast and retriably.
+        for write in (lambda: a.create_topic(new_topic("new", 1)),
+                      lambda: a.update_topic(dataclasses.replace(t, partitions=3)),
+                      lambda: a.delete_topic("kept"),
+                      lambda: b.campaign(2)):
+            with pytest.raises(StoreUnavailable):
+                await asyncio.wait_for(write(), 15)
+        # The controller that cannot renew stops being controller at its renew deadline.
+        await eventually(lambda: not a.is_controller(1), timeout=LEASE_S)
+        # Reads keep being served; nobody is dropped for Leases nobody can renew.
+        await asyncio.sleep(max(0.0, LEASE_S * 2 - (time.monotonic() - stopped)))
+        for s in (a, b):
+            assert set(s.image.brokers) == {1, 2}
+            assert s.image.topics["kept"] == t and s.image.topic_by_id(t.topic_id) == t
+        assert b.image.topics == before.topics
+    finally:
+        cp.start_apiserver()
+    # Recovery without restarting anything: writes work, and changes made elsewhere reach the image.
+    async def retry(write):
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return await write()
+            except StoreUnavailable:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+    await retry(lambda: a.create_topic(new_topic("after-outage", 1)))
+    await eventually(lambda: "after-outage" in b.image.topics, timeout=15)
+    assert await retry(lambda: a.campaign(1)) and a.is_controller(1)
+    manifest = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
+                "metadata": {"name": "from-kubectl", "labels": {ko.INSTANCE_LABEL: "fleet"}}, "spec": {"partitions": 1}}
+    kube_env.kubectl("apply", "-n", kube_namespace, "-f", "-", input=json.dumps(manifest))
+    await eventually(lambda: "from-kubectl" in a.image.topics and "from-kubectl" in b.image.topics, timeout=15)
+    # Both brokers renew again, so both stay registered after a full Lease duration.
+    await asyncio.sleep(LEASE_S * 1.5)
+    assert set(a.image.brokers) == {1, 2} == set(b.image.brokers)
