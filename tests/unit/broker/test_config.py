@@ -65,3 +65,32 @@ def test_queued_max_request_bytes_as_kafka():
     assert parse_config({"queued.max.request.bytes": str(200 * 2**20)})["queued.max.request.bytes"] == 200 * 2**20
     with pytest.raises(ConfigError, match="'queued.max.request.bytes'.*socket.request.max.bytes"):
         parse_config({"queued.max.request.bytes": "1000"})
+
+
+def test_metadata_store_keys():
+    c = parse_config({})
+    assert (c["flotilla.metadata.store"], c["flotilla.cluster.name"], c["flotilla.kubernetes.namespace"]) == ("file", "", "")
+    assert c["flotilla.metadata.lease.duration.ms"] == 15000
+    k = parse_config({"flotilla.metadata.store": "Kubernetes", "flotilla.cluster.name": "fleet",
+                      "flotilla.kubernetes.namespace": "kafka"})
+    assert (k["flotilla.metadata.store"], k["flotilla.cluster.name"]) == ("kubernetes", "fleet")
+    with pytest.raises(ConfigError, match="'flotilla.cluster.name' is required"):
+        parse_config({"flotilla.metadata.store": "kubernetes"})
+    with pytest.raises(ConfigError, match="flotilla.metadata.store"):
+        parse_config({"flotilla.metadata.store": "zookeeper"})
+    with pytest.raises(ConfigError, match="flotilla.cluster.name"):
+        parse_config({"flotilla.cluster.name": "Fleet_1"})
+    with pytest.raises(ConfigError, match="flotilla.metadata.lease.duration.ms"):
+        parse_config({"flotilla.metadata.lease.duration.ms": "10"})
+
+
+def test_open_store_picks_the_backend(tmp_path):
+    from broker.metadata import open_store
+    from broker.metadata.file_store import FileMetadataStore
+    from broker.metadata.kube_store import KubernetesMetadataStore
+
+    assert isinstance(open_store(parse_config({}), "cid", tmp_path), FileMetadataStore)
+    k = open_store(parse_config({"flotilla.metadata.store": "kubernetes", "flotilla.cluster.name": "fleet",
+                                 "flotilla.metadata.lease.duration.ms": "6000", "num.partitions": "3"}), "cid", tmp_path)
+    assert isinstance(k, KubernetesMetadataStore)
+    assert (k.cluster_name, k.lease_duration_s, k.default_partitions, k.namespace) == ("fleet", 6.0, 3, None)
