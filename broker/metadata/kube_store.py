@@ -252,8 +252,16 @@ class KubernetesMetadataStore(MetadataStore):
         """Drop brokers (and the controller) whose Leases expired by time, without any event, and
         probe the API server when nothing else has talked to it lately."""
         tick = min(0.5, self.lease_duration_s / 10)
+        last = time.monotonic()
         while True:
             await asyncio.sleep(tick)
+            now = time.monotonic()
+            if now - last > tick + self._contact_s:
+                # This process stalled (event loop blocked, machine suspended): renewals that
+                # happened meanwhile were not seen yet, so judge Leases afresh from the stall.
+                log.warning("metadata: event loop stalled for %.1fs", now - last - tick)
+                self._clock.restart(last)
+            last = now
             if time.monotonic() - self._contact_at > self._contact_s / 2 and (self._probe is None or self._probe.done()):
                 self._probe = asyncio.create_task(self._probe_api())
             was_current = self._current

@@ -286,7 +286,7 @@ async def test_api_server_outage(stores, kube_env, kube_namespace):
     t = await a.create_topic(new_topic("kept", 2))
     await eventually(lambda: set(b.image.brokers) == {1, 2} and "kept" in b.image.topics)
     before = b.image
-    cp.stop_apiserver()
+    await asyncio.to_thread(cp.stop_apiserver)  # the stores' event loop keeps running meanwhile
     try:
         stopped = time.monotonic()
         # Writes fail fast and retriably.
@@ -305,7 +305,7 @@ async def test_api_server_outage(stores, kube_env, kube_namespace):
             assert s.image.topics["kept"] == t and s.image.topic_by_id(t.topic_id) == t
         assert b.image.topics == before.topics
     finally:
-        cp.start_apiserver()
+        await asyncio.to_thread(cp.start_apiserver)
     # Recovery without restarting anything: writes work, and changes made elsewhere reach the image.
     async def retry(write):
         deadline = time.monotonic() + 30
