@@ -22,6 +22,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
     "StatefulSet": ("apps/v1", "statefulsets"),
+    "Lease": ("coordination.k8s.io/v1", "leases"),
     "KafkaCluster": ("flotilla.io/v1alpha1", "kafkaclusters"),
     "ClientQuota": ("flotilla.io/v1alpha1", "clientquotas"),
     "RecordDeletion": ("flotilla.io/v1alpha1", "recorddeletions"),
@@ -116,14 +117,14 @@ class Kube:
                 return None
             raise
 
-    async def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        """Every object of `kind` in `namespace` (or in all namespaces)."""
+    async def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """Every object of `kind` in `namespace` (or in all namespaces), optionally by labels."""
         api_version, plural = KINDS[kind]
         if namespace:
             path = object_path(kind, namespace)
         else:
             path = ("/api/v1" if api_version == "v1" else f"/apis/{api_version}") + f"/{plural}"
-        result = await self._call("GET", path)
+        result = await self._call("GET", path, query=[("labelSelector", label_selector)] if label_selector else None)
         return list((result or {}).get("items") or [])
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:

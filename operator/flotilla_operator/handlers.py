@@ -32,6 +32,8 @@ from .preflight import check_server_properties
 from .settings import Settings
 from .status import kafka_cluster_status, not_implemented_status, same_status
 
+LEASE_ROLE_LABEL = "flotilla.io/lease"  # on the brokers' Leases: broker or controller
+
 log = logging.getLogger("flotilla_operator")
 
 RETRY_DELAY = 10.0
@@ -131,6 +133,16 @@ def probe_clusters(memo: kopf.Memo, **_: Any) -> int:
 # KafkaCluster
 
 
+async def _leases(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]] | None:
+    """The cluster's broker and controller Leases (for registeredBrokers/controller); None if
+    they cannot be read, so a status is still written."""
+    try:
+        return await kube.list("Lease", namespace, label_selector=f"app.kubernetes.io/instance={name},{LEASE_ROLE_LABEL}")
+    except ApiError as err:
+        log.warning("reading the Leases of %s/%s: %s", namespace, name, err.reason)
+        return None
+
+
 def _lock(memo: kopf.Memo, namespace: str, name: str) -> asyncio.Lock:
     locks: dict[tuple[str, str], asyncio.Lock] = memo["locks"]
     return locks.setdefault((namespace, name), asyncio.Lock())
@@ -189,6 +201,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             status = kafka_cluster_status(
                 owner, replicas=spec.replicas, port=spec.listeners[0].port,
                 config_hash=desired.config_hash, statefulset=sts, previous=previous,
+                leases=await _leases(kube, namespace, name),
             )
             if not same_status(previous, status):
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
@@ -197,8 +210,8 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             return status
 
 
-async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset: dict[str, Any]) -> None:
-    """Recompute a KafkaCluster's status from an event of its StatefulSet."""
+async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset: dict[str, Any] | None = None) -> None:
+    """Recompute a KafkaCluster's status from an event of its StatefulSet or of its Leases."""
     kube: Kube = memo["kube"]
     op: Settings = memo["settings"]
     async with _lock(memo, namespace, name):
@@ -216,9 +229,12 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
         if previous.get("observedGeneration") != owner.generation:
             return
         desired = build_all(owner, spec, image=op.broker_image, pull_policy=op.image_pull_policy)
+        if statefulset is None:
+            statefulset = await kube.get("StatefulSet", namespace, desired.statefulset["metadata"]["name"])
         status = kafka_cluster_status(
             owner, replicas=spec.replicas, port=spec.listeners[0].port,
             config_hash=desired.config_hash, statefulset=statefulset, previous=previous,
+            leases=await _leases(kube, namespace, name),
         )
         if not same_status(previous, status):
             await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
@@ -244,6 +260,27 @@ async def statefulset_event(event: dict[str, Any], body: kopf.Body, namespace: s
             await refresh_status(memo, namespace, owner_name, dict(body))
     except (ApiError, kopf.TemporaryError, kopf.PermanentError) as exc:
         logger.warning(f"status of KafkaCluster {namespace}/{owner_name}: {exc}")
+
+
+@kopf.on.event("coordination.k8s.io", "v1", "leases", labels={LEASE_ROLE_LABEL: kopf.PRESENT})
+async def lease_event(event: dict[str, Any], body: kopf.Body, namespace: str, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    """A broker registered or left, or the controller changed: refresh registeredBrokers and
+    controller. Renewals alone (the same holder) change nothing and are skipped; a Lease that
+    expires without an event is noticed by the periodic resync."""
+    meta = body.get("metadata", {})
+    cluster = (meta.get("labels") or {}).get("app.kubernetes.io/instance")
+    if not cluster or "kube" not in memo:
+        return
+    holders: dict[tuple[str, str], Any] = memo.setdefault("lease_holders", {})
+    key = (namespace, meta.get("name", ""))
+    holder = None if event.get("type") == "DELETED" else (body.get("spec") or {}).get("holderIdentity")
+    if key in holders and holders[key] == holder:
+        return
+    holders[key] = holder
+    try:
+        await refresh_status(memo, namespace, cluster)
+    except (ApiError, kopf.TemporaryError, kopf.PermanentError) as exc:
+        logger.warning(f"status of KafkaCluster {namespace}/{cluster}: {exc}")
 
 
 async def _resync_loop(memo: kopf.Memo) -> None:

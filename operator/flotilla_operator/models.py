@@ -55,6 +55,9 @@ OPERATOR_OWNED_CONFIG_KEYS: tuple[str, ...] = (
     "log.dirs",
     "log.dir",
     "flotilla.metrics.listener",
+    "flotilla.metadata.store",
+    "flotilla.cluster.name",
+    "flotilla.kubernetes.namespace",
 )
 
 
@@ -366,6 +369,12 @@ class KafkaClusterStatus(ApiModel):
         default=None, description="Hash of the rendered broker configuration the pods should run."
     )
     selector: str | None = Field(default=None, description="Label selector of the broker pods (for kubectl scale).")
+    registered_brokers: int | None = Field(
+        default=None, description="Brokers registered in the cluster metadata (broker Leases renewed in time)."
+    )
+    controller: int | None = Field(
+        default=None, description="Node id of the cluster's controller (holder of the controller Lease); unset if none."
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -709,6 +718,8 @@ KAFKA_CLUSTER = Resource(
     printer_columns=[
         {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
         {"name": "Ready-Brokers", "type": "integer", "jsonPath": ".status.readyReplicas"},
+        {"name": "Registered", "type": "integer", "jsonPath": ".status.registeredBrokers"},
+        {"name": "Controller", "type": "integer", "jsonPath": ".status.controller", "priority": 1},
         *_ready_columns(),
         {"name": "Bootstrap", "type": "string", "jsonPath": ".status.bootstrapServers", "priority": 1},
         _AGE,

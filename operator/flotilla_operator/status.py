@@ -1,4 +1,5 @@
-"""Status of a KafkaCluster, computed from what its StatefulSet reports. Pure: no I/O.
+"""Status of a KafkaCluster, computed from what its StatefulSet and the brokers' Leases report.
+Pure: no I/O.
 
 Three conditions, shaped like metav1.Condition, each with its observedGeneration:
 
@@ -64,8 +65,9 @@ def kafka_cluster_status(
     error: str | None = None,
     error_reason: str = "ReconcileFailed",
     now: datetime | None = None,
+    leases: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The whole .status of a KafkaCluster."""
+    """The whole .status of a KafkaCluster (with `leases`, also who is registered and controller)."""
     now = now or datetime.now(timezone.utc)
     prev_conditions = (previous or {}).get("conditions") or []
     gen = owner.generation
@@ -146,7 +148,45 @@ def kafka_cluster_status(
     }
     if config_hash is not None:
         status["configHash"] = config_hash
+    if leases is not None:
+        status.update(metadata_status(leases, now))
+        # A merge patch removes the controller only if told so explicitly.
+        status.setdefault("controller", None)
     return status
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def metadata_status(leases: list[dict[str, Any]], now: datetime | None = None) -> dict[str, Any]:
+    """registeredBrokers and controller from the cluster's Leases (broker/metadata/kube_objects.py):
+    a Lease counts while its holder renewed it within leaseDurationSeconds (by this clock; the
+    brokers themselves judge by when they saw renewals, so this view may lag by clock skew)."""
+    now = now or datetime.now(timezone.utc)
+    registered, controller = 0, None
+    for lease in leases:
+        spec = lease.get("spec") or {}
+        role = ((lease.get("metadata") or {}).get("labels") or {}).get("flotilla.io/lease")
+        renewed = _parse_time(spec.get("renewTime"))
+        holder = spec.get("holderIdentity")
+        if not holder or renewed is None:
+            continue
+        if (now - renewed).total_seconds() > float(spec.get("leaseDurationSeconds") or 0):
+            continue
+        if role == "broker":
+            registered += 1
+        elif role == "controller" and str(holder).isdigit():
+            controller = int(holder)
+    out: dict[str, Any] = {"registeredBrokers": registered}
+    if controller is not None:
+        out["controller"] = controller
+    return out
 
 
 AWAITING_BROKER = "awaiting broker support"

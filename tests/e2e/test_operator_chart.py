@@ -125,13 +125,15 @@ NEEDED = [
     ("create", "services"), ("patch", "services"), ("create", "configmaps"), ("patch", "configmaps"),
     ("create", "serviceaccounts"), ("create", "poddisruptionbudgets.policy"),
     ("create", "roles.rbac.authorization.k8s.io"), ("create", "rolebindings.rbac.authorization.k8s.io"),
-    ("create", "leases.coordination.k8s.io"), ("create", "events"),
+    ("create", "leases.coordination.k8s.io"), ("list", "leases.coordination.k8s.io"),
+    ("create", "kafkatopics.flotilla.io"), ("delete", "kafkatopics.flotilla.io"), ("create", "events"),
 ]
 # What it must not do.
 FORBIDDEN = [
     ("get", "secrets"), ("delete", "statefulsets.apps"), ("delete", "services"), ("create", "pods"),
     ("create", "clusterroles.rbac.authorization.k8s.io"), ("delete", "kafkaclusters.flotilla.io"),
     ("escalate", "roles.rbac.authorization.k8s.io"), ("create", "deployments.apps"),
+    ("get", "configmaps"), ("delete", "configmaps"),
 ]
 
 

@@ -35,6 +35,10 @@ def operator_config(owner: Owner, spec: KafkaClusterSpec) -> dict[str, str]:
         "listeners": ",".join(f"{l.name}://0.0.0.0:{l.port}" for l in listeners),
         "log.dirs": DATA_DIR,
         "flotilla.metrics.listener": f"0.0.0.0:{METRICS_PORT}",
+        # One cluster of all brokers: metadata in Leases and KafkaTopics of this namespace.
+        "flotilla.metadata.store": "kubernetes",
+        "flotilla.cluster.name": owner.name,
+        "flotilla.kubernetes.namespace": owner.namespace,
     }
     if any(l.name != l.protocol for l in listeners):
         config["listener.security.protocol.map"] = ",".join(f"{l.name}:{l.protocol}" for l in listeners)

@@ -1,9 +1,10 @@
 """The brokers' ServiceAccount, Role and RoleBinding.
 
-Least privilege: the brokers will keep cluster metadata (broker registry, controller election,
-topics, partition state) in ConfigMaps and Leases of their own namespace, so that is all they get.
-The operator must itself hold every permission it grants here (Kubernetes forbids escalation), and
-the chart's ClusterRole is written to match `BROKER_RULES`.
+Least privilege: the brokers keep cluster metadata in their own namespace -- a Lease per broker
+and the controller Lease (coordination.k8s.io), and a KafkaTopic per topic (flotilla.io) -- so
+that is all they get (broker/metadata/kube_store.py: get, list, watch, create, update, delete;
+patch for kubectl-style tooling). The operator must itself hold every permission it grants here
+(Kubernetes forbids escalation), and the chart's ClusterRole is written to match `BROKER_RULES`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from .common import Owner, metadata, role_name, service_account_name
 _RW = ["get", "list", "watch", "create", "update", "patch", "delete"]
 
 BROKER_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [""], "resources": ["configmaps"], "verbs": list(_RW)},
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": list(_RW)},
+    {"apiGroups": ["flotilla.io"], "resources": ["kafkatopics"], "verbs": list(_RW)},
 ]
 
 

@@ -19,6 +19,9 @@ def test_configmap(owner, spec):
     assert props["flotilla.metrics.listener"] == "0.0.0.0:9404"
     assert props["log.retention.ms"] == "3600000"
     assert props["cluster.id"] == kafka_cluster_id(owner)
+    # The brokers form one cluster with their metadata in this namespace's Leases and KafkaTopics.
+    assert props["flotilla.metadata.store"] == "kubernetes"
+    assert props["flotilla.cluster.name"] == owner.name and props["flotilla.kubernetes.namespace"] == owner.namespace
     assert "node.id" not in props and "advertised.listeners" not in props  # per pod
     # Brokers would reject keys they do not know: only what is needed is written.
     assert "listener.security.protocol.map" not in props and "inter.broker.listener.name" not in props

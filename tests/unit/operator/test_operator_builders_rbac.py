@@ -12,7 +12,7 @@ def test_role_is_least_privilege(owner):
     role = build_role(owner)
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "kafka"
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-    assert granted == {("", "configmaps"), ("coordination.k8s.io", "leases")}
+    assert granted == {("coordination.k8s.io", "leases"), ("flotilla.io", "kafkatopics")}
     assert all("*" not in rule["verbs"] for rule in role["rules"])
     assert role["rules"] == BROKER_RULES
 

@@ -84,4 +84,4 @@ def test_rbac_grants_no_wildcards_or_deletes_beyond_broker_needs():
     for r in rules:
         assert "*" not in r["verbs"] and "*" not in r["resources"] and "*" not in r["apiGroups"]
         if "delete" in r["verbs"]:
-            assert set(r["resources"]) <= {"configmaps", "leases"}, r
+            assert set(r["resources"]) <= {"leases", "kafkatopics"}, r

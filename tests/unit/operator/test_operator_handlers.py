@@ -24,8 +24,16 @@ class FakeKube:
     async def get(self, kind, namespace, name):
         return copy.deepcopy(self.objects.get((kind, namespace, name)))
 
-    async def list(self, kind, namespace=None):
-        return [o for (k, ns, _), o in self.objects.items() if k == kind and namespace in (None, ns)]
+    async def list(self, kind, namespace=None, label_selector=None):
+        def selected(obj):
+            labels = obj["metadata"].get("labels") or {}
+            for term in (label_selector or "").split(","):
+                key, eq, value = term.partition("=")
+                if term and (key not in labels or (eq and labels[key] != value)):
+                    return False
+            return True
+
+        return [o for (k, ns, _), o in self.objects.items() if k == kind and namespace in (None, ns) and selected(o)]
 
     async def apply(self, obj):
         if obj["kind"] == self.fail_kind:
@@ -141,3 +149,36 @@ def test_login_picks_the_client_library_only_for_exec_users(tmp_path):
     assert handlers._kubeconfig_user_needs_client(str(exec_)) is True
     # A KUBECONFIG list: the first current-context wins, users may live in another file.
     assert handlers._kubeconfig_user_needs_client(f"{tmp_path / 'missing'}:{exec_}") is True
+
+
+def lease(name, role, holder, cluster_name="demo", age_s=1.0, duration=15):
+    from datetime import datetime, timedelta, timezone
+
+    renewed = (datetime.now(timezone.utc) - timedelta(seconds=age_s)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {"kind": "Lease", "metadata": {"name": name, "namespace": "ns", "labels": {
+                "app.kubernetes.io/instance": cluster_name, "flotilla.io/lease": role}},
+            "spec": {"holderIdentity": holder, "renewTime": renewed, "leaseDurationSeconds": duration}}
+
+
+async def test_status_reports_registered_brokers_and_the_controller_from_the_leases():
+    kube = FakeKube([cluster(),
+                     lease("demo-broker-0", "broker", "inc-a"), lease("demo-broker-1", "broker", "inc-b"),
+                     lease("demo-broker-2", "broker", "inc-c", age_s=60),       # expired: not counted
+                     lease("other-broker-0", "broker", "inc-d", cluster_name="other"),
+                     lease("demo-controller", "controller", "1")])
+    status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    assert status["registeredBrokers"] == 2 and status["controller"] == 1
+
+
+async def test_a_lease_event_with_a_new_holder_refreshes_the_status():
+    kube = FakeKube([cluster()])
+    memo = memo_for(kube)
+    await handlers.reconcile(memo, "ns", "demo", why="first")
+    assert kube.statuses[-1][2]["registeredBrokers"] == 0 and kube.statuses[-1][2]["controller"] is None
+    ctl = lease("demo-controller", "controller", "2")
+    kube.objects[("Lease", "ns", "demo-controller")] = ctl
+    await handlers.lease_event({"type": "ADDED"}, kopf.Body(ctl), "ns", memo, handlers.log)
+    assert kube.statuses[-1][2]["controller"] == 2
+    writes = len(kube.statuses)
+    await handlers.lease_event({"type": "MODIFIED"}, kopf.Body(ctl), "ns", memo, handlers.log)  # a renewal
+    assert len(kube.statuses) == writes
