@@ -26,7 +26,8 @@ pytestmark = pytest.mark.kube
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "crds"
-CRD_NAMES = ["kafkaclusters.flotilla.io", "clientquotas.flotilla.io", "recorddeletions.flotilla.io"]
+CRD_NAMES = ["kafkaclusters.flotilla.io", "clientquotas.flotilla.io", "recorddeletions.flotilla.io",
+             "kafkatopics.flotilla.io"]
 # kwok never pulls or runs images; on a real cluster use the image built from the Dockerfile.
 IMAGE = os.environ.get("FLOTILLA_IMAGE", "flotilla:never-pulled")
 SELECTOR = "app.kubernetes.io/name=flotilla,app.kubernetes.io/component=broker"

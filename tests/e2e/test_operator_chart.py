@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "flotilla"
 RELEASE = "flotilla"
 SERVICE_ACCOUNT = "flotilla-operator"  # the chart's <release>-operator
-CRD_NAMES = ["kafkaclusters.flotilla.io", "clientquotas.flotilla.io", "recorddeletions.flotilla.io"]
+CRD_NAMES = ["kafkaclusters.flotilla.io", "clientquotas.flotilla.io", "recorddeletions.flotilla.io",
+             "kafkatopics.flotilla.io"]
 
 
 
@@ -82,7 +83,7 @@ def test_helm_template_renders_what_we_expect(helm):
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert ("Deployment", "flotilla-operator") in kinds
     assert ("ClusterRole", "flotilla-operator") in kinds and ("ClusterRoleBinding", "flotilla-operator") in kinds
-    assert sum(1 for k, _ in kinds if k == "CustomResourceDefinition") == 3
+    assert sum(1 for k, _ in kinds if k == "CustomResourceDefinition") == 4  # KafkaCluster, ClientQuota, RecordDeletion, KafkaTopic
     assert not any(k == "PodMonitor" for k, _ in kinds)
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
