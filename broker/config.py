@@ -169,6 +169,11 @@ KEYS: tuple[Key, ...] = (
         "Rack (or zone) of this broker; the controller spreads a partition's replicas over racks."),
     Key("log.dirs", "./data", _dirs, "Directories holding partition logs and checkpoint files."),
     Key("num.partitions", "1", _int_at_least(1), "Partitions of an auto-created topic."),
+    Key("flotilla.max.partitions", "50000", _int_at_least(1),
+        "Most partitions the cluster may hold (all topics, internal ones included); CreateTopics and "
+        "CreatePartitions beyond it answer INVALID_PARTITIONS naming this key. Apache Kafka has no such "
+        "cap; each partition costs this broker about three file descriptors and some memory, and "
+        "requests that this broker's open-file limit cannot serve are refused too."),
     Key("default.replication.factor", "1", _int_at_least(1),
         "Replication factor of auto-created topics (a single broker serves factor 1)."),
     Key("auto.create.topics.enable", "true", _parse_bool,

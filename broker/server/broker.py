@@ -23,9 +23,11 @@ from broker.metadata import open_store
 from broker.metadata.store import BrokerRegistration, DuplicateBroker, Endpoint, StoreUnavailable
 from broker.metadata.meta_properties import ensure_meta_properties
 from broker.network.server import SocketServer
+from broker.server import file_descriptors
 from broker.server.apis import RequestDispatcher
 from broker.server.fetch_session import FetchSessionCache
 from broker.server.handlers import all_handlers
+from broker.server.loop_errors import RateLimitedExceptionHandler
 from broker.server.metrics import BrokerMetrics
 from broker.server.metrics_http import start_metrics_server
 from broker.server.purgatory import Purgatory
@@ -196,6 +198,8 @@ def _report_stopped_task(task: asyncio.Task) -> None:
 
 
 async def run_broker(config: BrokerConfig, announce=print) -> int:
+    file_descriptors.raise_soft_limit()
+    asyncio.get_running_loop().set_exception_handler(RateLimitedExceptionHandler())
     broker = Broker(config)
     await broker.start()
     loop = asyncio.get_running_loop()

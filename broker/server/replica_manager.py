@@ -11,6 +11,7 @@ Replication (followers fetching with KIP-227 sessions, ISR, acks=all waiting) an
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import shutil
 import threading
@@ -74,6 +75,14 @@ def log_config_for(config: BrokerConfig, topic_configs: dict[str, str]) -> LogCo
     )
 
 
+def _out_of_descriptors(exc: BaseException | None) -> bool:
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+            return True
+        exc = exc.__cause__
+    return False
+
+
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
@@ -104,6 +113,8 @@ class ReplicaManager:
         self.offline_dirs: dict[Path, str] = {}
         self._last_logged: dict[str, float] = {}
         self._placed: dict[Path, int] | None = None  # partition directories per log dir
+        # Partitions this broker should lead but could not open, with why (topic creation rolls back).
+        self.open_failures: dict[TopicPartition, str] = {}
         self.cleaner = LogCleaner(self.log_dirs, lambda: {tp: p.log for tp, p in self.partitions.items()},
                                   backoff_ms=config["log.cleaner.backoff.ms"])
         self._checkpoint_lock = threading.Lock()
@@ -177,7 +188,7 @@ class ReplicaManager:
                         clean_shutdown=directory.parent in self._clean_dirs)
         partition_metadata.write(directory, topic.topic_id)
         log_.on_background_failure = lambda e, d=directory.parent, name=f"{topic.name}-{p}": self.mark_offline(
-            d, f"background flush of {name} failed: {e}")
+            d, f"background flush of {name} failed: {e}", e)
         # A single replica: everything in the log is committed.
         log_.high_watermark = log_.log_end_offset
         part = Partition(topic.name, p, topic.topic_id, log_, leader_epoch)
@@ -211,14 +222,24 @@ class ReplicaManager:
                 self._close_partition(tp)
                 self._notify(tp[0], tp[1], False)
                 changed = True
+        failed: dict[str, list] = {}  # topic -> [count, first error]
+        out_of_descriptors = False
         for tp, (topic, epoch) in led.items():
             part = self.partitions.get(tp)
             if part is None:
+                if out_of_descriptors:
+                    failed.setdefault(tp[0], [0, "no file descriptors left"])[0] += 1
+                    self.open_failures[tp] = "no file descriptors left"
+                    continue
                 try:
                     self._open_partition(topic, tp[1], epoch)
                 except (OSError, LogError) as e:
-                    log.error("%s-%d: cannot open the log to lead it: %s", tp[0], tp[1], e)
+                    entry = failed.setdefault(tp[0], [0, str(e)])
+                    entry[0] += 1
+                    self.open_failures[tp] = str(e)
+                    out_of_descriptors = isinstance(e, OSError) and e.errno in (errno.EMFILE, errno.ENFILE)
                     continue
+                self.open_failures.pop(tp, None)
                 log.info("%s-%d: leader at epoch %d", tp[0], tp[1], epoch)
                 self._notify(tp[0], tp[1], True)
                 changed = True
@@ -227,6 +248,11 @@ class ReplicaManager:
                 cfg = log_config_for(self.config, topic.configs)
                 if part.log.config != cfg:
                     part.log.config = cfg
+        for name, (count, first) in failed.items():
+            # One line per topic, not per partition: thousands of partitions must not flood the log.
+            log.error("%s: cannot open the logs of %d partitions to lead them: %s", name, count, first)
+        for tp in [tp for tp in self.open_failures if tp not in led]:
+            del self.open_failures[tp]
         if changed:
             self.write_checkpoints()
 
@@ -285,7 +311,7 @@ class ReplicaManager:
         try:
             result = part.log.append(payload, headers, leader_epoch=part.leader_epoch)
         except StorageError as e:
-            self.mark_offline(d, str(e))
+            self.mark_offline(d, str(e), e)
             raise
         part.log.high_watermark = part.log.log_end_offset
         self.fetch_purgatory.check_and_complete((part.topic, part.index))
@@ -304,10 +330,10 @@ class ReplicaManager:
                 await part.log.flush_async()
         except OSError as e:
             err = StorageError(f"{part.topic}-{part.index}: flush failed: {e.strerror or e}")
-            self.mark_offline(d, str(err))
+            self.mark_offline(d, str(err), e)
             raise err from e
         except StorageError as e:
-            self.mark_offline(d, str(e))
+            self.mark_offline(d, str(e), e)
             raise
         part.log.high_watermark = max(part.log.high_watermark, part.log.log_end_offset)
         self.fetch_purgatory.check_and_complete((part.topic, part.index))
@@ -317,8 +343,17 @@ class ReplicaManager:
         return part.log.read(offset, max_bytes, upper_bound=part.log.high_watermark, min_one=min_one)
 
     # -- housekeeping ------------------------------------------------------------------------
-    def mark_offline(self, d: Path, reason: str) -> None:
-        """A log directory failed: say so once, and refuse writes to its partitions from now on."""
+    def mark_offline(self, d: Path, reason: str, exc: BaseException | None = None) -> None:
+        """A log directory failed: say so once, and refuse writes to its partitions from now on.
+        Running out of file descriptors is the process's trouble, not the disk's: that is logged
+        (at most once a minute) and the work is tried again later instead."""
+        if _out_of_descriptors(exc):
+            now = time.monotonic()
+            if now - self._last_logged.get("EMFILE", -1e9) >= 60:
+                self._last_logged["EMFILE"] = now
+                log.error("out of file descriptors (%s); will retry. Raise the open-file limit or hold fewer "
+                          "partitions/connections (repeats logged once a minute)", reason)
+            return
         if d in self.offline_dirs:
             return
         self.offline_dirs[d] = reason
@@ -336,7 +371,7 @@ class ReplicaManager:
             try:
                 total += job(part) or 0
             except (OSError, LogError) as e:
-                self.mark_offline(d, f"{what} of {part.topic}-{part.index} failed: {e}")
+                self.mark_offline(d, f"{what} of {part.topic}-{part.index} failed: {e}", e)
         return total
 
     def _checkpoint_job(self):
@@ -383,7 +418,7 @@ class ReplicaManager:
 
     def _checkpoints_failed(self, failures: list[tuple[Path, OSError]]) -> None:
         for d, e in failures:
-            self.mark_offline(d, f"writing checkpoints failed: {e}")
+            self.mark_offline(d, f"writing checkpoints failed: {e}", e)
 
     def write_checkpoints(self) -> None:
         """Write the checkpoint files here (start-up, shutdown, topic changes)."""
@@ -411,7 +446,7 @@ class ReplicaManager:
         results = await asyncio.gather(*(p.log.flush_async() for p in due), return_exceptions=True)
         for part, r in zip(due, results):
             if isinstance(r, OSError):
-                self.mark_offline(part.log.directory.parent, f"a time-based flush of {part.topic}-{part.index} failed: {r}")
+                self.mark_offline(part.log.directory.parent, f"a time-based flush of {part.topic}-{part.index} failed: {r}", r)
             elif isinstance(r, BaseException):
                 raise r
 
@@ -475,6 +510,6 @@ class ReplicaManager:
                 (d / checkpoints.CLEAN_SHUTDOWN).touch()
                 fsync_directory(d)
             except OSError as e:
-                self.mark_offline(d, f"writing the clean-shutdown marker failed: {e}")
+                self.mark_offline(d, f"writing the clean-shutdown marker failed: {e}", e)
         return [f"log directory {d}: {why}; its logs are recovered at the next start"
                 for d, why in self.offline_dirs.items()]

@@ -16,6 +16,7 @@ from broker import topic_config
 from broker.config import BrokerConfig
 from broker.metadata.store import (Conflict, MetadataImage, MetadataStore, StoreUnavailable, TopicExists,
                                    TopicRecord, UnknownTopic, new_topic)
+from broker.server import file_descriptors
 from broker.server.replica_manager import ReplicaManager
 
 LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -121,7 +122,25 @@ class TopicManager:
             raise TopicError(ErrorCode.invalid_replication_factor,
                              f"replication factor {replication_factor}: replication is not supported yet (use 1)")
         validate_topic_configs(configs)
+        self.check_partition_budget(partitions)
         return partitions, replication_factor
+
+    def check_partition_budget(self, adding: int) -> None:
+        """Refuse, before anything is recorded, partitions beyond flotilla.max.partitions or more
+        than this broker has file descriptors left to open (INVALID_PARTITIONS, naming why)."""
+        limit = self.config["flotilla.max.partitions"]
+        total = sum(t.partitions for t in self.store.image.topics.values())
+        if total + adding > limit:
+            raise TopicError(ErrorCode.invalid_partitions,
+                             f"{adding} more partitions would make {total + adding} in the cluster, "
+                             f"above flotilla.max.partitions={limit}")
+        need = -(-adding // max(self.live_brokers(), 1)) * file_descriptors.PER_PARTITION
+        free = file_descriptors.free()
+        if need > free:
+            raise TopicError(ErrorCode.invalid_partitions,
+                             f"{adding} more partitions need about {need} file descriptors on this broker, "
+                             f"but only {max(free, 0)} are free under its open-file limit "
+                             f"({file_descriptors.limit()}, RLIMIT_NOFILE): raise the limit or use fewer partitions")
 
     async def create(self, name: str, partitions: int = -1, replication_factor: int = -1,
                      configs: dict[str, str] | None = None, timeout_s: float | None = None) -> TopicRecord:
@@ -138,7 +157,23 @@ class TopicManager:
         if timeout_s is not None:
             await self._await_assignment(name, timeout_s)
             record = self.store.image.topics.get(name, record)
+            await self._roll_back_if_unopened(name)
         return record
+
+    async def _roll_back_if_unopened(self, name: str) -> None:
+        """If this broker could not open partitions of the new topic it leads (out of file
+        descriptors, a failed disk), remove the topic again instead of leaving it half there."""
+        failures = [why for (topic, _), why in self.replicas.open_failures.items() if topic == name]
+        if not failures:
+            return
+        try:
+            await self.store.delete_topic(name)
+            outcome = "the topic was removed again"
+        except Exception as e:  # the store is down: the controller's image keeps it; say so
+            outcome = f"removing it again failed too ({e})"
+        raise TopicError(ErrorCode.kafka_storage_error,
+                         f"topic {name!r}: this broker could not open {len(failures)} of its partitions "
+                         f"({failures[0]}); {outcome}")
 
     async def _await_assignment(self, name: str, timeout_s: float) -> None:
         if not await self.wait_for_image(lambda img: is_assigned(img.topics.get(name)), timeout_s):
@@ -186,6 +221,7 @@ class TopicManager:
                                  f"topic {name!r} has {record.partitions} partitions; cannot reduce to {total}")
             if total == record.partitions:
                 raise TopicError(ErrorCode.invalid_partitions, f"topic {name!r} already has {total} partitions")
+            self.check_partition_budget(total - record.partitions)
             if validate_only:
                 return record
             try:

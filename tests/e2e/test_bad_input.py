@@ -26,7 +26,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.static.primitive import i16, i32
 
 from tests.support import kafka_wire
-from tests.support.broker_process import ServerProcess
+from tests.support.broker_process import FlotillaBroker, ServerProcess
 from tests.support.kafka_wire import ConnectionClosed, KafkaConnection
 from tests.support.verify import read_all
 
@@ -359,6 +359,111 @@ def test_failed_log_dir_goes_offline_and_housekeeping_goes_on(broker_factory, tm
         if b is not None:
             b.kill9()
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+# -- many partitions ---------------------------------------------------------------------------------
+
+INVALID_PARTITIONS = 37
+
+
+def _create_topic(conn: KafkaConnection, name: str, partitions: int) -> tuple[int, str | None]:
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+
+    resp = conn.request(CreateTopicsRequest(
+        topics=(CreatableTopic(name=name, num_partitions=i32(partitions), replication_factor=i16(1),
+                               assignments=(), configs=()),),
+        timeout=datetime.timedelta(seconds=30), validate_only=False))
+    return int(resp.topics[0].error_code), resp.topics[0].error_message
+
+
+def _grow_topic(conn: KafkaConnection, name: str, total: int) -> tuple[int, str | None]:
+    from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
+
+    resp = conn.request(CreatePartitionsRequest(
+        topics=(CreatePartitionsTopic(name=name, count=i32(total), assignments=None),),
+        timeout=datetime.timedelta(seconds=30), validate_only=False))
+    return int(resp.results[0].error_code), resp.results[0].error_message
+
+
+def _topic_exists(conn: KafkaConnection, name: str) -> bool:
+    return int(conn.metadata([name]).topics[0].error_code) != UNKNOWN_TOPIC_OR_PARTITION
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.flotilla_only("Apache Kafka has no cap on partitions (flotilla.max.partitions)")
+@pytest.mark.broker_config({"flotilla.max.partitions": "120"})
+def test_partition_count_is_bounded_before_anything_is_recorded(broker: ServerProcess) -> None:
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        for count in (524_291, 121):  # the bit-flipped request of issue 8, and one over the limit
+            name = kafka_wire.unique_topic("huge")
+            code, message = _create_topic(conn, name, count)
+            assert code == INVALID_PARTITIONS and "flotilla.max.partitions=120" in (message or ""), message
+            assert not _topic_exists(conn, name), "a refused topic was recorded anyway"
+        grown = kafka_wire.unique_topic("grown")
+        assert _create_topic(conn, grown, 60)[0] == 0
+        code, message = _grow_topic(conn, grown, 200)
+        assert code == INVALID_PARTITIONS and "flotilla.max.partitions" in (message or ""), message
+        assert len(conn.metadata([grown]).topics[0].partitions) == 60
+        assert _grow_topic(conn, grown, 100)[0] == 0
+    still_serving(broker)
+
+
+class FdLimitedBroker(FlotillaBroker):
+    """A broker started under `prlimit --nofile=SOFT:HARD`."""
+
+    def __init__(self, workdir: Path, nofile: str, **kw: object) -> None:
+        super().__init__(workdir, **kw)
+        self.nofile = nofile
+
+    def command(self) -> list[str]:
+        return ["prlimit", f"--nofile={self.nofile}", "--"] + super().command()
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.flotilla_only("Flotilla's start-up, refusal messages and log lines")
+def test_file_descriptor_limit(tmp_path: Path, kafka_target: str) -> None:
+    """The broker raises its soft open-file limit to the hard one at start, refuses topics it
+    could not open (before recording them) instead of failing half-way, restarts with what it
+    holds, and an accept() starved of descriptors is logged once, not per attempt."""
+    b = FdLimitedBroker(tmp_path / "b", "256:1024", overrides={"flotilla.max.partitions": "100000"})
+    try:
+        b.start()
+        assert "raised the open-file limit (RLIMIT_NOFILE) from 256 to 1024" in b.log_text()
+        many, too_many = kafka_wire.unique_topic("many"), kafka_wire.unique_topic("toomany")
+        with kafka_wire.connect(b.bootstrap) as conn:
+            assert _create_topic(conn, many, 250)[0] == 0  # more than the 256 the process started with
+            conn.wait_for_leaders(many, 250, timeout=60)
+            for p in (0, 249):
+                assert int(conn.produce(many, p, kafka_wire.build_batch([(b"k", b"v%d" % p)])).error_code) == 0
+            code, message = _create_topic(conn, too_many, 400)
+            assert code == INVALID_PARTITIONS and "file descriptors" in (message or ""), message
+            assert not _topic_exists(conn, too_many)
+        still_serving(b)
+        assert b.stop() in b.clean_exit_codes
+        b.start()
+        assert [r.value for r in read_all(b.bootstrap, many, (249,))] == ["v249"]
+        # Starve accept() of descriptors: connections past the limit wait in the listen backlog.
+        before = len(b.log_text())
+        socks = []
+        try:
+            for _ in range(1100):
+                try:
+                    socks.append(socket.create_connection(b.bootstrap.rsplit(":", 1), timeout=2))
+                except OSError:
+                    break
+            time.sleep(4)
+            starved = b.log_text()[before:]
+            assert starved.count("out of system resource") <= 1, "an fd shortage floods the log"
+        finally:
+            for s_ in socks:
+                s_.close()
+        time.sleep(1.5)
+        still_serving(b)
+        with kafka_wire.connect(b.bootstrap) as conn:  # a descriptor shortage is no disk failure
+            assert int(conn.produce(many, 0, kafka_wire.build_batch([(b"k", b"after")])).error_code) == 0
+        assert "is offline" not in b.log_text()
+    finally:
+        b.close()
 
 
 # -- misbehaving but well-formed clients -------------------------------------------------------------
