@@ -2,9 +2,11 @@
 handler fails, in the shape its client reads (Kafka: AbstractRequest.getErrorResponse).
 
 Every field takes the schema's default where it has one; otherwise error codes get `code`,
-error messages `message`, arrays are empty, ids and epochs are -1 and other numbers 0. Handlers
-whose responses have no top-level error code (Produce, Metadata, ...) may answer per entry
-instead (Handler.error_response).
+error messages `message`, ids and epochs are -1 and other numbers 0. As Kafka's error responses
+do, entries that carry an error code are answered per requested entry: the request's arrays are
+walked beside the response's (topics, their partitions, group ids, resources), identifiers copied
+(name, partition index, key, group id, ...) and every entry gets `code`. Handlers may still
+answer in their own way (Handler.error_response).
 """
 
 from __future__ import annotations
@@ -62,11 +64,67 @@ def _value(f: dataclasses.Field, code: ErrorCode, message: str | None) -> Any:
     return 0
 
 
-def fill(cls: type, code: ErrorCode, message: str | None) -> Any:
-    """An instance of the kio class `cls` with every field defaulted as described above."""
-    return cls(**{f.name: _value(f, code, message) for f in dataclasses.fields(cls)})
+def fill(cls: type, code: ErrorCode, message: str | None, request: Any = None) -> Any:
+    """An instance of the kio class `cls` with every field defaulted as described above, and its
+    error-carrying arrays mirrored from `request` (a kio request or request element) if given."""
+    values = {f.name: _value(f, code, message) for f in dataclasses.fields(cls)}
+    if request is not None:
+        req_arrays = [getattr(request, f.name) for f in dataclasses.fields(type(request)) if _is_array(f)]
+        resp_arrays = [f for f in dataclasses.fields(cls) if _entity_array(f) and _carries_error(_entity_array(f))]
+        for f, items in zip(resp_arrays, req_arrays):
+            element = _entity_array(f)
+            values[f.name] = tuple(_element(element, item, code, message) for item in items or ())
+        for f in dataclasses.fields(cls):
+            if f.name in _IDENTIFIERS and not _is_array(f):
+                for alias in _IDENTIFIERS[f.name]:
+                    if hasattr(request, alias) and getattr(request, alias) is not None:
+                        values[f.name] = getattr(request, alias)
+                        break
+    return cls(**values)
 
 
 def error_body(api_key: int, version: int, code: ErrorCode = ErrorCode.unknown_server_error,
-               message: str | None = None) -> Any:
-    return fill(codec.response_type(api_key, version), code, message)
+               message: str | None = None, request: Any = None) -> Any:
+    try:
+        return fill(codec.response_type(api_key, version), code, message, request)
+    except Exception:  # a request too odd to mirror still gets the plain error response
+        return fill(codec.response_type(api_key, version), code, message)
+
+
+# response field -> request fields that hold the same identifier
+_IDENTIFIERS = {
+    "name": ("name", "topic"), "topic": ("topic", "name"), "topic_id": ("topic_id",),
+    "partition_index": ("partition_index", "partition", "index"), "index": ("index", "partition_index", "partition"),
+    "partition": ("partition", "partition_index", "index"), "key": ("key",), "group_id": ("group_id",),
+    "resource_type": ("resource_type",), "resource_name": ("resource_name",), "member_id": ("member_id",),
+    "group_instance_id": ("group_instance_id",),
+}
+
+
+def _is_array(f: dataclasses.Field) -> bool:
+    return typing.get_origin(_unwrap(f.type)[0]) is tuple
+
+
+def _entity_array(f: dataclasses.Field) -> type | None:
+    tp = _unwrap(f.type)[0]
+    if typing.get_origin(tp) is tuple and dataclasses.is_dataclass(typing.get_args(tp)[0]):
+        return typing.get_args(tp)[0]
+    return None
+
+
+def _carries_error(cls: type) -> bool:
+    return any(f.metadata.get("kafka_type") == "error_code" or
+               (_entity_array(f) is not None and _carries_error(_entity_array(f))) for f in dataclasses.fields(cls))
+
+
+def _element(cls: type, item: Any, code: ErrorCode, message: str | None) -> Any:
+    """One response entry for one request entry: an entity is mirrored field by field; a plain
+    value (a group id, a partition index) fills the first identifier field of its type."""
+    if dataclasses.is_dataclass(item):
+        return fill(cls, code, message, item)
+    entry = fill(cls, code, message)
+    want = "string" if isinstance(item, str) else "int"
+    for f in dataclasses.fields(cls):
+        if f.name in _IDENTIFIERS and f.metadata.get("kafka_type", "").startswith(want):
+            return dataclasses.replace(entry, **{f.name: item})
+    return entry

@@ -81,7 +81,7 @@ class Handler:
     def error_response(self, ctx: RequestContext, request: Any, code: ErrorCode, message: str) -> Any:
         """The answer when `handle` failed (Kafka's getErrorResponse); None sends nothing and closes.
 
-        The default fills the response's error codes and leaves its arrays empty; APIs without a
-        top-level error code override this to answer per requested entry.
+        The default answers every requested entry that can carry an error code (error_response.py);
+        APIs whose entries do not line up with the request's override this.
         """
-        return error_response.error_body(self.api_key, ctx.api_version, code, message)
+        return error_response.error_body(self.api_key, ctx.api_version, code, message, request)

@@ -82,3 +82,37 @@ def test_failed_find_coordinator_answers_per_key_or_at_the_top():
     response, _ = dispatch(failing(FindCoordinatorHandler), frame)
     body, _ = kafka_wire.decode(FindCoordinatorResponseV3, response.chunks[0], 4 + 4 + 1)
     assert body.error_code == ErrorCode.unknown_server_error and body.node_id == -1 and "boom" in body.error_message
+
+
+def test_failed_handler_answers_each_requested_entry():
+    """The default error response mirrors the request's entries (as Kafka's getErrorResponse)."""
+    from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from kio.schema.list_offsets.v7.response import ListOffsetsResponse
+
+    from broker.server.handlers.list_offsets import ListOffsetsHandler
+
+    req = ListOffsetsRequest(replica_id=i32(-1), isolation_level=0, topics=(
+        ListOffsetsTopic(name="a", partitions=(ListOffsetsPartition(partition_index=i32(2), current_leader_epoch=i32(-1),
+                                                                    timestamp=-1),)),))
+    response, _ = dispatch(failing(ListOffsetsHandler), header(2, 7, True) + kafka_wire.encode(req))
+    body, _ = kafka_wire.decode(ListOffsetsResponse, response.chunks[0], 4 + 4 + 1)
+    assert [(t.name, int(p.partition_index), p.error_code, int(p.offset)) for t in body.topics for p in t.partitions] == [
+        ("a", 2, ErrorCode.unknown_server_error, -1)]
+
+
+def test_every_served_version_has_an_error_response_that_encodes():
+    import random
+
+    from broker.protocol import codec, error_response
+    from broker.server.handlers import all_handlers
+    from tests.support.wire_fuzz import BodyGenerator, sample_records
+
+    rng = random.Random(11)
+    gen = BodyGenerator(rng, ("t", "g"), sample_records(2, rng))
+    for h in all_handlers():
+        lo, hi = codec.kio_versions(h.api_key)
+        for v in range(max(lo, h.min_version), min(hi, h.max_version) + 1):
+            for _ in range(10):
+                req, _ = codec._reader(h.api_key, v)(gen.body(codec.request_type(h.api_key, v)), 0)
+                out = error_response.fill(codec.response_type(h.api_key, v), ErrorCode.unknown_server_error, "x", req)
+                codec.encode_body(h.api_key, v, out)
