@@ -122,6 +122,7 @@ class TopicManager:
             raise TopicError(ErrorCode.invalid_replication_factor,
                              f"replication factor {replication_factor}: replication is not supported yet (use 1)")
         validate_topic_configs(configs)
+        self.check_size(name, partitions, replication_factor)
         self.check_partition_budget(partitions)
         return partitions, replication_factor
 
@@ -141,6 +142,14 @@ class TopicManager:
                              f"{adding} more partitions need about {need} file descriptors on this broker, "
                              f"but only {max(free, 0)} are free under its open-file limit "
                              f"({file_descriptors.limit()}, RLIMIT_NOFILE): raise the limit or use fewer partitions")
+
+    def check_size(self, name: str, partitions: int, replication_factor: int) -> None:
+        """The metadata store's bound on one topic (Kubernetes: etcd's object size limit)."""
+        limit = self.store.max_partitions(replication_factor)
+        if limit is not None and partitions > limit:
+            raise TopicError(ErrorCode.invalid_partitions,
+                             f"topic {name!r}: {partitions} partitions exceed the {limit} one topic can have at "
+                             f"replication factor {replication_factor} in this cluster's metadata store")
 
     async def create(self, name: str, partitions: int = -1, replication_factor: int = -1,
                      configs: dict[str, str] | None = None, timeout_s: float | None = None) -> TopicRecord:
@@ -221,6 +230,7 @@ class TopicManager:
                                  f"topic {name!r} has {record.partitions} partitions; cannot reduce to {total}")
             if total == record.partitions:
                 raise TopicError(ErrorCode.invalid_partitions, f"topic {name!r} already has {total} partitions")
+            self.check_size(name, total, record.replication_factor)
             self.check_partition_budget(total - record.partitions)
             if validate_only:
                 return record
