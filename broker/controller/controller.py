@@ -30,15 +30,17 @@ RETRY_S = 1.0
 
 
 class Controller:
-    def __init__(self, store: MetadataStore, node_id: int, campaign_interval_s: float = 2.0,
+    def __init__(self, store: MetadataStore, node_id: int, campaign_interval_s: float | None = None,
                  rng: random.Random | None = None, grace_s: float | None = None) -> None:
         self.store = store
         self.node_id = node_id
-        self.campaign_interval_s = campaign_interval_s
+        lease_s = float(getattr(store, "lease_duration_s", 0.0) or 0.0)
+        # Renew well inside the renew deadline (2/3 of the Lease): a quarter of it, at most 2 s.
+        self.campaign_interval_s = campaign_interval_s or (min(2.0, lease_s / 4) if lease_s else 2.0)
         # After winning the Lease, brokers that lead partitions keep them for one Lease duration
         # even if their Lease looks expired: after an API server outage every Lease looks expired
         # until its broker renews it, and moving leadership then would only cause churn.
-        self.grace_s = grace_s if grace_s is not None else float(getattr(store, "lease_duration_s", 0.0))
+        self.grace_s = grace_s if grace_s is not None else lease_s
         self.active_since = 0.0
         self.rng = rng or random.Random()
         self.active = False
