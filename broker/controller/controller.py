@@ -47,6 +47,7 @@ class Controller:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._problems: dict[str, str] = {}
+        self._store_down = False
         self.writes = 0  # assignments written while controller (for tests and metrics)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -69,8 +70,11 @@ class Controller:
         while True:
             try:
                 won = await self.store.campaign(self.node_id)
+                self._store_down = False
             except StoreUnavailable as e:
-                log.warning("controller election: metadata store unavailable: %s", e)
+                if not self._store_down:  # once per outage, not every interval
+                    log.warning("controller election: metadata store unavailable: %s", e)
+                self._store_down = True
                 won = False
             except Exception:
                 log.exception("controller election failed")
