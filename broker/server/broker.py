@@ -78,6 +78,9 @@ class Broker:
         self.metrics_port: int | None = None
         self.ready = False
         self.stopped = asyncio.Event()
+        # Set when the broker must stop by itself: another process took over its registration.
+        self.stop_requested = asyncio.Event()
+        self.exit_code = 0
 
     @property
     def advertised(self):
@@ -140,6 +143,17 @@ class Broker:
         self._leadership_follows_image = True
         await self.groups.start()
         self.controller.start()
+        lost = getattr(self.store, "registration_lost", None)
+        if lost is not None:
+            self._tasks.append(asyncio.create_task(self._stop_when_fenced(lost), name="registration-watch"))
+
+    async def _stop_when_fenced(self, lost: asyncio.Event) -> None:
+        """Two processes must never serve as one node: if another took over this broker's
+        registration (its Lease), this one stops."""
+        await lost.wait()
+        log.error("another process registered as node.id %d: this broker is fenced and stops", self.node_id)
+        self.exit_code = 3
+        self.stop_requested.set()
 
     async def start(self) -> None:
         await self.sockets.start()
@@ -203,7 +217,7 @@ async def run_broker(config: BrokerConfig, announce=print) -> int:
     broker = Broker(config)
     await broker.start()
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
+    stop = broker.stop_requested
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     name, host, port = broker.sockets.bound[0]
@@ -216,4 +230,4 @@ async def run_broker(config: BrokerConfig, announce=print) -> int:
     announce(f"  data:              {', '.join(str(d) for d in config.log_dirs)}")
     await stop.wait()
     await broker.shutdown()
-    return 0
+    return broker.exit_code

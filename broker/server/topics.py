@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 from broker import topic_config
 from broker.config import BrokerConfig
 from broker.metadata.store import (Conflict, MetadataImage, MetadataStore, StoreUnavailable, TopicExists,
-                                   TopicRecord, UnknownTopic, new_topic)
+                                   TopicRecord, TopicTooLarge, UnknownTopic, new_topic)
 from broker.server import file_descriptors
 from broker.server.replica_manager import ReplicaManager
 
@@ -161,6 +161,8 @@ class TopicManager:
             record = await self.store.create_topic(new_topic(name, partitions, replication_factor, configs))
         except TopicExists:
             raise TopicError(ErrorCode.topic_already_exists, f"topic {name!r} already exists") from None
+        except TopicTooLarge as e:
+            raise too_large(name, partitions, e) from None
         except StoreUnavailable as e:
             raise store_unavailable(e) from None
         if timeout_s is not None:
@@ -239,6 +241,8 @@ class TopicManager:
             except Conflict:
                 await self.wait_for_image(lambda img: img.topics.get(name) is not record, 1.0)
                 continue
+            except TopicTooLarge as e:
+                raise too_large(name, total, e) from None
             except UnknownTopic:
                 raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist") from None
             except StoreUnavailable as e:
@@ -247,6 +251,11 @@ class TopicManager:
                 await self._await_assignment(name, timeout_s)
             return self.store.image.topics.get(name, updated)
         raise TopicError(ErrorCode.not_controller, f"topic {name!r} kept changing; try again")
+
+
+def too_large(name: str, partitions: int, e: Exception) -> TopicError:
+    return TopicError(ErrorCode.invalid_partitions,
+                      f"topic {name!r} cannot have {partitions} partitions in this cluster's metadata store: {e}")
 
 
 def store_unavailable(e: Exception) -> TopicError:
