@@ -86,6 +86,7 @@ class KubernetesMetadataStore(MetadataStore):
         self._topic_objs: dict[str, dict[str, Any]] = {}
         self._topics: dict[str, TopicRecord] = {}
         self._object_of: dict[str, str] = {}       # topic name -> object name holding it
+        self._shadowed: set[str] = set()           # objects naming a topic another object holds
         self._known_rv: dict[str, str] = {}        # "kind/object" -> newest resourceVersion applied
         self._connected = {"leases": False, "topics": False}
         self.relists = {"leases": 0, "topics": 0}  # lists after the first (watch expired or broke)
@@ -315,13 +316,17 @@ class KubernetesMetadataStore(MetadataStore):
                 log.warning("KafkaTopic %s names topic %r, which KafkaTopic %s already holds; ignored",
                             name, rec.name, holder)
                 self._topic_objs[name] = obj
+                self._shadowed.add(name)
                 return
+            self._shadowed.add(holder)
+        self._shadowed.discard(name)
         self._topic_objs[name] = obj
         self._object_of[rec.name] = name
         self._topics[rec.name] = rec
 
     def _drop_topic_object(self, name: str) -> None:
         obj = self._topic_objs.pop(name, None)
+        self._shadowed.discard(name)
         if obj is None:
             return
         topic = ko.topic_name_of(obj)
@@ -329,11 +334,11 @@ class KubernetesMetadataStore(MetadataStore):
             return
         del self._object_of[topic]
         del self._topics[topic]
-        # A second object claiming the same name (see _put_topic_object) takes over.
-        for other, o in sorted(self._topic_objs.items(), key=lambda kv: kv[1]["metadata"].get("creationTimestamp", "")):
-            if ko.topic_name_of(o) == topic:
-                self._put_topic_object(other, o)
-                break
+        # The oldest other object claiming the same name (see _put_topic_object) takes over.
+        claims = sorted((self._topic_objs[o]["metadata"].get("creationTimestamp", ""), o) for o in self._shadowed
+                        if ko.topic_name_of(self._topic_objs[o]) == topic)
+        if claims:
+            self._put_topic_object(claims[0][1], self._topic_objs[claims[0][1]])
 
     # -- list and watch ----------------------------------------------------------------------
     def _list_call(self, kind: str):

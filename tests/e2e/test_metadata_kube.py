@@ -327,3 +327,16 @@ async def test_api_server_outage(stores, kube_env, kube_namespace):
     # Both brokers renew again, so both stay registered after a full Lease duration.
     await asyncio.sleep(LEASE_S * 1.5)
     assert set(a.image.brokers) == {1, 2} == set(b.image.brokers)
+
+
+async def test_two_kafkatopics_naming_one_topic_the_older_wins(stores, kube_env, kube_namespace):
+    s = await stores()
+    t = await s.create_topic(new_topic("orders", 2))
+    dup = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
+           "metadata": {"name": "orders-again", "labels": {ko.INSTANCE_LABEL: "fleet"}},
+           "spec": {"topicName": "orders", "partitions": 7}}
+    kube_env.kubectl("apply", "-n", kube_namespace, "-f", "-", input=json.dumps(dup))
+    await eventually(lambda: "orders-again" in s._topic_objs)
+    assert s.image.topics["orders"] == t  # the first one keeps the name
+    await s.delete_topic("orders")
+    await eventually(lambda: s.image.topics.get("orders") is not None and s.image.topics["orders"].partitions == 7)

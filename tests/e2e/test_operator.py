@@ -417,3 +417,41 @@ def test_clientquota_and_recorddeletion_await_broker_support(kube_env, kube_name
         ready = condition(got, "Ready")
         assert ready["status"] == "False" and "awaiting broker support" in ready["message"]
         assert got["status"]["observedGeneration"] == got["metadata"]["generation"]
+
+
+async def test_status_counts_registered_brokers_and_names_the_controller(kube_env, kube_namespace, operator, monkeypatch):
+    """The brokers' Leases (written here by the brokers' own metadata store) show in the status."""
+    import asyncio
+
+    from broker.metadata.kube_store import KubernetesMetadataStore
+    from tests.support.metadata_contract import registration
+
+    ns, name = kube_namespace, "leased"
+    apply(kube_env, kafkacluster(name, ns, replicas=2))
+    monkeypatch.setenv("KUBECONFIG", str(kube_env.kubeconfig))
+    stores = [KubernetesMetadataStore(cluster_id="cid", cluster_name=name, namespace=ns, lease_duration_s=15)
+              for _ in range(2)]
+
+    async def status_becomes(check, what):
+        for _ in range(300):
+            status = (get_json(kube_env, "kafkacluster", name, "-n", ns) or {}).get("status") or {}
+            if check(status):
+                return status
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"status never showed {what}: {status}")
+
+    try:
+        for node, s in enumerate(stores):
+            await s.start()
+            await s.register_broker(registration(node, 9092 + node))
+        assert await stores[1].campaign(1)
+        await status_becomes(lambda st: st.get("registeredBrokers") == 2 and st.get("controller") == 1,
+                             "2 brokers and controller 1")
+        wide = kube_env.kubectl("get", "kafkacluster", name, "-n", ns, "-o", "wide", "--no-headers").stdout
+        assert wide.split()[3] == "2"  # the Registered column
+        await stores[1].close()  # a clean stop: its Lease is deleted and the controller Lease released
+        await status_becomes(lambda st: st.get("registeredBrokers") == 1 and "controller" not in st,
+                             "1 broker and no controller")
+    finally:
+        for s in stores:
+            await s.close()
