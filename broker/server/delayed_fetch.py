@@ -9,7 +9,7 @@ partitions costs nothing per append to one of them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Hashable
+from typing import TYPE_CHECKING, Callable, Hashable
 
 from broker.server.purgatory import DelayedOperation
 
@@ -22,18 +22,18 @@ class DelayedFetch(DelayedOperation):
     """Completes once the watched partitions hold `min_bytes` past their fetch offsets, or one of
     them can no longer be read from its fetch offset (deleted, truncated, moved past it)."""
 
-    def __init__(self, replicas: "ReplicaManager", watched: dict[tuple[str, int], "CachedPartition"],
+    def __init__(self, replicas: "ReplicaManager", lookup: Callable[[tuple[str, int]], "CachedPartition | None"],
                  available: dict[tuple[str, int], int], min_bytes: int) -> None:
         super().__init__()
         self.replicas = replicas
-        self.watched = watched  # (topic, partition) -> what is fetched from it
+        self.lookup = lookup  # (topic, partition) -> what is fetched from it
         self.available = available  # (topic, partition) -> bytes readable now (only non-zero ones)
         self.accumulated = sum(available.values())
         self.min_bytes = min_bytes
 
     def can_complete(self, key: Hashable | None = None) -> bool:
         if key is not None:
-            cp = self.watched.get(key)  # type: ignore[arg-type]
+            cp = self.lookup(key)  # type: ignore[arg-type]
             if cp is not None and self._update(key, cp):  # type: ignore[arg-type]
                 return True
         return self.accumulated >= self.min_bytes

@@ -72,7 +72,7 @@ class CachedPartition:
     offsets last sent to it (-1: never sent), so an incremental response can leave it out until
     one of them moves or data arrives."""
 
-    __slots__ = ("topic", "topic_id", "partition", "fetch_offset", "fetcher_log_start_offset", "max_bytes",
+    __slots__ = ("topic", "topic_id", "partition", "tp", "fetch_offset", "fetcher_log_start_offset", "max_bytes",
                  "high_watermark", "last_stable_offset", "log_start_offset")
 
     def __init__(self, topic: str | None, topic_id: uuid.UUID | None, partition: int, fetch_offset: int,
@@ -80,12 +80,18 @@ class CachedPartition:
         self.topic = topic  # None while a topic id is unknown here
         self.topic_id = topic_id
         self.partition = partition
+        self.tp = (topic, partition)  # the log's (topic, partition) key, made once
         self.fetch_offset = fetch_offset
         self.fetcher_log_start_offset = fetcher_log_start_offset
         self.max_bytes = max_bytes
         self.high_watermark = -1
         self.last_stable_offset = -1
         self.log_start_offset = -1
+
+    def resolve(self, topic: str | None) -> None:
+        """The name of a topic id that was unknown when the partition was cached."""
+        self.topic = topic
+        self.tp = (topic, self.partition)
 
     def update_request(self, other: "CachedPartition") -> None:
         """An incremental request named this partition again: take its new parameters."""
@@ -132,14 +138,21 @@ class FetchSession:
     __slots__ = ("id", "privileged", "uses_topic_ids", "created_ms", "last_used_ms", "epoch", "partitions")
 
     def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool, now: int,
-                 partitions: "OrderedDict[PartitionKey, CachedPartition]") -> None:
+                 partitions: dict[PartitionKey, CachedPartition]) -> None:
         self.id = session_id
         self.privileged = privileged
         self.uses_topic_ids = uses_topic_ids
         self.created_ms = now
         self.last_used_ms = now
         self.epoch = next_epoch(INITIAL_EPOCH)
+        # A plain dict keeps insertion order and, unlike OrderedDict, iterates its values without
+        # hashing every key again (a uuid's hash is Python code: that was most of an idle fetch).
         self.partitions = partitions
+
+    def move_to_back(self, key: PartitionKey) -> None:
+        cp = self.partitions.pop(key, None)
+        if cp is not None:
+            self.partitions[key] = cp
 
     @property
     def size(self) -> int:
@@ -259,9 +272,7 @@ class IncrementalFetchContext(FetchContext):
             if cp.must_respond(result, update=True):
                 sent.append((cp, result))
                 if result.records_size > 0:
-                    key = key_of(cp, session.uses_topic_ids)
-                    if key in session.partitions:
-                        session.partitions.move_to_end(key)
+                    session.move_to_back(key_of(cp, session.uses_topic_ids))
         return 0, session.id, sent
 
 
@@ -335,7 +346,7 @@ class FetchSessionCache:
         now = self.clock()
         if len(self._sessions) >= self.max_slots and not self._try_evict(privileged, len(partitions), now):
             return INVALID_SESSION_ID
-        session = FetchSession(self._new_session_id(), privileged, uses_topic_ids, now, OrderedDict(partitions))
+        session = FetchSession(self._new_session_id(), privileged, uses_topic_ids, now, dict(partitions))
         self._sessions[session.id] = session
         self.partitions_cached += session.size
         return session.id

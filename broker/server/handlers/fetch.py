@@ -20,7 +20,7 @@ from broker.protocol import fetch_response
 from broker.protocol.fetch_response import PartitionResult, TopicResult
 from broker.server import cluster_view
 from broker.server.delayed_fetch import DelayedFetch
-from broker.server.fetch_session import CachedPartition, FetchContext, PartitionKey
+from broker.server.fetch_session import CachedPartition, FetchContext, IncrementalFetchContext, PartitionKey
 from broker.server.handlers.base import Handler, RequestContext
 
 ALL_BYTES = 2**31 - 1
@@ -48,7 +48,8 @@ class FetchHandler(Handler):
         for t in request.topics:
             if uses_topic_ids:
                 rec = image.topic_by_id(t.topic_id)
-                name, topic_id = (rec.name if rec else None), t.topic_id
+                # the image's own uuid object when known: `is` then settles the per-fetch id check
+                name, topic_id = (rec.name, rec.topic_id) if rec else (None, t.topic_id)
             else:
                 name, topic_id = t.topic, None
             for p in t.partitions:
@@ -81,37 +82,27 @@ class FetchHandler(Handler):
 
         With `skip_unchanged` (incremental sessions), a partition with no new records and no moved
         offsets produces no result at all: that is what keeps an idle session of many partitions cheap.
+        The partitions held here are exactly those this broker leads (the replica manager follows
+        the image), so a partition found there needs no further leadership check.
         """
         rm = self.broker.replicas
-        image = self.broker.store.image
+        held = rm.partitions
         results: list[tuple[CachedPartition, PartitionResult]] = []
         available: dict[tuple[str, int], int] = {}
         total = 0
         errors = False
         for cp in partitions:
-            if cp.topic is None and cp.topic_id is not None:
-                rec = image.topic_by_id(cp.topic_id)  # a topic id unknown when cached may exist now
-                cp.topic = rec.name if rec else None
-            if cp.topic is None:
-                code = ErrorCode.unknown_topic_id if cp.topic_id is not None else ErrorCode.unknown_topic_or_partition
-                part, state = None, None
-            else:
-                part, code, state = rm.leader_or_error(cp.topic, cp.partition)
-                if code == ErrorCode.leader_not_available:
-                    code = ErrorCode.not_leader_or_follower  # what Kafka's Fetch answers for it
-                if part is not None and cp.topic_id is not None and part.topic_id != cp.topic_id:
-                    part, code = None, ErrorCode.unknown_topic_id  # the name now belongs to a re-created topic
-            if part is None:
-                pr = PartitionResult(cp.partition, error_code=code)
-                if code == ErrorCode.not_leader_or_follower:
-                    pr.current_leader = (state.leader, state.leader_epoch) if state is not None else (-1, -1)
-                results.append((cp, pr))
+            part = held.get(cp.tp)
+            if part is None or (cp.topic_id is not None and part.topic_id is not cp.topic_id
+                                and part.topic_id != cp.topic_id):
+                results.append((cp, self.error_result(cp)))
                 errors = True
                 continue
             lg = part.log
             hw, log_start = lg.high_watermark, lg.log_start_offset
-            if skip_unchanged and cp.nothing_new(hw, hw, log_start):
-                continue
+            if (skip_unchanged and cp.fetch_offset == hw and hw == cp.high_watermark
+                    and hw == cp.last_stable_offset and log_start == cp.log_start_offset):
+                continue  # CachedPartition.nothing_new, inlined: this is the loop over every idle partition
             pr = PartitionResult(cp.partition, high_watermark=hw, last_stable_offset=hw, log_start_offset=log_start,
                                  aborted_transactions=None, records=b"")
             try:
@@ -124,12 +115,47 @@ class FetchHandler(Handler):
             if region is not None and (budget > 0 or total == 0):
                 pr.records = region
                 total += region.length
-                available[(cp.topic, cp.partition)] = region.length
+                available[cp.tp] = region.length
             results.append((cp, pr))
         return results, total, errors, available
 
-    def watch_keys(self, partitions: Iterable[CachedPartition]) -> dict[tuple[str, int], CachedPartition]:
-        return {(cp.topic, cp.partition): cp for cp in partitions if cp.topic is not None}
+    def error_result(self, cp: CachedPartition) -> PartitionResult:
+        """Why a partition cannot be read here: unknown topic (id), or led elsewhere (KIP-951 hint)."""
+        if cp.topic is None and cp.topic_id is not None:
+            rec = self.broker.store.image.topic_by_id(cp.topic_id)  # unknown when cached, may exist now
+            if rec is not None:
+                cp.resolve(rec.name)
+        if cp.topic is None:
+            code = ErrorCode.unknown_topic_id if cp.topic_id is not None else ErrorCode.unknown_topic_or_partition
+            return PartitionResult(cp.partition, error_code=code)
+        part, code, state = self.broker.replicas.leader_or_error(cp.topic, cp.partition)
+        if part is not None:  # led here, but the name belongs to a re-created topic now
+            return PartitionResult(cp.partition, error_code=ErrorCode.unknown_topic_id)
+        if code == ErrorCode.leader_not_available:
+            code = ErrorCode.not_leader_or_follower  # what Kafka's Fetch answers for it
+        pr = PartitionResult(cp.partition, error_code=code)
+        if code == ErrorCode.not_leader_or_follower:
+            pr.current_leader = (state.leader, state.leader_epoch) if state is not None else (-1, -1)
+        return pr
+
+    def watcher(self, context: FetchContext, partitions: Iterable[CachedPartition]):
+        """(watch keys, key -> the cached partition behind it) for a DelayedFetch. An incremental
+        session is looked up through its own index, so waiting builds no map of 10,000 entries."""
+        keys = [cp.tp for cp in partitions if cp.topic is not None]
+        if isinstance(context, IncrementalFetchContext):
+            session = context.session
+            if session.uses_topic_ids:
+                image = self.broker.store.image
+
+                def lookup(key):
+                    rec = image.topics.get(key[0])
+                    return session.partitions.get((rec.topic_id, key[1])) if rec is not None else None
+            else:
+                def lookup(key):
+                    return session.partitions.get(key)
+            return keys, lookup
+        by_tp = {cp.tp: cp for cp in partitions if cp.topic is not None}
+        return keys, by_tp.get
 
     # -- response -----------------------------------------------------------------------------
 
@@ -166,10 +192,10 @@ class FetchHandler(Handler):
         results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes)
         max_wait_s = request.max_wait.total_seconds()
         if total < request.min_bytes and not errors and max_wait_s > 0 and context.kind != "session_error":
-            watched = self.watch_keys(partitions)
-            if watched:
-                op = DelayedFetch(self.broker.replicas, watched, available, request.min_bytes)
-                await self.broker.fetch_purgatory.wait(op, watched.keys(), max_wait_s)
+            keys, lookup = self.watcher(context, partitions)
+            if keys:
+                op = DelayedFetch(self.broker.replicas, lookup, available, request.min_bytes)
+                await self.broker.fetch_purgatory.wait(op, keys, max_wait_s)
                 results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes)
         error_code, session_id, sent = context.respond(results)
         topics = self.topics(sent)
