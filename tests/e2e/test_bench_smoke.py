@@ -50,6 +50,8 @@ def test_bench_smoke(tmp_path: Path) -> None:
         ("fetch-small-100B-p1-librdkafka", "mb_per_sec"),
         ("roll-latency-100B-p1-librdkafka", "latency_p99_ms"),
         ("metadata-all-topics-p1", "latency_p50_ms"),
+        ("fetch-sessions-idle-200p", "full_response_bytes"),
+        ("fetch-sessions-idle-200p", "incremental_response_bytes"),
     ]:
         v = rows[(case, metric)]["median"]["flotilla"]
         assert isinstance(v, (int, float)) and v > 0, (case, metric, v)
@@ -66,6 +68,9 @@ def test_bench_smoke(tmp_path: Path) -> None:
                              ("roll-latency-100B-p1-librdkafka", "latency_p99_ms"),
                              ("metadata-all-topics-p1", "latency_p50_ms")]:
             assert rows[(case, metric)]["ratio_flotilla_over_kafka"] > 0, (case, metric)
+    # Fetch sessions: an idle incremental fetch is a few dozen bytes, a full one names every partition.
+    sessions = rows[("fetch-sessions-idle-200p", "incremental_bytes_pct")]["median"]["flotilla"]
+    assert 0 < sessions < 5, sessions
 
     md = (out / "smoke.md").read_text()
     assert "| case | metric | Flotilla" in md
