@@ -582,4 +582,9 @@ class KubernetesMetadataStore(MetadataStore):
         return True
 
     def is_controller(self, node_id: int) -> bool:
-        return self._controller_node == node_id and time.monotonic() < self._controller_until
+        """True until the renew deadline after our last successful campaign, and only while the
+        Lease as we last saw it still names us (a takeover seen by the watch ends it at once)."""
+        if self._controller_node != node_id or time.monotonic() >= self._controller_until:
+            return False
+        lease = self._leases.get(ko.controller_lease_name(self.cluster_name))
+        return lease is not None and ko.controller_from_lease(lease) == node_id

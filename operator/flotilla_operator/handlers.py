@@ -91,6 +91,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
     )
     settings.peering.standalone = True
     settings.posting.level = logging.WARNING
+    # Only the brokers' Leases, filtered by the API server: nodes' heartbeat Leases
+    # (kube-node-lease) and controllers' election Leases never reach the operator.
+    settings.watching.label_selectors["coordination.k8s.io", "leases"] = LEASE_ROLE_LABEL
     # The API client logs whole response bodies at DEBUG: too much even for --verbose.
     logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)
     memo["kube"] = Kube(await load_api_client(), op.field_manager)

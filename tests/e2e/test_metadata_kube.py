@@ -340,3 +340,15 @@ async def test_two_kafkatopics_naming_one_topic_the_older_wins(stores, kube_env,
     assert s.image.topics["orders"] == t  # the first one keeps the name
     await s.delete_topic("orders")
     await eventually(lambda: s.image.topics.get("orders") is not None and s.image.topics["orders"].partitions == 7)
+
+
+async def test_a_takeover_seen_by_the_watch_ends_controllership_at_once(stores, kube_env, kube_namespace):
+    a = await stores(lease_duration_s=30)
+    assert await a.campaign(1) and a.is_controller(1)
+    kube_env.kubectl("patch", "lease", ko.controller_lease_name("fleet"), "-n", kube_namespace, "--type=merge",
+                     "-p", json.dumps({"spec": {"holderIdentity": "7", "renewTime": ko.micro_time()}}))
+    started = time.monotonic()
+    await eventually(lambda: not a.is_controller(1), timeout=5)
+    assert time.monotonic() - started < 5 < 30 * 2 / 3  # well before its own renew deadline
+    await eventually(lambda: a.image.controller_id == 7)
+    assert not await a.campaign(1)
