@@ -579,7 +579,6 @@ def _answered_within(conn: KafkaConnection, correlation_id: int, seconds: float)
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.flotilla_only("Kafka bounds a stalled frame the same way, but after its own idle-expiry sweep period")
 @pytest.mark.broker_config({"connections.max.idle.ms": "1500"})
 def test_a_stalled_frame_body_is_closed_after_the_idle_timeout(broker: ServerProcess) -> None:
     """Bytes stop in the middle of a frame's body: closed after connections.max.idle.ms of silence,
@@ -589,7 +588,8 @@ def test_a_stalled_frame_body_is_closed_after_the_idle_timeout(broker: ServerPro
         payload = stalled.header_bytes(18, 3, True, 1) + b"\x05tests\x021\x00"
         stalled.send_raw(struct.pack(">i", len(payload)) + payload[:6])  # length, then part of the body
         assert stalled.is_closed_by_peer(15), "a frame whose body stalled was kept open"
-        assert "stalled" in broker.log_text()[before:]
+        if broker.kind == "flotilla":
+            assert "stalled" in broker.log_text()[before:]
     with kafka_wire.connect(broker.bootstrap) as busy:  # traffic keeps a connection open past the timeout
         for _ in range(6):
             time.sleep(0.5)
@@ -618,7 +618,6 @@ def test_sigterm_with_clients_connected_logs_no_traceback(broker: ServerProcess)
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.flotilla_only("queued.max.request.bytes is set through Flotilla's broker_config here")
 @pytest.mark.broker_config({"socket.request.max.bytes": "1048576", "queued.max.request.bytes": "1048576"})
 def test_queued_max_request_bytes_stops_reading_until_memory_is_freed(broker: ServerProcess) -> None:
     """One connection announces a frame as large as the whole pool and sends it slowly: the broker
