@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
@@ -105,3 +105,43 @@ def test_a_record_without_a_key_is_refused_by_a_compacted_topic(broker):
         assert resp.error_code == ErrorCode.invalid_record
         resp = conn.produce(topic, 0, kafka_wire.build_batch([(b"k", b"keyed")]))
         assert resp.error_code == ErrorCode.none and resp.base_offset == 0  # nothing of the refused batch stayed
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.broker_config({"offsets.topic.num.partitions": "1", "log.roll.ms": "100",
+                            "log.cleaner.min.cleanable.ratio": "0.1"})
+def test_consumer_offsets_are_compacted_and_survive_a_restart(broker):
+    topic = kafka_wire.unique_topic("committed")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    group = kafka_wire.unique_topic("group")
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    deadline = time.monotonic() + 60
+    for i in range(300):
+        if i % 20 == 0:
+            time.sleep(0.12)  # older than log.roll.ms: the next commit rolls a new segment
+        while True:
+            try:
+                c.commit(offsets=[TopicPartition(topic, i % 2, i)], asynchronous=False)
+                break
+            except KafkaException as e:  # the coordinator is still being found or loaded
+                if not e.args[0].retriable() and "coordinator" not in str(e).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    c.close()
+    offsets_dir = broker.log_dirs / "__consumer_offsets-0"
+
+    def log_bytes() -> int:
+        return sum(p.stat().st_size for p in offsets_dir.glob("*.log"))
+
+    # 300 commits take more than 30 KB (each a batch of over 100 bytes) in ~15 segments; once
+    # cleaned, the closed segments hold only the two latest offsets
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and log_bytes() > 10_000:
+        time.sleep(0.5)
+    assert log_bytes() <= 10_000, f"__consumer_offsets-0 still holds {log_bytes()} bytes"
+    broker.restart()
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    got = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
+    c.close()
+    assert [(tp.partition, tp.offset) for tp in got] == [(0, 298), (1, 299)]
