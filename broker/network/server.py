@@ -28,6 +28,7 @@ class SocketServer:
         self._tasks: dict[Connection, asyncio.Task] = {}
         self.bound: list[tuple[str, str, int]] = []
         self.memory_pool = RequestMemoryPool(config["queued.max.request.bytes"])
+        metrics.request_memory_used.set_function(lambda: self.memory_pool.used)
         self.idle_timeout_s = config["connections.max.idle.ms"] / 1000
         self._reaper: asyncio.Task | None = None
 

@@ -49,7 +49,11 @@ class RequestDispatcher:
         except codec.MalformedRequest:
             self.metrics.malformed_frames.inc()
             raise
-        body = codec.parse_body(frame, header)
+        try:
+            body = codec.parse_body(frame, header)
+        except codec.MalformedRequest:
+            self.metrics.malformed_frames.inc()
+            raise
         api = codec.api_name(header.api_key)
         handler = self.handlers[header.api_key]
         ctx = RequestContext(header, conn)

@@ -72,6 +72,9 @@ class BrokerMetrics:
         self.sendfile_bytes = Counter("flotilla_sendfile_bytes", "Record bytes sent from segment files with sendfile()", registry=r)
         self.connections = Gauge("flotilla_connections", "Open client connections", registry=r)
         self.malformed_frames = Counter("flotilla_malformed_frames", "Connections closed for a malformed or oversized frame", registry=r)
+        self.request_memory_used = Gauge("flotilla_request_memory_used_bytes",
+                                         "Request bytes held under queued.max.request.bytes; reading stops when the "
+                                         "bound is reached (Kafka: MemoryPoolUsed; 0 when unbounded)", registry=r)
         # KIP-227 fetch sessions, with Kafka's meaning (its names in docs/fetch-sessions.md).
         self.fetch_requests = Counter("flotilla_fetch_requests", "Fetch requests by how they relate to sessions: "
                                       "full, incremental, sessionless, session_error", ["kind"], registry=r)

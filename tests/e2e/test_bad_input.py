@@ -629,6 +629,13 @@ def test_queued_max_request_bytes_stops_reading_until_memory_is_freed(broker: Se
         req = kafka_wire.encode_request_frame(other, 18, 0, 41)
         other.send_raw(req)
         assert not _answered_within(other, 41, 2.0), "answered while the pool was held by a pending frame"
+        if broker.metrics_url:
+            import urllib.request
+
+            with urllib.request.urlopen(broker.metrics_url, timeout=5) as resp:
+                lines = resp.read().decode().splitlines()
+            used = [float(l.split()[1]) for l in lines if l.startswith("flotilla_request_memory_used_bytes ")]
+            assert used == [1048576.0], used
         big.close()  # the pending frame is dropped: its memory returns to the pool
         assert _answered_within(other, 41, 10.0), "the broker never read the waiting request"
         still_serving(broker, other)
