@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 CHECKPOINT_INTERVAL_S = 5.0  # Kafka writes high-watermark checkpoints every 5 s
+OPEN_AT_ONCE = 64  # partitions opened per turn of the event loop when many become ours at once
 
 
 @dataclass
@@ -115,6 +116,8 @@ class ReplicaManager:
         self._placed: dict[Path, int] | None = None  # partition directories per log dir
         # Partitions this broker should lead but could not open, with why (topic creation rolls back).
         self.open_failures: dict[TopicPartition, str] = {}
+        self._opening: set[TopicPartition] = set()  # queued for _open_in_chunks
+        self._opening_tasks: set[asyncio.Task] = set()
         self.cleaner = LogCleaner(self.log_dirs, lambda: {tp: p.log for tp, p in self.partitions.items()},
                                   backoff_ms=config["log.cleaner.backoff.ms"])
         self._checkpoint_lock = threading.Lock()
@@ -138,7 +141,7 @@ class ReplicaManager:
                                marks.get(checkpoints.HIGH_WATERMARK, {}).get(tp, 0))
         self._clean_dirs = {d for d in self.log_dirs if (d / checkpoints.CLEAN_SHUTDOWN).exists()}
         started = time.monotonic()
-        self.apply_image(self.store.image)
+        self.apply_image(self.store.image, chunked=False)  # before clients connect: all at once
         # From now on the logs change: a crash must not find the marker.
         for d in self._clean_dirs:
             (d / checkpoints.CLEAN_SHUTDOWN).unlink()
@@ -203,8 +206,9 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(tp)
 
     # -- leadership --------------------------------------------------------------------------
-    def apply_image(self, image) -> None:
-        """Become leader of what the image says this broker leads; stop leading the rest."""
+    def apply_image(self, image, chunked: bool = True) -> None:
+        """Become leader of what the image says this broker leads; stop leading the rest.
+        With `chunked`, many new partitions are opened a chunk per turn of the event loop."""
         led: dict[TopicPartition, tuple[TopicRecord, int]] = {}
         for topic in image.topics.values():
             for i, state in enumerate(topic.assignment or ()):
@@ -222,39 +226,85 @@ class ReplicaManager:
                 self._close_partition(tp)
                 self._notify(tp[0], tp[1], False)
                 changed = True
-        failed: dict[str, list] = {}  # topic -> [count, first error]
-        out_of_descriptors = False
+        to_open = []
         for tp, (topic, epoch) in led.items():
             part = self.partitions.get(tp)
             if part is None:
-                if out_of_descriptors:
-                    failed.setdefault(tp[0], [0, "no file descriptors left"])[0] += 1
-                    self.open_failures[tp] = "no file descriptors left"
-                    continue
-                try:
-                    self._open_partition(topic, tp[1], epoch)
-                except (OSError, LogError) as e:
-                    entry = failed.setdefault(tp[0], [0, str(e)])
-                    entry[0] += 1
-                    self.open_failures[tp] = str(e)
-                    out_of_descriptors = isinstance(e, OSError) and e.errno in (errno.EMFILE, errno.ENFILE)
-                    continue
-                self.open_failures.pop(tp, None)
-                log.info("%s-%d: leader at epoch %d", tp[0], tp[1], epoch)
-                self._notify(tp[0], tp[1], True)
-                changed = True
+                if tp not in self._opening:
+                    to_open.append((tp, topic, epoch))
             else:
                 part.leader_epoch = epoch
                 cfg = log_config_for(self.config, topic.configs)
                 if part.log.config != cfg:
                     part.log.config = cfg
-        for name, (count, first) in failed.items():
-            # One line per topic, not per partition: thousands of partitions must not flood the log.
-            log.error("%s: cannot open the logs of %d partitions to lead them: %s", name, count, first)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if chunked and loop is not None and len(to_open) > OPEN_AT_ONCE:
+            # Thousands of new partitions: open them in chunks, letting the event loop serve
+            # other clients in between (they answer NOT_LEADER_OR_FOLLOWER until open).
+            later, to_open = to_open[OPEN_AT_ONCE:], to_open[:OPEN_AT_ONCE]
+            self._opening.update(tp for tp, _, _ in later)
+            task = loop.create_task(self._open_in_chunks(later), name="open-partitions")
+            self._opening_tasks.add(task)
+            task.add_done_callback(self._opening_tasks.discard)
+        changed = self._open_partitions(to_open) or changed
         for tp in [tp for tp in self.open_failures if tp not in led]:
             del self.open_failures[tp]
         if changed:
             self.write_checkpoints()
+
+    def _open_partitions(self, to_open) -> bool:
+        """Open [(tp, topic, epoch)]; failures are logged once per topic and remembered in
+        open_failures; after running out of descriptors the rest is not even tried."""
+        failed: dict[str, list] = {}  # topic -> [count, first error]
+        out_of_descriptors = False
+        opened = False
+        for tp, topic, epoch in to_open:
+            if out_of_descriptors:
+                failed.setdefault(tp[0], [0, "no file descriptors left"])[0] += 1
+                self.open_failures[tp] = "no file descriptors left"
+                continue
+            try:
+                self._open_partition(topic, tp[1], epoch)
+            except (OSError, LogError) as e:
+                failed.setdefault(tp[0], [0, str(e)])[0] += 1
+                self.open_failures[tp] = str(e)
+                out_of_descriptors = isinstance(e, OSError) and e.errno in (errno.EMFILE, errno.ENFILE)
+                continue
+            self.open_failures.pop(tp, None)
+            log.info("%s-%d: leader at epoch %d", tp[0], tp[1], epoch)
+            self._notify(tp[0], tp[1], True)
+            opened = True
+        for name, (count, first) in failed.items():
+            # One line per topic, not per partition: thousands of partitions must not flood the log.
+            log.error("%s: cannot open the logs of %d partitions to lead them: %s", name, count, first)
+        return opened
+
+    async def _open_in_chunks(self, pending) -> None:
+        try:
+            for i in range(0, len(pending), OPEN_AT_ONCE):
+                await asyncio.sleep(0)
+                chunk = []
+                for tp, _, _ in pending[i:i + OPEN_AT_ONCE]:
+                    self._opening.discard(tp)
+                    topic = self.store.image.topics.get(tp[0])  # still ours, in the current image?
+                    assignment = (topic.assignment or ()) if topic is not None else ()
+                    if (tp in self.partitions or tp[1] >= len(assignment) or tp[1] >= topic.partitions
+                            or assignment[tp[1]].leader != self.node_id):
+                        continue
+                    chunk.append((tp, topic, assignment[tp[1]].leader_epoch))
+                self._open_partitions(chunk)
+        finally:
+            for tp, _, _ in pending:
+                self._opening.discard(tp)
+            self.write_checkpoints()
+
+    async def wait_opened(self) -> None:
+        """Wait until partitions being opened in the background are open (or failed)."""
+        while self._opening_tasks:
+            await asyncio.gather(*list(self._opening_tasks), return_exceptions=True)
 
     def _delete_partition(self, tp: TopicPartition) -> None:
         part = self.partitions.pop(tp)

@@ -174,6 +174,7 @@ class TopicManager:
     async def _roll_back_if_unopened(self, name: str) -> None:
         """If this broker could not open partitions of the new topic it leads (out of file
         descriptors, a failed disk), remove the topic again instead of leaving it half there."""
+        await self.replicas.wait_opened()
         failures = [why for (topic, _), why in self.replicas.open_failures.items() if topic == name]
         if not failures:
             return

@@ -408,6 +408,29 @@ def test_partition_count_is_bounded_before_anything_is_recorded(broker: ServerPr
     still_serving(broker)
 
 
+@pytest.mark.timeout(180)
+@pytest.mark.flotilla_only("white-box: NOT_LEADER_OR_FOLLOWER while this broker is still opening the logs")
+def test_thousands_of_new_partitions_open_while_others_are_served(broker: ServerProcess) -> None:
+    """The logs of a 3,000-partition topic are opened a chunk at a time: while they open, other
+    requests are answered (a Produce to the last partition gets NOT_LEADER_OR_FOLLOWER, retriable,
+    until its log is open), instead of the whole broker waiting for all of them."""
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+
+    name = kafka_wire.unique_topic("wide")
+    with kafka_wire.connect(broker.bootstrap, timeout=120) as admin, kafka_wire.connect(broker.bootstrap) as prod:
+        admin.send(CreateTopicsRequest(
+            topics=(CreatableTopic(name=name, num_partitions=i32(3000), replication_factor=i16(1),
+                                   assignments=(), configs=()),),
+            timeout=datetime.timedelta(seconds=0), validate_only=False))
+        codes = []
+        deadline = time.monotonic() + 60
+        while not codes or codes[-1] != 0:
+            assert time.monotonic() < deadline, f"never writable; answers: {sorted(set(codes))}"
+            codes.append(int(prod.produce(name, 2999, kafka_wire.build_batch([(b"k", b"v")]), acks=1).error_code))
+        assert 6 in codes, f"no answer came while the logs were being opened: {sorted(set(codes))}"
+    still_serving(broker)
+
+
 class FdLimitedBroker(FlotillaBroker):
     """A broker started under `prlimit --nofile=SOFT:HARD`."""
 
