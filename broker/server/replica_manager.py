@@ -548,6 +548,8 @@ class ReplicaManager:
         """Clean shutdown: flush every log, snapshot producer state, write checkpoints, and mark
         each log directory whose logs all made it to disk as cleanly shut down. Does all it can
         even when a directory fails (a full disk); returns what could not be done."""
+        for task in list(self._opening_tasks):  # partitions still queued stay closed
+            task.cancel()
         self.cleaner.close()
         for part in self.partitions.values():
             if not part.log.close():
