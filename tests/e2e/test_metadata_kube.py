@@ -352,3 +352,61 @@ async def test_a_takeover_seen_by_the_watch_ends_controllership_at_once(stores, 
     assert time.monotonic() - started < 5 < 30 * 2 / 3  # well before its own renew deadline
     await eventually(lambda: a.image.controller_id == 7)
     assert not await a.campaign(1)
+
+
+async def test_in_a_pod_with_exactly_the_role_the_operator_grants_brokers(kube_env, kube_namespace, topic_crd,
+                                                                         tmp_path, monkeypatch):
+    """In-cluster configuration (service account token, CA, namespace file, KUBERNETES_SERVICE_*),
+    authorised only by the operator's broker Role: every store operation works, nothing else is
+    allowed."""
+    import base64
+    from urllib.parse import urlsplit
+
+    import yaml
+    from kubernetes_asyncio.config import incluster_config
+
+    from broker.metadata import kube_api
+    from flotilla_operator.builders.rbac import BROKER_RULES
+
+    ns, sa = kube_namespace, "fleet-broker"
+    kube_env.kubectl("create", "serviceaccount", sa, "-n", ns)
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": sa, "namespace": ns}, "rules": BROKER_RULES}
+    kube_env.kubectl("apply", "-f", "-", input=json.dumps(role))
+    kube_env.kubectl("create", "rolebinding", sa, "-n", ns, f"--role={sa}", f"--serviceaccount={ns}:{sa}")
+    token = kube_env.kubectl("create", "token", sa, "-n", ns).stdout.strip()
+    kubeconfig = yaml.safe_load(Path(kube_env.kubeconfig).read_text())
+    cluster = kubeconfig["clusters"][0]["cluster"]
+    secrets = tmp_path / "serviceaccount"
+    secrets.mkdir()
+    (secrets / "token").write_text(token)
+    (secrets / "ca.crt").write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    (secrets / "namespace").write_text(ns)
+    server = urlsplit(cluster["server"])
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", server.hostname)
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.port))
+    monkeypatch.setattr(kube_api, "SERVICE_ACCOUNT_NAMESPACE", secrets / "namespace")
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(secrets / "token"))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(secrets / "ca.crt"))
+    assert kube_api.in_cluster()
+
+    s = KubernetesMetadataStore(cluster_id="cid", cluster_name="fleet", lease_duration_s=LEASE_S)
+    await s.start()
+    try:
+        assert s.namespace == ns  # the pod's own namespace
+        await s.register_broker(registration(1, 9092))
+        assert await s.campaign(1)
+        t = await s.create_topic(new_topic("orders", 2))
+        t = await s.update_topic(dataclasses.replace(t, assignment=(PartitionState(1, 0, (1,), (1,)),) * 2))
+        await asyncio.sleep(LEASE_S * 1.5)  # background renewals and the watches run under the same Role
+        assert await s.campaign(1)  # renewing the controller Lease too
+        assert set(s.image.brokers) == {1} and s.image.controller_id == 1
+        await s.delete_topic("orders")
+    finally:
+        await s.close()
+    who = f"--as=system:serviceaccount:{ns}:{sa}"
+    for verb, resource in [("get", "configmaps"), ("list", "secrets"), ("create", "pods"),
+                           ("list", "kafkaclusters.flotilla.io")]:
+        assert kube_env.kubectl("auth", "can-i", verb, resource, "-n", ns, who, check=False).stdout.strip() == "no"
+    assert kube_env.kubectl("auth", "can-i", "list", "leases", "-n", "default", who, check=False).stdout.strip() == "no"
