@@ -20,7 +20,7 @@ from broker.protocol import fetch_response
 from broker.protocol.fetch_response import PartitionResult, TopicResult
 from broker.server import cluster_view
 from broker.server.delayed_fetch import DelayedFetch
-from broker.server.fetch_session import CachedPartition, FetchContext, IncrementalFetchContext, PartitionKey
+from broker.server.fetch_session import CachedPartition, FetchContext, IncrementalFetchContext, PartitionKey, topic_key
 from broker.server.handlers.base import Handler, RequestContext
 
 ALL_BYTES = 2**31 - 1
@@ -45,22 +45,25 @@ class FetchHandler(Handler):
         """The partitions the request names, in request order, keyed as its session keys them."""
         image = self.broker.store.image
         out: dict[PartitionKey, CachedPartition] = {}
+        has_log_start = bool(request.topics) and bool(request.topics[0].partitions) and hasattr(
+            request.topics[0].partitions[0], "log_start_offset")  # v5+
         for t in request.topics:
             if uses_topic_ids:
                 rec = image.topic_by_id(t.topic_id)
                 # the image's own uuid object when known: `is` then settles the per-fetch id check
                 name, topic_id = (rec.name, rec.topic_id) if rec else (None, t.topic_id)
+                key = topic_key(topic_id)
             else:
                 name, topic_id = t.topic, None
-            for p in t.partitions:
-                cp = CachedPartition(name, topic_id, int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes),
-                                     int(getattr(p, "log_start_offset", -1)))
-                out[(topic_id if uses_topic_ids else name, cp.partition)] = cp
+                key = name
+            for p in t.partitions:  # kio's integers are plain ints
+                out[(key, p.partition)] = CachedPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                                          p.log_start_offset if has_log_start else -1)
         return out
 
     @staticmethod
     def forgotten(uses_topic_ids: bool, request) -> list[PartitionKey]:
-        return [(t.topic_id if uses_topic_ids else t.topic, int(p))
+        return [(topic_key(t.topic_id) if uses_topic_ids else t.topic, int(p))
                 for t in getattr(request, "forgotten_topics_data", ()) for p in t.partitions]
 
     def new_context(self, ctx: RequestContext, request) -> FetchContext:
@@ -103,8 +106,10 @@ class FetchHandler(Handler):
             if (skip_unchanged and cp.fetch_offset == hw and hw == cp.high_watermark
                     and hw == cp.last_stable_offset and log_start == cp.log_start_offset):
                 continue  # CachedPartition.nothing_new, inlined: this is the loop over every idle partition
-            pr = PartitionResult(cp.partition, high_watermark=hw, last_stable_offset=hw, log_start_offset=log_start,
-                                 aborted_transactions=None, records=b"")
+            pr = PartitionResult(cp.partition, 0, hw, hw, log_start, None, -1, b"")
+            if cp.fetch_offset == hw and log_start <= hw:
+                results.append((cp, pr))  # caught up: nothing to read
+                continue
             try:
                 budget = min(cp.max_bytes, max_bytes - total)
                 region = rm.read(part, cp.fetch_offset, max(budget, 0), min_one=(total == 0))
@@ -149,7 +154,7 @@ class FetchHandler(Handler):
 
                 def lookup(key):
                     rec = image.topics.get(key[0])
-                    return session.partitions.get((rec.topic_id, key[1])) if rec is not None else None
+                    return session.partitions.get((topic_key(rec.topic_id), key[1])) if rec is not None else None
             else:
                 def lookup(key):
                     return session.partitions.get(key)

@@ -47,6 +47,9 @@ def test_matches_kio_byte_for_byte(version, tmp_path):
             PartitionResult(0, 0, 10, 10, 0, None, -1, FileRegion(file, 4, len(data))),
             PartitionResult(1, 1, -1, -1, -1, None, -1, None),
             PartitionResult(2, 0, 5, 5, 1, [(3, 4), (5, 6)], -1, b""),
+            PartitionResult(3, 0, 7, 7, 2, None, -1, b""),  # the idle partition: one pack
+            PartitionResult(4, 0, 8, 8, 0, None, -1, None),
+            PartitionResult(5, 0, 9, 9, 0, None, 2, b""),  # a preferred replica: the general path
         ]),
         TopicResult("empty", uuid.UUID(int=43), []),
     ]
