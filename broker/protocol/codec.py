@@ -152,7 +152,7 @@ def parse_body(frame: bytes, header: RequestHeader) -> Any:
     (request_bounds): kio's reader would pre-allocate whatever count the wire claims."""
     cls = request_type(header.api_key, header.api_version)
     try:
-        request_bounds.check(cls, frame, header.size)
+        frame = request_bounds.check(cls, frame, header.size)
     except request_bounds.InvalidRequest as e:
         raise MalformedRequest(f"invalid {api_name(header.api_key)} v{header.api_version} request: {e}") from None
     try:

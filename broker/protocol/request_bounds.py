@@ -9,7 +9,8 @@ dataclasses carry (field types and `kafka_type` metadata), compiled once per (ap
 
 The walk accepts exactly what kio's reader accepts, minus: lengths that run past the frame,
 array counts larger than the bytes left, strings longer than Kafka's 32767, nulls where the
-field is not nullable, and tagged fields whose size disagrees with their content. A refusal
+field is not nullable, and tagged fields whose size disagrees with their content. Tagged fields
+kio does not know are cut out (Kafka ignores them; kio's reader would refuse the request). A refusal
 raises InvalidRequest naming the field; the caller closes the connection, as Kafka does when a
 request body cannot be parsed.
 """
@@ -25,7 +26,7 @@ from typing import Callable
 
 from kio.serial._introspect import get_field_tag  # the tag a field carries in flexible versions
 
-Walk = Callable[[bytes, int, int], int]  # (frame, position, end) -> position after the value
+Walk = Callable[[bytes, int, int, list], int]  # (frame, position, end, edits) -> position after the value
 
 _I8 = struct.Struct(">b").unpack_from
 _I16 = struct.Struct(">h").unpack_from
@@ -60,7 +61,7 @@ def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
 
 
 def _fixed(size: int) -> Walk:
-    def walk(buf: bytes, pos: int, end: int) -> int:
+    def walk(buf: bytes, pos: int, end: int, edits: list) -> int:
         pos += size
         if pos > end:
             raise InvalidRequest(f"{size}-byte field runs past the frame")
@@ -72,7 +73,7 @@ def _sized(name: str, flexible: bool, nullable: bool, is_string: bool) -> Walk:
     """A string, bytes or records field: a length (or null), then that many bytes."""
     limit = MAX_STRING_LENGTH if is_string else 2**31 - 1
 
-    def walk(buf: bytes, pos: int, end: int) -> int:
+    def walk(buf: bytes, pos: int, end: int, edits: list) -> int:
         if flexible:
             n, pos = _uvarint(buf, pos, end)
             n -= 1
@@ -100,7 +101,7 @@ def _sized(name: str, flexible: bool, nullable: bool, is_string: bool) -> Walk:
 def _array(name: str, flexible: bool, nullable: bool, element: Walk, element_size: int | None) -> Walk:
     """A count (or null), then that many elements; `element_size` when every element is fixed."""
 
-    def walk(buf: bytes, pos: int, end: int) -> int:
+    def walk(buf: bytes, pos: int, end: int, edits: list) -> int:
         if flexible:
             n, pos = _uvarint(buf, pos, end)
             n -= 1
@@ -122,7 +123,7 @@ def _array(name: str, flexible: bool, nullable: bool, element: Walk, element_siz
                 raise InvalidRequest(f"{name}: {n} elements of {element_size} bytes run past the frame")
             return pos
         for _ in range(n):
-            pos = element(buf, pos, end)
+            pos = element(buf, pos, end, edits)
         return pos
     return walk
 
@@ -130,11 +131,11 @@ def _array(name: str, flexible: bool, nullable: bool, element: Walk, element_siz
 def _nullable_struct(inner: Walk) -> Walk:
     """kio reads a nullable struct as an int8 marker (-1 for null) and then the struct."""
 
-    def walk(buf: bytes, pos: int, end: int) -> int:
+    def walk(buf: bytes, pos: int, end: int, edits: list) -> int:
         if pos >= end:
             raise InvalidRequest("struct marker runs past the frame")
         (marker,) = _I8(buf, pos)
-        return pos + 1 if marker == -1 else inner(buf, pos + 1, end)
+        return pos + 1 if marker == -1 else inner(buf, pos + 1, end, edits)
     return walk
 
 
@@ -207,34 +208,69 @@ def _entity(cls: type) -> tuple[Walk, int | None]:
         return steps[0], total
     steps_t = tuple(steps)
 
-    def walk(buf: bytes, pos: int, end: int) -> int:
+    def walk(buf: bytes, pos: int, end: int, edits: list) -> int:
         for step in steps_t:
-            pos = step(buf, pos, end)
+            pos = step(buf, pos, end, edits)
         return pos
     return walk, total
 
 
 def _tagged_fields(owner: str, known: dict[int, Walk]) -> Walk:
-    """A count, then (tag, size, value) each; a known tag's value must fill its size exactly."""
+    """A count, then (tag, size, value) each; a known tag's value must fill its size exactly.
 
-    def walk(buf: bytes, pos: int, end: int) -> int:
+    Kafka keeps tags it does not know as unknown tagged fields and ignores them; kio's reader
+    refuses them, so they are noted in `edits` to be cut out of the frame before kio reads it."""
+
+    def walk(buf: bytes, pos: int, end: int, edits: list) -> int:
+        count_at = pos
         count, pos = _uvarint(buf, pos, end)
+        count_end = pos
+        unknown: list[tuple[int, int, bytes]] = []
         for _ in range(count):
+            field_at = pos
             tag, pos = _uvarint(buf, pos, end)
             size, pos = _uvarint(buf, pos, end)
             stop = pos + size
             if stop > end:
                 raise InvalidRequest(f"{owner}: tagged field {tag} claims {size} bytes but {end - pos} remain")
             value = known.get(tag)
-            if value is None:  # kio's reader refuses tags it does not know
-                raise InvalidRequest(f"{owner}: unknown tagged field {tag}")
-            if value(buf, pos, stop) != stop:
-                raise InvalidRequest(f"{owner}: tagged field {tag} does not fill its {size} bytes")
+            if value is None:
+                unknown.append((field_at, stop, b""))
+            else:
+                inner: list = []
+                if value(buf, pos, stop, inner) != stop:
+                    raise InvalidRequest(f"{owner}: tagged field {tag} does not fill its {size} bytes")
+                if inner:
+                    raise InvalidRequest(f"{owner}: tagged field {tag} holds tagged fields this broker does not know")
             pos = stop
+        if unknown:
+            edits.append((count_at, count_end, _uvarint_bytes(count - len(unknown))))
+            edits.extend(unknown)
         return pos
     return walk
 
 
-def check(request_type: type, frame: bytes, start: int) -> None:
-    """Raise InvalidRequest unless the body at frame[start:] is safe to hand to kio's reader."""
-    _entity(request_type)[0](frame, start, len(frame))
+def _uvarint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def check(request_type: type, frame: bytes, start: int) -> bytes:
+    """Raise InvalidRequest unless the body at frame[start:] is safe to hand to kio's reader.
+
+    Returns the frame to read: `frame` itself, or a copy without the tagged fields kio does not
+    know (ignored, as Kafka ignores them)."""
+    edits: list[tuple[int, int, bytes]] = []
+    _entity(request_type)[0](frame, start, len(frame), edits)
+    if not edits:
+        return frame
+    parts, at = [], 0
+    for begin, stop, replacement in edits:  # in frame order, never overlapping
+        parts += (frame[at:begin], replacement)
+        at = stop
+    parts.append(frame[at:])
+    return b"".join(parts)

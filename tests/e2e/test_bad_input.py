@@ -695,3 +695,20 @@ def test_metadata_v10_with_a_null_topic_name_is_an_invalid_request(shared_broker
         assert isinstance(resp, MetadataResponseV10)
         assert [int(t.error_code) for t in resp.topics] == [42]
         assert int(conn.api_versions().error_code) == 0
+
+
+@pytest.mark.timeout(60)
+def test_unknown_tagged_field_is_ignored(shared_broker: ServerProcess) -> None:
+    """A newer client may send tagged fields this broker's schema lacks: Kafka keeps and ignores
+    them, so the request is answered as if they were absent."""
+    from kio.schema.metadata.v12.response import MetadataResponse as MetadataResponseV12
+    from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        body = b"\x00" + b"\x00" + b"\x00" + b"\x01" + bytes([99, 2]) + b"zz"  # all topics, two bools, tag 99
+        conn.send_frame(conn.header_bytes(3, 12, True, 31) + body)
+        frame = conn.recv_frame()
+        header, offset = kafka_wire.decode(ResponseHeaderV1, frame)
+        assert header.correlation_id == 31
+        resp, _ = kafka_wire.decode(MetadataResponseV12, frame, offset)
+        assert resp.brokers

@@ -114,6 +114,18 @@ def test_tagged_field_must_fill_its_size():
     bad = body[:-1] + bytes([1, 0, 3, 2]) + b"a" + b"z"  # the string takes 2 of the 3 bytes announced
     with pytest.raises(request_bounds.InvalidRequest, match="does not fill"):
         request_bounds.check(cls, bytes(bad), 0)
-    unknown = body[:-1] + bytes([1, 9, 1, 0])
-    with pytest.raises(request_bounds.InvalidRequest, match="unknown tagged field 9"):
-        request_bounds.check(cls, bytes(unknown), 0)
+
+
+
+def test_unknown_tagged_fields_are_cut_out_as_kafka_ignores_them():
+    """kio's reader refuses a tag it does not know; Kafka ignores it. The check hands kio a copy
+    of the frame without it (and with the tag count lowered)."""
+    cls = codec.request_type(1, 12)
+    body = BodyGenerator(random.Random(1), ("t",), ()).body(cls)[:-1]
+    known = bytes([0, 2, 2]) + b"a"  # tag 0 (cluster id), size 2, compact string "a"
+    frame = body + bytes([2]) + bytes([9, 3]) + b"xyz" + known  # two tagged fields, the first unknown (tag 9)
+    cleaned = request_bounds.check(cls, frame, 0)
+    assert cleaned == body + bytes([1]) + known
+    parsed, size = codec._reader(1, 12)(cleaned, 0)
+    assert size == len(cleaned) and parsed.cluster_id == "a"
+    assert request_bounds.check(cls, body + b"\x00", 0) == body + b"\x00"  # nothing to cut: the frame itself
