@@ -336,3 +336,29 @@ async def test_background_task_cleans_off_the_event_loop(tmp_path):
     assert lc.cleanings == 1
     assert [r[1:] for r in records_of(lg)] == sorted(
         [(k, v) for k, (o, v) in latest.items()], key=lambda kv: latest[kv[0]][0]) + [(b"x", b"active")]
+
+
+def test_max_compaction_lag_makes_an_old_dirty_log_due_whatever_its_ratio(tmp_path):
+    lg = open_log(tmp_path, min_cleanable_dirty_ratio=1.0, max_compaction_lag_ms=60_000)
+    append(lg, [(b"k", b"1")], timestamp_ms=NOW - 30_000)
+    append(lg, [(b"k", b"2")], timestamp_ms=NOW - 30_000)
+    lg.roll()
+    append(lg, [(b"x", b"active")], timestamp_ms=NOW)
+    lc = cleaner_for(lg, tmp_path)
+    assert lc.plan(("t", 0), lg, NOW) is None  # ratio 1.0 is never exceeded, the lag not reached
+    clean(lc, lg, now=NOW + 31_000)  # the oldest dirty record is now older than max.compaction.lag.ms
+    assert [v for _, _, v in records_of(lg)] == [b"2", b"active"]
+
+
+def test_log_append_time_batch_keeps_its_timestamp_when_rewritten(tmp_path):
+    lg = open_log(tmp_path, message_timestamp_type="LogAppendTime")
+    append(lg, [(b"k", b"old"), (b"j", b"keep")])
+    append(lg, [(b"k", b"new")])
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    before = batches(lg)[0][0]
+    clean(cleaner_for(lg, tmp_path), lg)
+    h, data = batches(lg)[0]
+    assert h.attributes & records.ATTR_TIMESTAMP_TYPE and h.max_timestamp == before.max_timestamp
+    assert [(r.offset, r.key, r.timestamp) for r in decode_records(data, h)] == [(1, b"j", before.max_timestamp)]
+    assert crc32c.crc32c(data[records.ATTRIBUTES_OFFSET:]) == h.crc
