@@ -111,6 +111,7 @@ class KubernetesMetadataStore(MetadataStore):
             leases_rv, topics_rv = await self._first_lists()
         except ApiException as e:
             await self._api.close()
+            self._api = None
             if e.status == 404:
                 raise MetadataError(
                     f"the KafkaTopic resource ({ko.TOPIC_PLURAL}.{ko.GROUP}) is not installed: "
@@ -121,6 +122,7 @@ class KubernetesMetadataStore(MetadataStore):
             raise
         except BaseException:
             await self._api.close()
+            self._api = None
             raise
         self._publish_now()
         self._tasks = [
@@ -509,6 +511,12 @@ class KubernetesMetadataStore(MetadataStore):
 
     async def register_broker(self, reg: BrokerRegistration) -> None:
         name = ko.broker_lease_name(self.cluster_name, reg.node_id)
+        for other, obj in self._leases.items():
+            theirs = (obj["metadata"].get("annotations") or {}).get(ko.CLUSTER_ID_ANNOTATION)
+            if theirs and theirs != self.cluster_id and other != name and self._clock.live(other):
+                raise MetadataError(
+                    f"broker Lease {self.namespace}/{other} of cluster {self.cluster_name!r} is held by a broker "
+                    f"with cluster.id {theirs}, not {self.cluster_id}: this broker belongs to another cluster")
         cur = await self._read_lease(name)
         if cur is None:
             verb = "create"

@@ -23,7 +23,7 @@ import pytest
 
 from broker.metadata import kube_objects as ko
 from broker.metadata.kube_store import KubernetesMetadataStore
-from broker.metadata.store import (NO_TOPIC_ID, DuplicateBroker, PartitionState, StoreUnavailable,
+from broker.metadata.store import (NO_TOPIC_ID, DuplicateBroker, MetadataError, PartitionState, StoreUnavailable,
                                    TopicTooLarge, new_topic)
 from tests.support.metadata_contract import MetadataStoreContract, registration
 
@@ -410,3 +410,18 @@ async def test_in_a_pod_with_exactly_the_role_the_operator_grants_brokers(kube_e
                            ("list", "kafkaclusters.flotilla.io")]:
         assert kube_env.kubectl("auth", "can-i", verb, resource, "-n", ns, who, check=False).stdout.strip() == "no"
     assert kube_env.kubectl("auth", "can-i", "list", "leases", "-n", "default", who, check=False).stdout.strip() == "no"
+
+
+async def test_a_broker_with_another_cluster_id_cannot_join(stores):
+    a = await stores()
+    await a.register_broker(registration(1, 9092))
+    stranger = KubernetesMetadataStore(cluster_id="some-other-id", cluster_name="fleet", namespace=a.namespace,
+                                       lease_duration_s=LEASE_S)
+    await stranger.start()
+    try:
+        await eventually(lambda: 1 in stranger.image.brokers)
+        with pytest.raises(MetadataError, match="cluster.id"):
+            await stranger.register_broker(registration(2, 9093))
+        assert 2 not in a.image.brokers
+    finally:
+        await stranger.close()
