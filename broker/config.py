@@ -144,6 +144,19 @@ def _cluster_name(value: str) -> str:
     return v
 
 
+def _optional_positive(whole: bool) -> Callable[[str], float | None]:
+    def parse(value: str) -> float | None:
+        if not value.strip():
+            return None
+        v = float(value)
+        if not v > 0 or v == float("inf"):
+            raise ValueError(f"{value!r} is not a positive number")
+        if whole and v != int(v):
+            raise ValueError(f"{value!r} is not a whole number of bytes per second")
+        return v
+    return parse
+
+
 @dataclass(frozen=True)
 class Key:
     """Declaration of one configuration key."""
@@ -250,6 +263,21 @@ KEYS: tuple[Key, ...] = (
     Key("flotilla.fetch.session.eviction.ms", "120000", _int_at_least(0),
         "A fetch session unused this long may be evicted for a new one, and one older than this may "
         "be evicted by a bigger one (KIP-227's minimum eviction time, a constant in Kafka)."),
+    Key("quota.window.num", "11", _int_at_least(1),
+        "Samples a client quota's rate is measured over (KIP-13; Kafka's default)."),
+    Key("quota.window.size.seconds", "1", _int_at_least(1),
+        "Length of each quota sample; a throttle is at most about num x size long."),
+    Key("flotilla.quota.producer.byte.rate.default", "", _optional_positive(whole=True),
+        "Produce bytes/s each client-id may send unless a dynamic quota says otherwise (empty: "
+        "unlimited); the static form of the client-id <default> entity (Kafka 3 removed quota.producer.default)."),
+    Key("flotilla.quota.consumer.byte.rate.default", "", _optional_positive(whole=True),
+        "Fetch bytes/s each client-id may receive unless a dynamic quota says otherwise (empty: unlimited)."),
+    Key("flotilla.quota.request.percentage.default", "", _optional_positive(whole=False),
+        "Percent of the broker's event loop each client-id may use handling its requests (KIP-124; "
+        "empty: unlimited)."),
+    Key("flotilla.quota.metrics.max.client.ids", "100", _int_at_least(0),
+        "Client-ids (or users) named by a quota that get their own Prometheus label; others are "
+        "counted under client_id=\"<other>\" (clients governed only by a default: \"<default>\")."),
     Key("flotilla.metrics.listener", "127.0.0.1:9404", _parse_host_port,
         "host:port of the HTTP endpoint serving Prometheus /metrics and /healthz (empty: off)."),
     Key("flotilla.metadata.store", "file", _metadata_store,

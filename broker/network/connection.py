@@ -90,10 +90,10 @@ class Connection:
                         await self._send(response)
                 finally:
                     self.busy = False
-                if response is None:
-                    continue
-                if response.close_after:
+                if response is not None and response.close_after:
                     return
+                # KIP-219: a throttled client's next request waits until its throttle time is over
+                # (also after acks=0 produce requests, which get no response).
                 delay = self.muted_until - asyncio.get_running_loop().time()
                 if delay > 0:
                     await asyncio.sleep(delay)

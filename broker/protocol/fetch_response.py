@@ -196,3 +196,8 @@ def encode_fetch_response(
             out.write(b"\x00")
     parts = out.done()
     return [_i32(out.size)] + parts
+
+
+def response_size(chunks: list[bytes | FileRegion]) -> int:
+    """Bytes of an encoded response, size prefix included (what a fetch quota counts)."""
+    return sum(c.length if isinstance(c, FileRegion) else len(c) for c in chunks)

@@ -8,6 +8,8 @@ the connection. A handler that fails answers UNKNOWN_SERVER_ERROR (Handler.error
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import datetime
 import logging
 import time
@@ -22,6 +24,7 @@ from broker.server.handlers.base import Handler, RequestContext, RequestRefused
 if TYPE_CHECKING:
     from broker.network.connection import Connection
     from broker.server.metrics import BrokerMetrics
+    from broker.server.quota_manager import QuotaManagers
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +40,10 @@ class RequestDispatcher:
             self.handlers[h.api_key] = h
             self.supported[h.api_key] = (lo, hi)
         self.metrics = metrics
+        self.quotas: "QuotaManagers | None" = None  # KIP-13, set by the broker
 
     async def dispatch(self, conn: "Connection", frame: bytes) -> Response | None:
+        received_ns = time.perf_counter_ns()  # request time (KIP-124) includes parsing
         try:
             header = codec.parse_header(frame, self.supported)
         except codec.UnsupportedVersion as e:
@@ -56,21 +61,22 @@ class RequestDispatcher:
             raise
         api = codec.api_name(header.api_key)
         handler = self.handlers[header.api_key]
-        ctx = RequestContext(header, conn)
+        ctx = RequestContext(header, conn, request_size=len(frame), started_ns=received_ns)
         started = time.perf_counter()
         api_metrics = self.metrics.api(api)
         api_metrics.requests.inc()
         try:
             result = await handler.handle(ctx, body)
             if result is None or isinstance(result, Response):
+                self._throttle(ctx)  # hand-encoded answers already carry their throttle time
                 return result
-            body_bytes = codec.encode_body(header.api_key, header.api_version, result)
+            body_bytes = codec.encode_body(header.api_key, header.api_version, self._throttle(ctx, result))
         except RequestRefused as e:
             log.info("%s v%d from %s refused: %s", api, header.api_version, conn.peer, e.message)
             error = handler.error_response(ctx, body, e.code, e.message)
             if error is None:
                 return Response([], close_after=True)
-            body_bytes = codec.encode_body(header.api_key, header.api_version, error)
+            body_bytes = codec.encode_body(header.api_key, header.api_version, self._throttle(ctx, error))
         except Exception as e:
             # As Kafka's KafkaApis: log it and answer UNKNOWN_SERVER_ERROR in this API's shape.
             api_metrics.errors.inc()
@@ -78,10 +84,28 @@ class RequestDispatcher:
             error = handler.error_response(ctx, body, ErrorCode.unknown_server_error, f"{type(e).__name__}: {e}")
             if error is None:  # no response expected (acks=0): close so the client refreshes metadata
                 return Response([], close_after=True)
-            body_bytes = codec.encode_body(header.api_key, header.api_version, error)
+            body_bytes = codec.encode_body(header.api_key, header.api_version, self._throttle(ctx, error))
         finally:
             api_metrics.latency.observe(time.perf_counter() - started)
         return Response([codec.frame_response(header, body_bytes)])
+
+    def _throttle(self, ctx: RequestContext, body=None):
+        """KIP-13/124/219: record the request's handler time against its request quota, put the
+        largest throttle time any quota asked for into the response's throttle_time_ms (every
+        response that has the field) and mute the connection that long after the response is sent."""
+        q = self.quotas
+        if q is not None:
+            request_ms = q.request_throttle_ms(ctx)
+            ctx.throttle_ms = max(ctx.throttle_ms, request_ms)
+        if ctx.throttle_ms <= 0:
+            return body
+        conn = ctx.connection
+        until = asyncio.get_running_loop().time() + ctx.throttle_ms / 1000.0
+        if until > conn.muted_until:
+            conn.muted_until = until
+        if body is not None and "throttle_time" in getattr(body, "__dataclass_fields__", ()):
+            body = dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=ctx.throttle_ms))
+        return body
 
     def _unsupported_api_versions(self, frame: bytes) -> Response:
         """KIP-511: answer an ApiVersions request of a version we don't know with a v0 body."""

@@ -20,6 +20,7 @@ from broker.config import BrokerConfig
 from broker.coordinator.producer_ids import ProducerIdManager
 from broker.controller.controller import Controller
 from broker.metadata import open_store
+from broker.metadata.client_quotas import open_quota_store
 from broker.metadata.store import BrokerRegistration, DuplicateBroker, Endpoint, StoreUnavailable
 from broker.metadata.meta_properties import ensure_meta_properties
 from broker.network.server import SocketServer
@@ -31,6 +32,8 @@ from broker.server.loop_errors import RateLimitedExceptionHandler
 from broker.server.metrics import BrokerMetrics
 from broker.server.metrics_http import start_metrics_server
 from broker.server.purgatory import Purgatory
+from broker.server.quota_manager import QuotaConfig, QuotaManagers
+from broker.server.quota_metrics import QuotaMetrics
 from broker.server.replica_manager import ReplicaManager
 from broker.server.topics import TopicManager
 
@@ -70,7 +73,15 @@ class Broker:
         from broker.coordinator.group.coordinator import GroupCoordinator
 
         self.groups = GroupCoordinator(self)
+        # KIP-13 quotas: static defaults from the config, dynamic ones from the cluster metadata.
+        self.quota_metrics = QuotaMetrics(self.metrics.registry)
+        self.quotas = QuotaManagers(QuotaConfig.from_broker_config(config), on_throttle=self.quota_metrics.on_throttle)
+        self.quota_metrics.watch(self.quotas)
+        self.client_quotas = open_quota_store(config, self.store, first_dir)
+        self.client_quotas.subscribe(self.quotas.update_quotas)
+        self.quotas.update_quotas(self.client_quotas.quotas)
         self.dispatcher = RequestDispatcher([h(self) for h in all_handlers()], self.metrics)
+        self.dispatcher.quotas = self.quotas
         self.sockets = SocketServer(config, self.dispatcher, self.metrics)
         self.metrics.watch_logs(self.replicas)
         self._tasks: list[asyncio.Task] = []
@@ -138,6 +149,8 @@ class Broker:
     async def start_core(self) -> None:
         """Everything but client-facing serving: metadata, registration, logs, coordinators, controller."""
         await self.store.start()
+        await self.client_quotas.start()
+        self.quotas.update_quotas(self.client_quotas.quotas)
         await self.register()
         self.replicas.load()
         self._leadership_follows_image = True
@@ -196,6 +209,7 @@ class Broker:
         not_done = self.replicas.close()
         for problem in not_done:
             log.error("shutdown could not finish: %s", problem)
+        await self.client_quotas.close()
         await self.store.close()
         if self._metrics_runner is not None:
             await self._metrics_runner.cleanup()

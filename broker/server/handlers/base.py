@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kio.schema.errors import ErrorCode
@@ -42,6 +43,16 @@ class RequestContext:
 
     header: RequestHeader
     connection: "Connection"
+    request_size: int = 0  # bytes of the request frame (what a produce quota counts)
+    # KIP-13 quotas: when handling started, time spent parked in a purgatory (not handler time),
+    # the request-quota throttle once recorded, and the largest throttle any quota asked for.
+    started_ns: int = field(default_factory=time.perf_counter_ns)
+    waited_ns: int = 0
+    request_quota_recorded: bool = False
+    request_throttle_ms: int = 0
+    throttle_ms: int = 0
+    # The authenticated user; every connection is unauthenticated until SASL (ROADMAP item 9).
+    user: str = "ANONYMOUS"
 
     @property
     def api_version(self) -> int:

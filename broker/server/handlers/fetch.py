@@ -10,6 +10,7 @@ and endpoint in the tagged fields (KIP-951), as Kafka does.
 
 from __future__ import annotations
 
+import time
 from typing import Iterable
 
 from kio.schema.errors import ErrorCode
@@ -192,7 +193,11 @@ class FetchHandler(Handler):
     async def handle(self, ctx: RequestContext, request):
         context = self.new_context(ctx, request)
         self.broker.metrics.fetch_requests.labels(context.kind).inc()
+        quotas = self.broker.quotas
         max_bytes = getattr(request, "max_bytes", ALL_BYTES)
+        quota_bytes = quotas.fetch.max_value_in_quota_window(ctx.user, ctx.client_id)
+        if quota_bytes is not None:
+            max_bytes = max(1, min(max_bytes, int(quota_bytes)))
         partitions = context.partitions()
         results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes)
         max_wait_s = request.max_wait.total_seconds()
@@ -200,8 +205,14 @@ class FetchHandler(Handler):
             keys, lookup = self.watcher(context, partitions)
             if keys:
                 op = DelayedFetch(self.broker.replicas, lookup, available, request.min_bytes)
+                parked = time.perf_counter_ns()
                 await self.broker.fetch_purgatory.wait(op, keys, max_wait_s)
+                ctx.waited_ns += time.perf_counter_ns() - parked  # not handler time (request quota)
                 results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes)
+        if quotas.fetch.enabled or quotas.request.enabled:
+            throttled = self.throttled_response(ctx, context, results)
+            if throttled is not None:
+                return throttled
         error_code, session_id, sent = context.respond(results)
         topics = self.topics(sent)
         for tr in topics:
@@ -210,9 +221,43 @@ class FetchHandler(Handler):
                 if size:
                     self.broker.metrics.bytes_out.labels(tr.name).inc(size)
         chunks = fetch_response.encode_fetch_response(
-            ctx.api_version, ctx.header.correlation_id, throttle_time_ms=0, error_code=error_code,
+            ctx.api_version, ctx.header.correlation_id, throttle_time_ms=ctx.throttle_ms, error_code=error_code,
             session_id=session_id, topics=topics, node_endpoints=self.leader_endpoints(ctx, topics))
         return Response(chunks)
+
+    # -- quotas (KIP-13) ------------------------------------------------------------------------
+
+    def throttled_response(self, ctx: RequestContext, context: FetchContext, results) -> Response | None:
+        """Record the response's size against the fetch quota and the handler time against the
+        request quota; over either, answer as Kafka does: no partitions, the throttle time, and
+        the read bytes taken back from the quota (nothing was sent). None: not throttled."""
+        quotas = self.broker.quotas
+        topics = self.topics(results)
+        size = fetch_response.response_size(fetch_response.encode_fetch_response(
+            ctx.api_version, ctx.header.correlation_id, throttle_time_ms=0, error_code=0, session_id=0,
+            topics=topics, node_endpoints=self.leader_endpoints(ctx, topics)))
+        bandwidth, request = quotas.bandwidth_throttle_ms(quotas.fetch, ctx, size)
+        if not ctx.throttle_ms:
+            return None
+        quotas.fetch.unrecord(ctx.user, ctx.client_id, size)
+        error_code, session_id = throttled_session(context)
+        return Response(fetch_response.encode_fetch_response(
+            ctx.api_version, ctx.header.correlation_id, throttle_time_ms=ctx.throttle_ms, error_code=error_code,
+            session_id=session_id, topics=[]))
+
+
+def throttled_session(context: FetchContext) -> tuple[int, int]:
+    """(error code, session id) of a throttled answer, as Kafka's getThrottledResponse: a full
+    request opens no session, an incremental one keeps its session (the epoch already moved on)."""
+    if context.kind == "incremental":
+        session = context.session
+        if session.epoch != context.expected_epoch:
+            return int(ErrorCode.invalid_fetch_session_epoch.value), session.id
+        return 0, session.id
+    if context.kind == "session_error":
+        error_code, session_id, _ = context.respond([])
+        return error_code, session_id
+    return 0, 0
 
 
 HANDLER = FetchHandler

@@ -12,6 +12,8 @@ controller has assigned them.
 
 from __future__ import annotations
 
+import struct
+
 from kio.schema.errors import ErrorCode
 
 from broker.controller.assignment import NO_LEADER
@@ -21,6 +23,10 @@ from broker.protocol import codec
 from broker.server import cluster_view
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, RequestRefused
 from broker.server.topics import TopicError
+
+
+FIRST_THROTTLE_VERSION = 3
+_THROTTLE = struct.Struct(">i")
 
 
 class MetadataHandler(Handler):
@@ -50,6 +56,9 @@ class MetadataHandler(Handler):
             if self.broker.store.image is not image:
                 return response  # changed meanwhile: answer, but do not cache
             body = self._all_topics[key] = codec.encode_body(self.api_key, ctx.api_version, response)
+        throttle_ms = self.broker.quotas.request_throttle_ms(ctx)  # KIP-124: the cached body says 0
+        if throttle_ms > 0 and ctx.api_version >= FIRST_THROTTLE_VERSION:
+            body = _THROTTLE.pack(throttle_ms) + body[_THROTTLE.size:]  # throttle_time_ms leads the body
         return Response([codec.frame_response(ctx.header, body)])
 
     async def answer(self, ctx: RequestContext, request):

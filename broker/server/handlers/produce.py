@@ -53,6 +53,7 @@ class ProduceHandler(Handler):
                         hints[(name, pd.index)] = leaders.current_leader(name, pd.index)
                 parts_out.append(PartitionResult(pd.index, code, base, start, msg, append_time))
             topics_out.append((name, parts_out))
+        throttle_ms = self._quota_throttle_ms(ctx, acks)
         if acks == 0:
             errors = [f"{name}-{p.index}: {ErrorCode(p.error_code).name}" for name, parts in topics_out
                       for p in parts if p.error_code != ErrorCode.none]
@@ -64,12 +65,21 @@ class ProduceHandler(Handler):
             return Response([], close_after=True)
         if not hints:  # the common case, encoded by hand (kio's writer was a quarter of the CPU)
             return Response([produce_response.encode_produce_response(
-                ctx.api_version, ctx.header.correlation_id, topics_out)])
+                ctx.api_version, ctx.header.correlation_id, topics_out, throttle_ms)])
         return self._response_with_leader_hints(ctx, topics_out, hints, leaders)
+
+    def _quota_throttle_ms(self, ctx: RequestContext, acks: int) -> int:
+        """KIP-13: the request's bytes count against its produce quota, its handler time against
+        its request quota (not for acks=0, as Kafka); the larger throttle is the answer's."""
+        quotas = self.broker.quotas
+        if acks == 0:
+            quotas.skip_request_quota(ctx)
+        quotas.bandwidth_throttle_ms(quotas.produce, ctx, ctx.request_size)
+        return ctx.throttle_ms
 
     @staticmethod
     def _response_with_leader_hints(ctx, topics_out, hints, leaders):
-        """KIP-951's tagged CurrentLeader and NodeEndpoints, written by kio."""
+        """KIP-951's tagged CurrentLeader and NodeEndpoints, written by kio (the dispatcher sets the throttle time)."""
         return ctx.build("ProduceResponse", throttle_time=NO_THROTTLE, node_endpoints=leaders.node_endpoints(),
                          responses=tuple(ctx.build("TopicProduceResponse", name=name, partition_responses=tuple(
                              ctx.build("PartitionProduceResponse", index=p.index, error_code=p.error_code,
