@@ -193,13 +193,23 @@ class Entry:
     synonyms: tuple[tuple[str, str | None, int], ...]  # (name, value, source), highest precedence first
 
 
+def _valid(key: TopicKey, value: str | None) -> bool:
+    try:
+        key.parse(value)  # type: ignore[arg-type]
+        return True
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
 def describe(config: BrokerConfig, topic_configs: dict[str, str]) -> list[Entry]:
-    """Every topic key with the value in force and where it comes from."""
+    """Every topic key with the value in force and where it comes from. A stored value that does
+    not validate (a KafkaTopic written with kubectl is not checked by CreateTopics) is not in
+    force, so it is neither applied nor reported."""
     raw = config["__raw__"]
     out = []
     for key in KEYS:
         synonyms: list[tuple[str, str | None, int]] = []
-        if key.name in topic_configs:
+        if key.name in topic_configs and _valid(key, topic_configs[key.name]):
             synonyms.append((key.name, topic_configs[key.name], DYNAMIC_TOPIC_CONFIG))
         for broker_key in key.synonyms:
             if broker_key in raw:

@@ -91,3 +91,13 @@ def test_create_time_bounds(tmp_path):
     assert lg.log_end_offset == 0
     data = _batch([now - 3600_000, now + 60_000])
     assert lg.append(data, records.validate_batches(data, 1 << 20)).base_offset == 0
+
+
+def test_a_stored_value_that_does_not_validate_is_not_in_force():
+    """KafkaTopic resources reach the store without CreateTopics' validation: a bad value must
+    neither break opening the log nor be reported as the topic's."""
+    config = load_config(None, [])
+    cfg = log_config_for(config, {"retention.ms": "soon", "segment.ms": "-5", "no.such.key": "1"})
+    assert (cfg.retention_ms, cfg.segment_ms) == (config["log.retention.ms"], config["log.roll.ms"])
+    entries = {e.name: e for e in topic_config.describe(config, {"retention.ms": "soon"})}
+    assert entries["retention.ms"].source == topic_config.DEFAULT_CONFIG
