@@ -615,7 +615,11 @@ class LogCleaner:
             except CleanerAborted:
                 return
             except Exception:
-                log.exception("log cleaner failed%s", f" on {job.topic_partition}" if job else "")
+                if job is not None and job.segments[0].segment.file is None:
+                    # The partition was closed or deleted while being cleaned: nothing to do.
+                    log.info("%s-%d: closed while being cleaned; cleaning abandoned", *job.topic_partition)
+                else:
+                    log.exception("log cleaner failed%s", f" on {job.topic_partition}" if job else "")
                 job = None
             if job is None:
                 await asyncio.sleep(self.backoff_s)

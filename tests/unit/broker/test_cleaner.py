@@ -362,3 +362,4 @@ def test_log_append_time_batch_keeps_its_timestamp_when_rewritten(tmp_path):
     assert h.attributes & records.ATTR_TIMESTAMP_TYPE and h.max_timestamp == before.max_timestamp
     assert [(r.offset, r.key, r.timestamp) for r in decode_records(data, h)] == [(1, b"j", before.max_timestamp)]
     assert crc32c.crc32c(data[records.ATTRIBUTES_OFFSET:]) == h.crc
+
