@@ -273,3 +273,18 @@ def test_metrics_count_request_kinds(shared_broker, conn):
     assert {k: after[k] - before[k] for k in before} == {"full": 1, "incremental": 2, "sessionless": 1, "session_error": 1}
     assert metric(url, "flotilla_fetch_session_cache_slots") == 1000
     assert metric(url, "flotilla_fetch_session_cache_slots_used") >= 1
+
+
+def test_restart_forgets_sessions(broker):
+    with kafka_wire.connect(broker.bootstrap) as c:
+        _, t = new_topic(c, 12, partitions=1)
+        sid = exchange(c, fetch_request(12, 0, INITIAL_EPOCH, {t: {0: 0}})).response.session_id
+        assert sid != 0
+        assert exchange(c, fetch_request(12, sid, 1, {})).response.error_code == ErrorCode.none
+    broker.restart()
+    with kafka_wire.connect(broker.bootstrap) as c:
+        r = exchange(c, fetch_request(12, sid, 2, {})).response
+        assert r.error_code == ErrorCode.fetch_session_id_not_found
+        # starting over with a full request works at once
+        r = exchange(c, fetch_request(12, 0, INITIAL_EPOCH, {t: {0: 0}})).response
+        assert r.error_code == ErrorCode.none and r.session_id != 0
