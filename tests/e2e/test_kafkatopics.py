@@ -1,0 +1,87 @@
+"""KafkaTopic resources and a real broker fleet (two broker processes, metadata on the test API
+server): a topic applied with kubectl becomes usable by Kafka clients, a topic created by a client
+appears as a KafkaTopic with the topic id Kafka reports, `kubectl get kafkatopics` shows partitions
+and readiness, and deleting a KafkaTopic deletes the topic.
+
+    .venv/bin/pytest -m kube tests/e2e/test_kafkatopics.py
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from broker.metadata import kube_objects as ko
+from tests.support import kafka_wire
+from tests.support.clients import family, keyed_records, new_group
+from tests.support.cluster import BrokerCluster
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.kube, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def fleet(tmp_path, kube_env, kube_namespace):
+    c = BrokerCluster(tmp_path, kube_env, kube_namespace, size=2)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+def kafkatopics(kube_env, ns: str) -> dict[str, dict]:
+    out = json.loads(kube_env.kubectl("get", "kafkatopics", "-n", ns, "-o", "json").stdout)
+    return {o["spec"].get("topicName") or o["metadata"]["name"]: o for o in out["items"]}
+
+
+def ready(obj: dict | None) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in ((obj or {}).get("status") or {}).get("conditions") or [])
+
+
+def test_a_kubectl_applied_topic_is_usable_by_clients(fleet, kube_env, kube_namespace):
+    ns = kube_namespace
+    manifest = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
+                "metadata": {"name": "clicks", "labels": {ko.INSTANCE_LABEL: fleet.name}},
+                "spec": {"partitions": 4, "config": {"retention.ms": 86400000}}}
+    kube_env.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest))
+    obj = wait_for("KafkaTopic clicks Ready", lambda: (lambda o: o if ready(o) else None)(
+        kafkatopics(kube_env, ns).get("clicks")), timeout=30)
+    assert len(obj["status"]["assignment"]) == 4 and obj["status"]["topicId"]
+    leaders = fleet.wait_leaders("clicks", 4)
+    assert set(leaders.values()) <= {1, 2}
+    row = kube_env.kubectl("get", "kafkatopics", "clicks", "-n", ns, "--no-headers").stdout.split()
+    assert row[:7] == ["clicks", fleet.name, "clicks", "4", "1", "True", "Assigned"]
+    # Kafka clients see the same topic, with the id and the config the resource holds.
+    md = fleet.metadata(fleet.brokers[1], ["clicks"])
+    assert ko.topic_id_text(md.topics[0].topic_id) == obj["status"]["topicId"]
+    client = family("confluent")
+    assert client.topic_config(fleet.bootstrap, "clicks")["retention.ms"] == "86400000"
+    sent = keyed_records(80, keys=20)
+    client.produce(fleet.brokers[0].bootstrap, "clicks", sent)
+    got = client.consume_and_commit(fleet.brokers[1].bootstrap, "clicks", new_group(), len(sent))
+    assert sorted((r.key, r.value) for r in got) == sorted(sent)
+    assert {r.partition for r in got} == {0, 1, 2, 3}
+    # Growing the resource grows the topic.
+    kube_env.kubectl("patch", "kafkatopic", "clicks", "-n", ns, "--type=merge", "-p", '{"spec": {"partitions": 6}}')
+    fleet.wait_leaders("clicks", 6)
+    # Deleting the resource deletes the topic.
+    kube_env.kubectl("delete", "kafkatopic", "clicks", "-n", ns)
+    wait_for("clicks gone from Metadata", lambda: "clicks" not in client.list_topics(fleet.bootstrap), timeout=30)
+
+
+def test_a_client_created_topic_appears_as_a_kafkatopic(fleet, kube_env, kube_namespace):
+    topic = "Orders_EU.v1"  # not a valid object name: the object is named after it, the name kept in spec
+    with kafka_wire.connect(fleet.brokers[1].bootstrap) as conn:
+        assert int(conn.create_topic(topic, 3)) == 0
+    fleet.wait_leaders(topic, 3)
+    obj = wait_for("KafkaTopic Ready", lambda: (lambda o: o if ready(o) else None)(
+        kafkatopics(kube_env, kube_namespace).get(topic)), timeout=30)
+    assert obj["metadata"]["name"] == ko.topic_object_name(fleet.name, topic)
+    assert obj["spec"]["partitions"] == 3 and obj["spec"]["replicas"] == 1
+    md = fleet.metadata(fleet.brokers[0], [topic])
+    assert ko.topic_id_text(md.topics[0].topic_id) == obj["status"]["topicId"]
+    leaders = {int(p.partition_index): int(p.leader_id) for p in md.topics[0].partitions}
+    assert {i: a["leader"] for i, a in enumerate(obj["status"]["assignment"])} == leaders
