@@ -99,6 +99,13 @@ def metadata_latency(bootstrap: str, requests: int) -> dict[str, list[float]]:
     return out
 
 
+def wait_listed(bootstrap: str, topics: int) -> None:
+    """Until the broker's Metadata lists every created topic (CreateTopics may answer first)."""
+    with kafka_wire.connect(bootstrap, timeout=60) as c:
+        if not _until(lambda: len(c.metadata(None).topics) >= topics, 300, 0.5):
+            raise RuntimeError(f"{bootstrap} does not list {topics} topics after 300 s")
+
+
 def summary(xs: list[float]) -> dict[str, float]:
     xs = sorted(xs)
     return {"n": len(xs), "median_ms": 1000 * statistics.median(xs), "min_ms": 1000 * xs[0],
@@ -133,8 +140,7 @@ def run_flotilla(workdir: Path, rounds: int, requests: int, topics: int) -> dict
             prop = propagation(bootstraps, rounds)
             created_s = create_many(bootstraps[0], topics)
             for b in bootstraps:  # every broker has the 1,000 topics before timing
-                with kafka_wire.connect(b) as c:
-                    _until(lambda: len(c.metadata(None).topics) >= topics, 300, 0.5)
+                wait_listed(b, topics)
             lat = metadata_latency(bootstraps[1], requests)
     finally:
         cp.down()
@@ -149,6 +155,7 @@ def run_kafka(workdir: Path, rounds: int, requests: int, topics: int) -> dict[st
     with ApacheKafka(workdir / "kafka") as k:
         prop = propagation([k.bootstrap], rounds)
         created_s = create_many(k.bootstrap, topics)
+        wait_listed(k.bootstrap, topics)
         lat = metadata_latency(k.bootstrap, requests)
     return {"propagation_s": prop, "create_1000_s": created_s, "metadata_s": lat}
 
@@ -191,9 +198,10 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         result: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                   "rounds": args.rounds, "requests": args.requests, "topics": args.topics}
+        args.out.mkdir(parents=True, exist_ok=True)
         result["flotilla"] = run_flotilla(work, args.rounds, args.requests, args.topics)
+        (args.out / "cluster_metadata.json").write_text(json.dumps(result, indent=1))  # kept if Kafka fails
         result["kafka"] = None if args.no_kafka else run_kafka(work, args.rounds, args.requests, args.topics)
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "cluster_metadata.json").write_text(json.dumps(result, indent=1))
     (args.out / "cluster_metadata.md").write_text(render(result))
     print(render(result))

@@ -106,6 +106,8 @@ class ReplicaManager:
         self.log_dirs = list(config.log_dirs)
         # Offsets of partitions not open here (closed or never opened), kept for the checkpoints.
         self._marks: dict[TopicPartition, tuple[int, int, int]] = {}
+        # The topic records the last apply_image saw (to look only at what changed).
+        self._applied: dict[str, TopicRecord] = {}
         self._listeners: list = []
         # Log dirs holding Kafka's clean-shutdown marker, while they are being loaded.
         self._clean_dirs: set[Path] = set()
@@ -208,14 +210,26 @@ class ReplicaManager:
     # -- leadership --------------------------------------------------------------------------
     def apply_image(self, image, chunked: bool = True) -> None:
         """Become leader of what the image says this broker leads; stop leading the rest.
-        With `chunked`, many new partitions are opened a chunk per turn of the event loop."""
+        With `chunked`, many new partitions are opened a chunk per turn of the event loop.
+
+        Only topics whose record changed since the last image are looked at (leadership lives in
+        the topic record), plus those with partitions that failed to open, which are retried."""
+        touched = {name for name, t in image.topics.items() if self._applied.get(name) is not t}
+        touched |= {name for name in self._applied if name not in image.topics}
+        touched |= {tp[0] for tp in self.open_failures}
+        self._applied = dict(image.topics)
+        if not touched:
+            return
         led: dict[TopicPartition, tuple[TopicRecord, int]] = {}
-        for topic in image.topics.values():
-            for i, state in enumerate(topic.assignment or ()):
+        for name in touched:
+            topic = image.topics.get(name)
+            for i, state in enumerate(topic.assignment or () if topic is not None else ()):
                 if state.leader == self.node_id and i < topic.partitions:
                     led[(topic.name, i)] = (topic, state.leader_epoch)
         changed = False
         for tp, part in list(self.partitions.items()):
+            if tp[0] not in touched:
+                continue
             topic = image.topics.get(tp[0])
             if topic is None or topic.topic_id != part.topic_id:
                 self._delete_partition(tp)
@@ -227,6 +241,7 @@ class ReplicaManager:
                 self._notify(tp[0], tp[1], False)
                 changed = True
         to_open = []
+        configs: dict[str, LogConfig] = {}  # per topic, computed once
         for tp, (topic, epoch) in led.items():
             part = self.partitions.get(tp)
             if part is None:
@@ -234,7 +249,7 @@ class ReplicaManager:
                     to_open.append((tp, topic, epoch))
             else:
                 part.leader_epoch = epoch
-                cfg = log_config_for(self.config, topic.configs)
+                cfg = configs.get(topic.name) or configs.setdefault(topic.name, log_config_for(self.config, topic.configs))
                 if part.log.config != cfg:
                     part.log.config = cfg
         try:
@@ -250,7 +265,7 @@ class ReplicaManager:
             self._opening_tasks.add(task)
             task.add_done_callback(self._opening_tasks.discard)
         changed = self._open_partitions(to_open) or changed
-        for tp in [tp for tp in self.open_failures if tp not in led]:
+        for tp in [tp for tp in self.open_failures if tp[0] in touched and tp not in led]:
             del self.open_failures[tp]
         if changed:
             self.write_checkpoints()

@@ -166,9 +166,14 @@ class TopicManager:
         except StoreUnavailable as e:
             raise store_unavailable(e) from None
         if timeout_s is not None:
-            await self._await_assignment(name, timeout_s)
-            record = self.store.image.topics.get(name, record)
-            await self._roll_back_if_unopened(name)
+            record = await self.await_created(name, timeout_s, record)
+        return record
+
+    async def await_created(self, name: str, timeout_s: float, record: TopicRecord) -> TopicRecord:
+        """Wait for a created topic's assignment (and undo it if this broker cannot open its part)."""
+        await self._await_assignment(name, timeout_s)
+        record = self.store.image.topics.get(name, record)
+        await self._roll_back_if_unopened(name)
         return record
 
     async def _roll_back_if_unopened(self, name: str) -> None:

@@ -1,16 +1,33 @@
-"""CreateTopics (key 19) from any broker: a create-if-absent write to the cluster metadata,
-then a wait (bounded by the request's timeout) until the controller's assignment reaches this
-broker's image. A timeout of 0 or less answers without waiting, as Kafka does."""
+"""CreateTopics (key 19) from any broker: a create-if-absent write to the cluster metadata per
+topic, then one wait (bounded by the request's timeout) until the controller's assignments of all
+of them reach this broker's image. A timeout of 0 or less answers without waiting, as Kafka does."""
 
 from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from broker import topic_config
-from broker.metadata.store import NO_TOPIC_ID, TopicExists
+from broker.metadata.store import NO_TOPIC_ID, TopicExists, TopicRecord
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.topics import TopicError
 
+
+
+@dataclass
+class _Outcome:
+    """One requested topic's result while the request is being answered."""
+
+    topic: Any
+    configs: dict[str, str]
+    code: ErrorCode
+    message: str | None
+    record: TopicRecord | None
+    partitions: int
+    replication_factor: int
 
 
 def request_timeout(request) -> float | None:
@@ -26,7 +43,7 @@ class CreateTopicsHandler(Handler):
 
     async def handle(self, ctx: RequestContext, request):
         b = self.broker
-        results = []
+        outcomes = []
         seen: set[str] = set()
         for t in request.topics:
             configs = {c.name: c.value for c in t.configs}
@@ -39,11 +56,29 @@ class CreateTopicsHandler(Handler):
                     raise TopicError(ErrorCode.invalid_request, "manual replica assignments are not supported")
                 partitions, rf = b.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
                 if not request.validate_only:
-                    record = await b.topics.create(t.name, partitions, rf, configs, timeout_s=request_timeout(request))
+                    record = await b.topics.create(t.name, partitions, rf, configs)
             except TopicError as e:
                 code, msg = e.code, e.message
             except TopicExists:
                 code, msg = ErrorCode.topic_already_exists, f"topic {t.name!r} already exists"
+            outcomes.append(_Outcome(t, configs, code, msg, record, partitions, rf))
+        timeout_s = request_timeout(request)
+        created = [o for o in outcomes if o.record is not None]
+        if timeout_s is not None and created:
+            # The controller assigns them one after another; wait for all at once.
+            waited = await asyncio.gather(
+                *(b.topics.await_created(o.topic.name, timeout_s, o.record) for o in created), return_exceptions=True)
+            for o, w in zip(created, waited):
+                if isinstance(w, TopicError):
+                    o.code, o.message = w.code, w.message
+                elif isinstance(w, BaseException):
+                    raise w
+                else:
+                    o.record = w
+        results = []
+        for o in outcomes:
+            t, configs, code, msg, record, partitions, rf = (o.topic, o.configs, o.code, o.message, o.record,
+                                                             o.partitions, o.replication_factor)
             cfgs = tuple(ctx.build("CreatableTopicConfigs", name=e.name, value=e.value, read_only=False,
                                    config_source=e.source, is_sensitive=False)
                          for e in topic_config.describe(b.config, configs)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -338,14 +339,23 @@ async def test_a_shard_unloads_when_leadership_moves_and_reloads_its_groups_from
     await asyncio.sleep(0.01)
     assert not pending.done()
 
-    broker.replicas._close_partition(("__consumer_offsets", shard))
-    broker.replicas._notify("__consumer_offsets", shard, False)
+    await broker.controller.stop()  # the test plays the controller: move leadership away and back
+    store = broker.store
+
+    async def set_leader(leader: int) -> None:
+        rec = store.image.topics["__consumer_offsets"]
+        states = list(rec.assignment)
+        states[shard] = dataclasses.replace(states[shard], leader=leader, leader_epoch=states[shard].leader_epoch + 1)
+        await store.update_topic(dataclasses.replace(rec, assignment=tuple(states)))
+
+    await set_leader(-1)
+    assert broker.replicas.get("__consumer_offsets", shard) is None
     assert (await asyncio.wait_for(pending, 5)).error == E.not_coordinator
     assert broker.groups.fetch_offsets("g", [("t", 0)])[0] == E.not_coordinator
     assert broker.groups.heartbeat(group_id="g", member_id=member, group_instance_id=None,
                                    generation_id=generation) == E.not_coordinator
     assert (await join(broker, group=other)).error == E.member_id_required  # other shards still served
 
-    broker.replicas.apply_image(broker.store.image)  # the image still says: leader here
+    await set_leader(broker.node_id)
     error, offsets = broker.groups.fetch_offsets("g", [("t", 0)])
     assert error == E.none and offsets[("t", 0)].offset == 42
