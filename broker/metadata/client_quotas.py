@@ -174,8 +174,9 @@ class FileClientQuotaStore(ClientQuotaStore):
 
 
 def open_quota_store(config, metadata_store, directory: Path) -> ClientQuotaStore:
-    """The quota store matching the metadata backend (file today; see FLEET-NOTES for Kubernetes)."""
-    factory = getattr(metadata_store, "client_quota_store", None)
-    if factory is not None:
-        return factory()
+    """The quota store matching the metadata backend: a ConfigMap in a fleet, a file beside one broker."""
+    if type(metadata_store).__name__ == "KubernetesMetadataStore":
+        from broker.metadata.kube_quotas import KubernetesClientQuotaStore
+
+        return KubernetesClientQuotaStore(metadata_store)
     return FileClientQuotaStore(directory)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.metadata.client_quotas import QUOTA_KEYS, InvalidQuota, QuotaEntity, validate_value
-from broker.metadata.store import StoreUnavailable
+from broker.metadata.store import Conflict, StoreUnavailable
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 
@@ -48,7 +48,7 @@ class AlterClientQuotasHandler(Handler):
                     await self.broker.client_quotas.alter(entity, changes)
             except InvalidQuota as e:
                 code, message = ErrorCode.invalid_request, str(e)
-            except StoreUnavailable as e:
+            except (StoreUnavailable, Conflict) as e:
                 code, message = ErrorCode.request_timed_out, f"cluster metadata store unavailable: {e}"
             out.append(ctx.build("EntryData", error_code=code, error_message=message, entity=tuple(
                 ctx.build("EntityData", entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity)))

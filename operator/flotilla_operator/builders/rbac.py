@@ -1,8 +1,8 @@
 """The brokers' ServiceAccount, Role and RoleBinding.
 
 Least privilege: the brokers keep cluster metadata in their own namespace -- a Lease per broker
-and the controller Lease (coordination.k8s.io), and a KafkaTopic per topic (flotilla.io) -- so
-that is all they get (broker/metadata/kube_store.py: get, list, watch, create, update, delete;
+and the controller Lease (coordination.k8s.io), a KafkaTopic per topic (flotilla.io), and
+their client quotas' ConfigMap -- so that is all they get (broker/metadata/kube_store.py: get, list, watch, create, update, delete;
 patch for kubectl-style tooling). The operator must itself hold every permission it grants here
 (Kubernetes forbids escalation), and the chart's ClusterRole is written to match `BROKER_RULES`.
 """
@@ -30,12 +30,24 @@ def build_service_account(owner: Owner) -> dict[str, Any]:
     }
 
 
+def client_quota_rules(owner: Owner) -> list[dict[str, Any]]:
+    """Dynamic client quotas (KIP-13) live in one ConfigMap per cluster (broker/metadata/
+    kube_quotas.py): the brokers read, watch and update that one object by name, and may create it
+    (create cannot be limited to a name); no other ConfigMap, and no delete."""
+    name = f"{owner.name}-client-quotas"
+    return [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name],
+         "verbs": ["get", "list", "watch", "update"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+    ]
+
+
 def build_role(owner: Owner) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": metadata(owner, role_name(owner)),
-        "rules": BROKER_RULES,
+        "rules": [*BROKER_RULES, *client_quota_rules(owner)],
     }
 
 

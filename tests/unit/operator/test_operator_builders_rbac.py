@@ -12,9 +12,14 @@ def test_role_is_least_privilege(owner):
     role = build_role(owner)
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "kafka"
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-    assert granted == {("coordination.k8s.io", "leases"), ("flotilla.io", "kafkatopics")}
+    assert granted == {("coordination.k8s.io", "leases"), ("flotilla.io", "kafkatopics"), ("", "configmaps")}
     assert all("*" not in rule["verbs"] for rule in role["rules"])
-    assert role["rules"] == BROKER_RULES
+    assert role["rules"][:len(BROKER_RULES)] == BROKER_RULES
+    # ConfigMaps: only the cluster's client-quota object by name, plus create; never delete
+    cm = [r for r in role["rules"] if r["resources"] == ["configmaps"]]
+    assert cm == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["demo-client-quotas"],
+                   "verbs": ["get", "list", "watch", "update"]},
+                  {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
 
 
 def test_role_binding(owner):

@@ -1,0 +1,86 @@
+"""Client quotas in a fleet: three brokers on Kubernetes metadata share their dynamic quotas
+through one ConfigMap (broker/metadata/kube_quotas.py). AlterClientQuotas answered by one broker
+is listed by DescribeClientQuotas on the other two within a second, and enforced there: a producer
+on another broker sees the throttle. Removing it through a third broker lifts it everywhere.
+
+    pytest -m kube tests/e2e/test_quotas_fleet.py
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from tests.e2e.test_quotas import alter_quotas, describe_quotas
+from tests.support import kafka_wire
+from tests.support.cluster import BrokerCluster
+
+pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("a Flotilla cluster on Kubernetes metadata")]
+
+
+@pytest.fixture
+def cluster(tmp_path, kube_env, kube_namespace):
+    c = BrokerCluster(tmp_path, kube_env, kube_namespace, size=3)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+def seen_within(bootstrap: str, expected, seconds: float) -> float:
+    """Seconds until DescribeClientQuotas on `bootstrap` answers `expected` (fails after `seconds`)."""
+    started = time.monotonic()
+    while True:
+        got = describe_quotas(bootstrap, [("client-id", 2, None)])
+        if got == (0, expected):
+            return time.monotonic() - started
+        assert time.monotonic() - started < seconds, f"{bootstrap} still answers {got}, not {expected}"
+        time.sleep(0.02)
+
+
+def throttle_ms_of_produce(bootstrap: str, topic: str, partition: int, client_id: str) -> int:
+    """Produce 256 KiB in one request as `client_id` and return the answer's throttle time."""
+    from bench.quota_neighbours import produce_request
+
+    batch = kafka_wire.build_batch([(None, b"q" * 1024) for _ in range(256)])
+    req = produce_request(topic, batch)
+    if partition:
+        import dataclasses
+
+        td = req.topic_data[0]
+        req = dataclasses.replace(req, topic_data=(dataclasses.replace(td, partition_data=(
+            dataclasses.replace(td.partition_data[0], index=partition),)),))
+    with kafka_wire.KafkaConnection(bootstrap, client_id=client_id) as conn:
+        resp = conn.request(req)
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+    return int(resp.throttle_time.total_seconds() * 1000)
+
+
+def test_quota_altered_on_one_broker_applies_on_every_broker(cluster):
+    a, b, c = cluster.brokers
+    entity = frozenset({("client-id", "fleet-app")})
+    assert alter_quotas(a.bootstrap, [({"client-id": "fleet-app"}, {"producer_byte_rate": 10240})]) == [(0, None)]
+    expected = {entity: {"producer_byte_rate": 10240.0}}
+    assert seen_within(a.bootstrap, expected, 1.0) < 1.0  # the writer applies its own write at once
+    for other in (b, c):
+        assert seen_within(other.bootstrap, expected, 1.0) < 1.0
+
+    # enforced where the partition's leader is, whichever broker took the AlterClientQuotas
+    topic = kafka_wire.unique_topic("fleetq")
+    with kafka_wire.connect(a.bootstrap) as conn:
+        assert conn.create_topic(topic, 3) == ErrorCode.none
+    leaders = cluster.wait_leaders(topic, 3)
+    for partition, leader in leaders.items():
+        if leader != a.node_id:
+            break
+    bootstrap = cluster.broker(leader).bootstrap
+    assert throttle_ms_of_produce(bootstrap, topic, partition, "fleet-app") > 0
+    assert throttle_ms_of_produce(bootstrap, topic, partition, "fleet-other") == 0
+
+    # removed through a third broker: gone everywhere
+    assert alter_quotas(c.bootstrap, [({"client-id": "fleet-app"}, {"producer_byte_rate": None})]) == [(0, None)]
+    for broker in (a, b, c):
+        assert seen_within(broker.bootstrap, {}, 1.0) < 1.0
