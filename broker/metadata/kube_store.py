@@ -90,6 +90,7 @@ class KubernetesMetadataStore(MetadataStore):
         self._known_rv: dict[str, str] = {}        # "kind/object" -> newest resourceVersion applied
         self._connected = {"leases": False, "topics": False}
         self.relists = {"leases": 0, "topics": 0}  # lists after the first (watch expired or broke)
+        self.expired_watches = {"leases": 0, "topics": 0}  # 410 Gone: resourceVersion too old
         self._contact_at = 0.0                     # monotonic time of the API server's last answer
         self._current = False                      # whether the view is current (see _judge_view)
         self._stale_since: float | None = None
@@ -289,6 +290,10 @@ class KubernetesMetadataStore(MetadataStore):
         if not _rv_newer(rv, self._known_rv.get(key)):
             return False  # our own write already applied this (or a newer) version
         self._known_rv[key] = rv
+        if event == "DELETED":
+            # Nothing older can follow a deletion in the stream: forget the object entirely (only
+            # our own deletes keep a tombstone until the watch catches up, see delete_topic).
+            del self._known_rv[key]
         if kind == "leases":
             if event == "DELETED":
                 self._leases.pop(name, None)
@@ -395,6 +400,7 @@ class KubernetesMetadataStore(MetadataStore):
             except ApiException as e:
                 if e.status == 410:  # our resourceVersion is too old: list again
                     log.info("metadata: %s watch expired; listing again", kind)
+                    self.expired_watches[kind] += 1
                     rv = None
                     continue
                 self._lost(kind, f"{e.status} {e.reason}")
