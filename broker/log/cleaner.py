@@ -497,6 +497,12 @@ class LogCleaner:
         self.first_dirty: dict[tuple[str, int], int] = {}
         self.delete_horizons: dict[tuple[str, int], int] = {}
         self.cleanings = 0
+        # Totals for /metrics (Kafka's LogCleaner metrics in spirit): bytes read and written,
+        # and how long the last cleaning took.
+        self.bytes_read = 0
+        self.bytes_written = 0
+        self.last_clean_seconds = 0.0
+        self._started = 0.0
         for d in self.log_dirs:
             try:
                 self.first_dirty.update(checkpoints.read_checkpoint(d / CHECKPOINT))
@@ -561,6 +567,7 @@ class LogCleaner:
     def clean(self, job: CleanJob) -> CleanStats:
         """Clean one log in the calling thread (tests; the loop uses `clean_async`)."""
         stats = CleanStats()
+        self._started = time.monotonic()
         offset_map, end = self.cleaner.build_offset_map(job, stats)
         for group in group_by_size([v for v in job.segments if v.next_base <= end], job.segment_bytes):
             cleaned = self.cleaner.clean_group(job, group, offset_map, stats)
@@ -573,6 +580,7 @@ class LogCleaner:
     async def clean_async(self, job: CleanJob) -> CleanStats:
         """Clean one log: mapping and writing in a thread, each swap on the event loop."""
         stats = CleanStats()
+        self._started = time.monotonic()
         offset_map, end = await asyncio.to_thread(self.cleaner.build_offset_map, job, stats)
         for group in group_by_size([v for v in job.segments if v.next_base <= end], job.segment_bytes):
             cleaned = await asyncio.to_thread(self.cleaner.clean_group, job, group, offset_map, stats)
@@ -592,6 +600,9 @@ class LogCleaner:
         else:
             self.delete_horizons.pop(tp, None)
         self.cleanings += 1
+        self.bytes_read += stats.bytes_read
+        self.bytes_written += stats.bytes_written
+        self.last_clean_seconds = time.monotonic() - self._started
         log.info("%s-%d: cleaned [%d, %d): %d of %d records kept, %d -> %d bytes in %d segments",
                  tp[0], tp[1], job.first_dirty, end, stats.records_kept, stats.records_read,
                  stats.bytes_read, stats.bytes_written, stats.groups)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -43,6 +43,21 @@ class _LogCollector(Collector):
                 lso.add_metric(labels, p.log.log_start_offset)
                 segs.add_metric(labels, len(p.log.segments))
         yield from (size, leo, lso, segs, offline)
+        if rm is not None:
+            yield from _cleaner_metrics(rm.cleaner)
+
+
+def _cleaner_metrics(cleaner) -> Iterable[Any]:
+    """The log cleaner's work so far (broker/log/cleaner.py)."""
+    done = CounterMetricFamily("flotilla_log_cleaner_cleanings", "Compacted logs cleaned")
+    done.add_metric([], cleaner.cleanings)
+    read = CounterMetricFamily("flotilla_log_cleaner_read_bytes", "Segment bytes the log cleaner read")
+    read.add_metric([], cleaner.bytes_read)
+    written = CounterMetricFamily("flotilla_log_cleaner_written_bytes", "Segment bytes the log cleaner wrote")
+    written.add_metric([], cleaner.bytes_written)
+    last = GaugeMetricFamily("flotilla_log_cleaner_last_clean_seconds", "Duration of the last cleaning")
+    last.add_metric([], cleaner.last_clean_seconds)
+    return (done, read, written, last)
 
 
 @dataclass(frozen=True, slots=True)

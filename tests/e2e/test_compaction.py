@@ -145,3 +145,27 @@ def test_consumer_offsets_are_compacted_and_survive_a_restart(broker):
     got = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
     c.close()
     assert [(tp.partition, tp.offset) for tp in got] == [(0, 298), (1, 299)]
+
+
+@pytest.mark.flotilla_only("Flotilla's /metrics")
+@pytest.mark.broker_config({"offsets.topic.num.partitions": "1"})
+def test_cleaner_work_shows_in_metrics(broker):
+    from tests.support.prometheus import metric
+
+    topic = kafka_wire.unique_topic("compacted")
+    create_compacted(broker.bootstrap, topic)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for r in range(4):
+        for k in KEYS:
+            p.produce(topic, key=k, value=b"%d" % r, partition=0)
+        p.flush(30)
+        time.sleep(0.15)
+    p.produce(topic, key=b"end", value=b"sentinel", partition=0)
+    p.flush(30)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and metric(broker.metrics_url, "flotilla_log_cleaner_cleanings_total") < 1:
+        time.sleep(0.5)
+    assert metric(broker.metrics_url, "flotilla_log_cleaner_cleanings_total") >= 1
+    read = metric(broker.metrics_url, "flotilla_log_cleaner_read_bytes_total")
+    written = metric(broker.metrics_url, "flotilla_log_cleaner_written_bytes_total")
+    assert 0 < written < read
