@@ -20,6 +20,7 @@ from pathlib import Path
 
 from broker.log.cleaner import decode_records, recover_interrupted_clean
 from broker.log.durable import STORAGE_IO
+from broker.log.leader_epoch import LeaderEpochCache
 from broker.log.producer_state import ProducerStateManager, SequenceCheck
 from broker.log.segment import FileRegion, Segment
 from broker.protocol import batch_records, records
@@ -119,6 +120,7 @@ class Log:
         self.high_watermark = 0
         self.recovery_point = 0
         self.producer_state = ProducerStateManager(directory)
+        self.leader_epochs = LeaderEpochCache(directory)
         self._unflushed_messages = 0
         self._first_unflushed_at: float | None = None
         self._flush_lock = asyncio.Lock()  # one flush at a time; recovery point moves in order
@@ -149,6 +151,7 @@ class Log:
             tmp.unlink()
         swapped = recover_interrupted_clean(directory)
         bases = sorted(int(p.stem) for p in directory.glob("*.log") if p.stem.isdigit())
+        recovered: list[Segment] = []
         for i, base in enumerate(bases):
             seg = Segment(directory, base, config.index_interval_bytes)
             self.segments.append(seg)
@@ -162,6 +165,7 @@ class Log:
                 seg.load_indexes()  # wholly below the recovery point: known to be on disk
                 continue
             cut = seg.recover()
+            recovered.append(seg)
             if not cut:
                 continue
             log.warning("%s-%d: truncated %d bytes of torn or corrupt data from %s at offset %d",
@@ -181,9 +185,34 @@ class Log:
         leo = self.log_end_offset
         self.recovery_point = min(recovery_point, leo)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
-        # Producer state: newest snapshot, then replay batch headers after it.
+        self._load_leader_epochs(recovered)
+        self._rebuild_producer_state()
+        return self
+
+    def _load_leader_epochs(self, recovered: list[Segment]) -> None:
+        """The leader-epoch-checkpoint, with the epochs of batches recovery scanned (written
+        after the file was) added and entries past the log end dropped; rebuilt from every
+        batch header if the file is missing or unreadable."""
+        cache = LeaderEpochCache.load(self.directory)
+        if cache is None:
+            cache, recovered = LeaderEpochCache(self.directory), self.segments
+        self.leader_epochs = cache
+        if recovered:
+            cache.truncate_from_end(recovered[0].base_offset)  # the scan below says what is there
+        changed = False
+        for seg in recovered:
+            for _, h in seg.iter_headers():
+                if h.partition_leader_epoch > cache.latest_epoch:
+                    changed |= cache.assign(h.partition_leader_epoch, h.base_offset, flush=False)
+        if changed:
+            cache.flush()
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+
+    def _rebuild_producer_state(self) -> None:
+        """Producer state: the newest snapshot not past the log end, then the batch headers after it."""
         now_ms = int(time.time() * 1000)
-        snap = self.producer_state.load_snapshot(leo, now_ms, config.producer_id_expiration_ms)
+        snap = self.producer_state.load_snapshot(self.log_end_offset, now_ms, self.config.producer_id_expiration_ms)
         for seg in self.segments:
             if seg.next_offset <= snap:
                 continue
@@ -191,7 +220,6 @@ class Log:
                 if h.last_offset >= snap:
                     self.producer_state.record(h)
         self.remove_expired_producers(now_ms)
-        return self
 
     # -- offsets -----------------------------------------------------------------------------
     @property
@@ -241,6 +269,7 @@ class Log:
             next_offset += h.last_offset_delta + 1
             pos += h.size
         self._maybe_roll(len(buf), next_offset)
+        self._assign_epoch(leader_epoch, assigned[0].base_offset)
         try:
             self.active.append(buf, assigned)
         except OSError as e:
@@ -257,6 +286,25 @@ class Log:
             raise StorageError(f"{self.topic}-{self.partition}: flush failed: {os.strerror(e.errno or errno.EIO)}") from e
         return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset,
                             log_append_time=now_ms if log_append_time else -1)
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        if epoch >= 0:
+            try:
+                self.leader_epochs.assign(epoch, start_offset)
+            except OSError as e:
+                raise StorageError(f"{self.topic}-{self.partition}: leader epoch checkpoint write failed: "
+                                   f"{os.strerror(e.errno or errno.EIO)}") from e
+
+    def assign_epoch_start(self, epoch: int) -> None:
+        """This broker leads from `epoch` on: the epoch starts at the log end, even before a batch
+        of it is written (Kafka's maybeAssignEpochStartOffset when a replica becomes leader).
+        An epoch older than the latest one recorded is refused with a warning: epochs only grow,
+        and assigning it would drop every later entry."""
+        if epoch < self.leader_epochs.latest_epoch:
+            log.warning("%s-%d: leader epoch %d is older than the latest recorded, %d; not recorded",
+                        self.topic, self.partition, epoch, self.leader_epochs.latest_epoch)
+            return
+        self._assign_epoch(epoch, self.log_end_offset)
 
     def _validate_keys(self, payload: bytes, headers: list[BatchHeader]) -> None:
         """A compacted log keeps the latest record per key, so every record needs one (Kafka's
@@ -368,6 +416,9 @@ class Log:
         for seg in self.segments:
             if seg.next_offset > self.recovery_point:  # holds data not yet known to be on disk
                 seg.flush()
+        epochs = self.leader_epochs.sync_job()
+        if epochs is not None:
+            epochs()
         self.recovery_point = self.log_end_offset
         self._unflushed_messages = 0
         self._first_unflushed_at = None
@@ -386,6 +437,9 @@ class Log:
                 self._first_unflushed_at = None
             jobs = [seg.flush_job() for seg in self.segments
                     if seg.next_offset > self.recovery_point and seg.base_offset < target]
+            epochs = self.leader_epochs.sync_job()
+            if epochs is not None:
+                jobs.insert(0, epochs)
             await asyncio.get_running_loop().run_in_executor(STORAGE_IO, _run_all, jobs)
             self.recovery_point = max(self.recovery_point, target)
 
@@ -448,6 +502,7 @@ class Log:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self._delete_segments_below(offset)
+            self.leader_epochs.truncate_from_start(offset)
         return self.log_start_offset
 
     def _delete_segments_below(self, offset: int) -> None:
@@ -475,16 +530,48 @@ class Log:
             seg.delete()
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             deleted += 1
+        if deleted:
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
         return deleted
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove everything at or beyond `offset` (replica divergence; not used by clients)."""
-        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
-            self.segments.pop().delete()
-        self.active.truncate_to(offset)
-        self.producer_state.truncate_after(offset)
-        self.high_watermark = min(self.high_watermark, offset)
-        self.recovery_point = min(self.recovery_point, offset)
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch holding an offset at or past `offset`, as Kafka's Log.truncateTo does
+        for a follower whose log diverged from its leader's: later segments are deleted, the one
+        holding `offset` is cut at that batch's first byte, and the indexes, producer state and
+        leader epochs follow; the high watermark and recovery point are clamped to the new end.
+        A follower truncates to a batch boundary (an epoch's end offset); an `offset` inside a
+        batch removes that whole batch, so the log then ends at the batch's base offset. An
+        `offset` at or before the first segment's base empties the log, which then starts at
+        `offset`. Returns whether anything was removed."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.topic}-{self.partition} to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
+            return False
+        try:
+            if offset <= self.segments[0].base_offset:
+                self._truncate_fully_and_start_at(offset)
+            else:
+                while self.segments[-1].base_offset > offset:
+                    self.segments.pop().delete()
+                self.active.truncate_to(offset)
+                self.leader_epochs.truncate_from_end(self.log_end_offset)
+                self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        except OSError as e:
+            raise StorageError(f"{self.topic}-{self.partition}: truncation failed: {e.strerror}") from e
+        end = self.log_end_offset
+        self._rebuild_producer_state()
+        self.high_watermark = min(self.high_watermark, end)
+        self.recovery_point = min(self.recovery_point, end)
+        return True
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        for seg in self.segments:
+            seg.delete()
+        self.segments = [Segment(self.directory, offset, self.config.index_interval_bytes)]
+        self.producer_state.delete_snapshots()
+        self.leader_epochs.clear()
+        self.log_start_offset = offset
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> bool:

@@ -319,18 +319,20 @@ class Segment:
         return truncated
 
     def truncate_to(self, offset: int) -> None:
-        """Drop every batch with base offset >= `offset` (used when replicas diverge)."""
+        """Cut the file at the first byte of the batch holding `offset` (or of the first batch
+        after it, in a gap a compacted log left): nothing at or past `offset` stays, as Kafka's
+        LogSegment.truncateTo. The segment then ends at that batch's base offset, or at `offset`
+        if it fell in a gap (used when replicas diverge)."""
         found = self.find_position(offset)
         if found is None:
             return
         position, h = found
-        if h.base_offset < offset:
-            position += h.size
         os.ftruncate(self.fd, position)
         self.size = position
+        self.next_offset = max(self.base_offset, min(offset, h.base_offset))
         self.offset_index.truncate_to_position(position)
-        self.time_index.truncate_to_offset(offset - self.base_offset)
-        self.next_offset = offset if position > 0 or offset > self.base_offset else self.base_offset
+        self.time_index.truncate_to_offset(self.next_offset - self.base_offset)
+        self._bytes_since_index = self.index_interval_bytes  # index the next append
         self._rescan_max_timestamp()
 
     def _rescan_max_timestamp(self) -> None:

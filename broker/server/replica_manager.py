@@ -196,6 +196,7 @@ class ReplicaManager:
             d, f"background flush of {name} failed: {e}", e)
         # A single replica: everything in the log is committed.
         log_.high_watermark = log_.log_end_offset
+        log_.assign_epoch_start(leader_epoch)
         part = Partition(topic.name, p, topic.topic_id, log_, leader_epoch)
         self.partitions[(topic.name, p)] = part
         return part
@@ -248,6 +249,11 @@ class ReplicaManager:
                 if tp not in self._opening:
                     to_open.append((tp, topic, epoch))
             else:
+                if epoch != part.leader_epoch:
+                    try:
+                        part.log.assign_epoch_start(epoch)
+                    except LogError as e:
+                        log.error("%s-%d: cannot record leader epoch %d: %s", tp[0], tp[1], epoch, e)
                 part.leader_epoch = epoch
                 cfg = configs.get(topic.name) or configs.setdefault(topic.name, log_config_for(self.config, topic.configs))
                 if part.log.config != cfg:
