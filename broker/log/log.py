@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import crc32c
+
 from broker.log.cleaner import decode_records, recover_interrupted_clean
 from broker.log.durable import STORAGE_IO
 from broker.log.leader_epoch import LeaderEpochCache
@@ -55,6 +57,28 @@ class LogConfig:
     message_timestamp_after_max_ms: int = 2**63 - 1  # message.timestamp.after.max.ms
     min_insync_replicas: int = 1  # min.insync.replicas (checked by Produce with acks=all)
     producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms (a broker key)
+
+
+def _follower_batches(payload: bytes) -> list[BatchHeader]:
+    """Headers of the whole, valid v2 batches `payload` is made of (framing, magic, CRC), or
+    CorruptRecordError. Unlike a producer's batches, a leader's may be sparse (compacted)."""
+    view = memoryview(payload)
+    headers = []
+    pos = 0
+    if not payload:
+        raise records.InvalidRecordError("empty record set")
+    while pos < len(payload):
+        size = records.peek_size(view, pos)
+        if size is None or size < records.HEADER_SIZE or pos + size > len(payload):
+            raise records.CorruptRecordError(f"record batch at byte {pos} is torn or its size is invalid")
+        h = records.read_header(view, pos)
+        if h.magic != 2:
+            raise records.InvalidRecordError(f"unsupported record batch magic {h.magic} at byte {pos}")
+        if crc32c.crc32c(view[pos + records.ATTRIBUTES_OFFSET:pos + size]) != h.crc:
+            raise records.CorruptRecordError(f"record batch at offset {h.base_offset}: CRC32C mismatch")
+        headers.append(h)
+        pos += size
+    return headers
 
 
 def _run_all(jobs) -> None:
@@ -98,6 +122,14 @@ class KeylessRecord(LogError):
 
 class ProducerFenced(LogError):
     pass
+
+
+class UnexpectedAppendOffset(LogError):
+    """A follower was given batches starting below its log end (Kafka's UnexpectedAppendOffsetException)."""
+
+
+class OffsetsOutOfOrder(LogError):
+    """A follower was given batches whose offsets do not grow (Kafka's OffsetsOutOfOrderException)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +318,44 @@ class Log:
             raise StorageError(f"{self.topic}-{self.partition}: flush failed: {os.strerror(e.errno or errno.EIO)}") from e
         return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset,
                             log_append_time=now_ms if log_append_time else -1)
+
+    def append_as_follower(self, payload: bytes, flush_if_due: bool = True) -> AppendResult:
+        """Write batches fetched from the leader as they are: the leader's offsets, epochs,
+        timestamps and CRCs stay byte for byte (Kafka's appendAsFollower; nothing is assigned or
+        re-stamped). Every batch's framing, magic and CRC is checked; the first must start at or
+        past the log end (past it when the leader's log was compacted there) and offsets must
+        grow. Producer state and leader epochs follow the batches. The high watermark is not
+        moved: a follower learns it from the leader."""
+        headers = _follower_batches(payload)
+        if headers[0].base_offset < self.log_end_offset:
+            raise UnexpectedAppendOffset(
+                f"{self.topic}-{self.partition}: batch at offset {headers[0].base_offset} is below the log end "
+                f"offset {self.log_end_offset}")
+        prev = self.log_end_offset - 1
+        for h in headers:
+            if h.base_offset <= prev or h.last_offset < h.base_offset:
+                raise OffsetsOutOfOrder(f"{self.topic}-{self.partition}: batch offsets {h.base_offset}.."
+                                        f"{h.last_offset} follow offset {prev}")
+            prev = h.last_offset
+        self._maybe_roll(len(payload), prev + 1)
+        for h in headers:
+            if h.partition_leader_epoch >= 0 and h.partition_leader_epoch != self.leader_epochs.latest_epoch:
+                self._assign_epoch(h.partition_leader_epoch, h.base_offset)
+        try:
+            self.active.append(payload, headers)
+        except OSError as e:
+            raise StorageError(f"{self.topic}-{self.partition}: write failed: {os.strerror(e.errno or errno.EIO)}") from e
+        for h in headers:
+            self.producer_state.record(h)
+        self._unflushed_messages += sum(h.records_count for h in headers)
+        if self._first_unflushed_at is None:
+            self._first_unflushed_at = time.monotonic()
+        try:
+            if flush_if_due:
+                self.maybe_flush()
+        except OSError as e:
+            raise StorageError(f"{self.topic}-{self.partition}: flush failed: {os.strerror(e.errno or errno.EIO)}") from e
+        return AppendResult(headers[0].base_offset, headers[-1].last_offset, self.log_start_offset)
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         if epoch >= 0:
