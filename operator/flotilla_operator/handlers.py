@@ -7,8 +7,12 @@
   readiness without polling; a deleted StatefulSet is re-created.
 - A resync loop (one task for the whole operator, so no per-object finalizer is needed) re-applies
   every KafkaCluster every `resync_seconds`, repairing drift in any child.
-- ClientQuota and RecordDeletion: validated and given a Ready=False/NotImplemented condition until
-  the broker features they drive exist.
+- ClientQuota -> `reconcile_client_quota`: AlterClientQuotas through the cluster's bootstrap (a small
+  kio admin client), status per broker from DescribeClientQuotas, a timer re-applies; deleting the
+  resource removes the quota (finalizer); two resources naming one entity: the oldest wins, the
+  others report Conflict.
+- RecordDeletion: validated and given a Ready=False/NotImplemented condition until the broker
+  feature it drives exists.
 
 One asyncio.Lock per KafkaCluster serialises all of these, and each run reads the latest object
 first, so a slow run can never apply an older spec over a newer one.
@@ -18,19 +22,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime, timezone
 from typing import Any
 
 import kopf
 
 from . import GROUP, VERSION
 from . import metrics
+from . import kafka_admin
 from .apply import ApiError, Kube, load_api_client
+from .builders import client_quota as cq
 from .builders import build_all
 from .builders.common import MANAGED_BY, Owner
 from .models import CLIENT_QUOTA, KAFKA_CLUSTER, RECORD_DELETION, KafkaClusterSpec, Resource, parse_spec
 from .preflight import check_server_properties
 from .settings import Settings
-from .status import kafka_cluster_status, not_implemented_status, same_status
+from .status import condition, kafka_cluster_status, not_implemented_status, same_status
 
 LEASE_ROLE_LABEL = "flotilla.io/lease"  # on the brokers' Leases: broker or controller
 
@@ -326,11 +333,105 @@ async def _not_implemented(resource: Resource, memo: kopf.Memo, body: kopf.Body)
             await kube.patch_status(resource.kind, meta["namespace"], meta["name"], status)
 
 
+# ------------------------------------------------------------------------------------------
+# ClientQuota (KIP-13): applied through AlterClientQuotas, removed on deletion (finalizer)
+
+
+async def _quota_bootstrap(memo: kopf.Memo, namespace: str, cluster: str) -> str | None:
+    op: Settings = memo["settings"]
+    if op.cluster_bootstrap:
+        return op.cluster_bootstrap
+    kc = await memo["kube"].get(KAFKA_CLUSTER.kind, namespace, cluster)
+    return ((kc or {}).get("status") or {}).get("bootstrapServers")
+
+
+async def _quota_status(memo: kopf.Memo, body: kopf.Body, ready: bool, reason: str, message: str,
+                        brokers: list[dict[str, Any]] | None) -> None:
+    meta = body["metadata"]
+    previous = dict(body.get("status") or {})
+    gen = int(meta.get("generation") or 1)
+    status: dict[str, Any] = {"observedGeneration": gen, "conditions": [condition(
+        "Ready", ready, reason, message, generation=gen, now=datetime.now(timezone.utc),
+        previous=previous.get("conditions"))]}
+    if brokers is not None:
+        status["brokers"] = brokers
+    if not same_status(previous, status):
+        await memo["kube"].patch_status(CLIENT_QUOTA.kind, meta["namespace"], meta["name"], status)
+
+
+async def reconcile_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
+    """Apply the quota if this resource owns its entity, then report what each broker holds."""
+    meta, spec = body["metadata"], dict(body.get("spec") or {})
+    with metrics.observe(CLIENT_QUOTA.kind):
+        try:
+            parse_spec(CLIENT_QUOTA, spec)
+        except ValueError as exc:
+            await _quota_status(memo, body, False, "Invalid", str(exc), None)
+            return
+        peers = await memo["kube"].list(CLIENT_QUOTA.kind, meta["namespace"])
+        owner = cq.owner_of(dict(body), peers)
+        entity, cluster = cq.entity_of(spec), spec["clusterRef"]["name"]
+        if owner["metadata"]["name"] != meta["name"]:
+            await _quota_status(memo, body, False, "Conflict",
+                                f"ClientQuota {owner['metadata']['name']} already sets the quota of {entity} in "
+                                f"cluster {cluster}; this one is not applied", None)
+            return
+        bootstrap = await _quota_bootstrap(memo, meta["namespace"], cluster)
+        if not bootstrap:
+            await _quota_status(memo, body, False, "Pending", f"KafkaCluster {cluster} has no bootstrap address yet", None)
+            return
+        desired = cq.desired_ops(spec)
+        try:
+            await kafka_admin.alter_client_quota(bootstrap, entity, desired)
+            brokers = await kafka_admin.brokers(bootstrap)
+        except kafka_admin.AdminError as exc:
+            await _quota_status(memo, body, False, "Unreachable", str(exc), None)
+            return
+        rows, applied = [], 0
+        for b in brokers:
+            try:
+                held = await kafka_admin.describe_client_quota(b.address, entity)
+                rows.append(cq.broker_status(b.node_id, held, None))
+                applied += cq.applied_matches(desired, held)
+            except kafka_admin.AdminError as exc:
+                rows.append(cq.broker_status(b.node_id, None, str(exc)))
+        ready = bool(brokers) and applied == len(brokers)
+        await _quota_status(memo, body, ready, "Applied" if ready else "Pending",
+                            f"{applied} of {len(brokers)} broker(s) apply it", rows)
+
+
 @kopf.on.resume(GROUP, VERSION, CLIENT_QUOTA.plural)
 @kopf.on.create(GROUP, VERSION, CLIENT_QUOTA.plural)
 @kopf.on.update(GROUP, VERSION, CLIENT_QUOTA.plural)
 async def clientquota_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await _not_implemented(CLIENT_QUOTA, memo, body)
+    await reconcile_client_quota(memo, body)
+
+
+@kopf.timer(GROUP, VERSION, CLIENT_QUOTA.plural, interval=10.0, idle=5.0)
+async def clientquota_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Re-apply and re-read: brokers that joined, a conflict's owner that went away, status drift."""
+    await reconcile_client_quota(memo, body)
+
+
+@kopf.on.delete(GROUP, VERSION, CLIENT_QUOTA.plural)
+async def clientquota_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Deleting the resource removes its quota from the cluster (kopf keeps a finalizer until then);
+    a resource that lost a conflict never applied anything, so there is nothing to remove."""
+    meta, spec = body["metadata"], dict(body.get("spec") or {})
+    try:
+        parse_spec(CLIENT_QUOTA, spec)
+    except ValueError:
+        return
+    peers = await memo["kube"].list(CLIENT_QUOTA.kind, meta["namespace"])
+    if cq.owner_of(dict(body), peers)["metadata"]["name"] != meta["name"]:
+        return
+    bootstrap = await _quota_bootstrap(memo, meta["namespace"], spec["clusterRef"]["name"])
+    if not bootstrap:
+        return  # no cluster to hold it
+    try:
+        await kafka_admin.alter_client_quota(bootstrap, cq.entity_of(spec), cq.removal_ops())
+    except kafka_admin.AdminError as exc:
+        raise kopf.TemporaryError(f"removing the quota: {exc}", delay=5)
 
 
 @kopf.on.resume(GROUP, VERSION, RECORD_DELETION.plural)

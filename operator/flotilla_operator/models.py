@@ -443,6 +443,17 @@ class ClientQuotaSpec(ApiModel):
         return self
 
 
+class ClientQuotaBrokerStatus(ApiModel):
+    """What one broker holds for this quota's entity (its DescribeClientQuotas answer)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    node_id: int = Field(description="The broker's node.id.")
+    producer_byte_rate: int | None = Field(default=None, description="producer_byte_rate the broker applies.")
+    consumer_byte_rate: int | None = Field(default=None, description="consumer_byte_rate the broker applies.")
+    last_error: str | None = Field(default=None, description="Why the broker could not be asked, if it could not.")
+
+
 class ClientQuotaStatus(ApiModel):
     """Observed state of a ClientQuota."""
 
@@ -451,8 +462,11 @@ class ClientQuotaStatus(ApiModel):
     observed_generation: int | None = Field(default=None, description="The metadata.generation last handled.")
     conditions: list[Condition] | None = Field(
         default=None,
-        description="The Ready condition.",
+        description="The Ready condition (reasons: Applied, Pending, Conflict, Unreachable, Invalid).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    brokers: list[ClientQuotaBrokerStatus] | None = Field(
+        default=None, description="Per broker: the values it applies for this entity, or the last error."
     )
 
 

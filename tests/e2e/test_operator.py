@@ -400,7 +400,7 @@ def test_persistent_storage_renders_claim_templates(kube_env, kube_namespace, op
              ["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain", timeout=30)
 
 
-def test_clientquota_and_recorddeletion_await_broker_support(kube_env, kube_namespace, operator):
+def test_clientquota_waits_for_its_cluster_and_recorddeletion_for_broker_support(kube_env, kube_namespace, operator):
     ns = kube_namespace
     quota = {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "etl", "namespace": ns},
              "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": "etl"},
@@ -410,12 +410,13 @@ def test_clientquota_and_recorddeletion_await_broker_support(kube_env, kube_name
                          "before": {"committedByGroups": ["spark-stage-2"]}, "interval": "10m"}}
     for obj in (quota, deletion):
         apply(kube_env, obj)
-    for kind, name in (("clientquota", "etl"), ("recorddeletion", "purge")):
+    for kind, name, reason, says in (("clientquota", "etl", "Pending", "no bootstrap address"),
+                                     ("recorddeletion", "purge", "NotImplemented", "awaiting broker support")):
         got = wait_for(f"{kind} status", lambda: (
-            lambda o: o if condition(o, "Ready").get("reason") == "NotImplemented" else None
+            lambda o: o if condition(o, "Ready").get("reason") == reason else None
         )(get_json(kube_env, kind, name, "-n", ns)))
         ready = condition(got, "Ready")
-        assert ready["status"] == "False" and "awaiting broker support" in ready["message"]
+        assert ready["status"] == "False" and says in ready["message"]
         assert got["status"]["observedGeneration"] == got["metadata"]["generation"]
 
 

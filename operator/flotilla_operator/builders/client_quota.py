@@ -1,0 +1,67 @@
+"""Pure functions from ClientQuota resources to what the cluster must hold (KIP-13).
+
+A ClientQuota owns every quota key it can set for its entity: keys its spec leaves out are
+removed, so editing a resource and deleting it are both exact. Two resources naming the same
+entity of the same cluster are a conflict: the oldest one (creation time, then name) owns the
+entity and is applied; the others are reported, never applied, so the cluster never flips
+between them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+MANAGED_KEYS = ("producer_byte_rate", "consumer_byte_rate")
+
+
+def entity_of(spec: dict[str, Any]) -> dict[str, str | None]:
+    """The Kafka entity (type -> name, None = default) of a ClientQuota's spec."""
+    ent = spec.get("entity") or {}
+    return {"client-id": None if ent.get("default") else ent.get("clientId")}
+
+
+def entity_key(namespace: str, spec: dict[str, Any]) -> tuple:
+    cluster = (spec.get("clusterRef") or {}).get("name")
+    return (namespace, cluster, tuple(sorted(entity_of(spec).items(), key=lambda kv: kv[0])))
+
+
+def desired_ops(spec: dict[str, Any]) -> dict[str, float | None]:
+    """Every managed key: its value from the spec, or None (remove) when the spec leaves it out."""
+    return {"producer_byte_rate": _num(spec.get("producerByteRate")),
+            "consumer_byte_rate": _num(spec.get("consumerByteRate"))}
+
+
+def removal_ops() -> dict[str, None]:
+    return {k: None for k in MANAGED_KEYS}
+
+
+def _num(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def owner_of(body: dict[str, Any], peers: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Which of the resources naming the same entity (this one included) owns it: the oldest."""
+    ns = body["metadata"]["namespace"]
+    key = entity_key(ns, body.get("spec") or {})
+    same = [p for p in peers if not p["metadata"].get("deletionTimestamp")
+            and entity_key(p["metadata"]["namespace"], p.get("spec") or {}) == key]
+    if not any(p["metadata"]["name"] == body["metadata"]["name"] for p in same):
+        same.append(body)
+    return min(same, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+
+
+def applied_matches(desired: dict[str, float | None], held: dict[str, float]) -> bool:
+    """Whether a broker holds exactly the desired managed keys."""
+    return all(held.get(k) == v for k, v in desired.items())
+
+
+def broker_status(node_id: int, held: dict[str, float] | None, error: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"nodeId": node_id}
+    if held is not None:
+        if "producer_byte_rate" in held:
+            out["producerByteRate"] = int(held["producer_byte_rate"])
+        if "consumer_byte_rate" in held:
+            out["consumerByteRate"] = int(held["consumer_byte_rate"])
+    if error:
+        out["lastError"] = error
+    return out

@@ -1,0 +1,121 @@
+"""A small Kafka admin client for the operator, on kio: AlterClientQuotas, DescribeClientQuotas
+and Metadata (to find every broker), one asyncio connection per call.
+
+The operator talks to its clusters the way any Kafka admin tool would (the Java AdminClient's
+kafka-configs does the same requests), so what a ClientQuota sets is what `kafka-configs
+--describe` shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import itertools
+import struct
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import kio.serial as kser
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.static.primitive import i8, i16, i32
+
+CLIENT_ID = "flotilla-operator"
+TIMEOUT_S = 10.0
+_ids = itertools.count(1)
+
+
+class AdminError(Exception):
+    """The cluster could not be reached or refused a request; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class BrokerAddress:
+    node_id: int
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def _encode(entity: Any) -> bytes:
+    buf = io.BytesIO()
+    kser.entity_writer(type(entity))(buf, entity)
+    return buf.getvalue()
+
+
+def _response_type(request: Any) -> type:
+    import importlib
+
+    module = importlib.import_module(type(request).__module__.rsplit(".", 1)[0] + ".response")
+    return getattr(module, type(request).__name__.replace("Request", "Response"))
+
+
+async def request(address: str, req: Any, timeout: float = TIMEOUT_S) -> Any:
+    """Send one request to host:port and return the decoded response."""
+    host, _, port = address.rpartition(":")
+    t = type(req)
+    correlation_id = next(_ids)
+    header_type = RequestHeaderV2 if t.__flexible__ else RequestHeaderV1
+    header = header_type(request_api_key=i16(t.__api_key__), request_api_version=i16(t.__version__),
+                         correlation_id=i32(correlation_id), client_id=CLIENT_ID)
+    payload = _encode(header) + _encode(req)
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
+    except (OSError, asyncio.TimeoutError) as e:
+        raise AdminError(f"cannot connect to {address}: {e or type(e).__name__}") from None
+    try:
+        writer.write(struct.pack(">i", len(payload)) + payload)
+        await writer.drain()
+        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout))[0]
+        frame = await asyncio.wait_for(reader.readexactly(size), timeout)
+    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
+        raise AdminError(f"{address} did not answer {t.__name__}: {e or type(e).__name__}") from None
+    finally:
+        writer.close()
+    response_type = _response_type(req)
+    rh = ResponseHeaderV1 if response_type.__flexible__ else ResponseHeaderV0
+    _, offset = kser.entity_reader(rh)(frame, 0)
+    body, _ = kser.entity_reader(response_type)(frame, offset)
+    return body
+
+
+async def brokers(bootstrap: str) -> list[BrokerAddress]:
+    """Every broker of the cluster, as its Metadata answer lists them."""
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    md = await request(bootstrap, MetadataRequest(topics=(), allow_auto_topic_creation=False,
+                                                  include_topic_authorized_operations=False))
+    return sorted((BrokerAddress(int(b.node_id), b.host, int(b.port)) for b in md.brokers), key=lambda b: b.node_id)
+
+
+async def alter_client_quota(bootstrap: str, entity: Mapping[str, str | None], ops: Mapping[str, float | None]) -> None:
+    """Set (value) or remove (None) quota keys of one entity; AdminError with the broker's message."""
+    from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest, EntityData, EntryData, OpData
+
+    req = AlterClientQuotasRequest(validate_only=False, entries=(EntryData(
+        entity=tuple(EntityData(entity_type=t, entity_name=n) for t, n in entity.items()),
+        ops=tuple(OpData(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in ops.items())),))
+    resp = await request(bootstrap, req)
+    for e in resp.entries:
+        if int(e.error_code) != 0:
+            raise AdminError(f"AlterClientQuotas: error {int(e.error_code)}: {e.error_message}")
+
+
+async def describe_client_quota(address: str, entity: Mapping[str, str | None]) -> dict[str, float]:
+    """The values one broker holds for exactly this entity ({} when it has none)."""
+    from kio.schema.describe_client_quotas.v1.request import ComponentData, DescribeClientQuotasRequest
+
+    req = DescribeClientQuotasRequest(strict=True, components=tuple(
+        ComponentData(entity_type=t, match_type=i8(0 if n is not None else 1), match=n) for t, n in entity.items()))
+    resp = await request(address, req)
+    if int(resp.error_code) != 0:
+        raise AdminError(f"DescribeClientQuotas: error {int(resp.error_code)}: {resp.error_message}")
+    for entry in resp.entries or ():
+        if {e.entity_type: e.entity_name for e in entry.entity} == dict(entity):
+            return {v.key: float(v.value) for v in entry.values}
+    return {}

@@ -1,0 +1,107 @@
+"""The ClientQuota resource end to end: the operator (kopf, in-process) against the test API server
+applies it to a real broker process through AlterClientQuotas, reports what the broker holds,
+follows edits, reports a second resource naming the same entity as a conflict, and removes the
+quota when the resource is deleted -- so the client gets the broker's default rate again.
+
+    pytest -p flotilla.testenv.pytest_plugin -m kube tests/e2e/test_operator_quotas.py
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.test_operator import CRD_DIR, CRD_NAMES, apply, condition, free_port, get_json
+from tests.e2e.test_quotas import describe_quotas
+from tests.e2e.test_quotas_fleet import throttle_ms_of_produce
+from tests.support import kafka_wire
+from tests.support.broker_process import FlotillaBroker
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("the operator drives a Flotilla broker")]
+
+DEFAULT_RATE = 4 * 1024 * 1024  # the broker's static default for every client-id
+
+
+@pytest.fixture(scope="module")
+def quota_crds(kube_env):
+    kube_env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
+    for crd in CRD_NAMES:
+        kube_env.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    yield CRD_NAMES
+    kube_env.kubectl("delete", "-f", str(CRD_DIR), "--ignore-not-found", "--wait=true", "--timeout=90s", check=False)
+
+
+@pytest.fixture(scope="module")
+def real_broker(tmp_path_factory):
+    b = FlotillaBroker(tmp_path_factory.mktemp("quota-broker"),
+                       overrides={"flotilla.quota.producer.byte.rate.default": str(DEFAULT_RATE)})
+    b.start()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def quota_operator(kube_env, quota_crds, real_broker):
+    from kopf.testing import KopfRunner
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KUBECONFIG", str(kube_env.kubeconfig))
+        mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", f"127.0.0.1:{free_port()}")
+        mp.setenv("FLOTILLA_OPERATOR_LIVENESS_ADDRESS", "off")
+        mp.setenv("FLOTILLA_OPERATOR_CLUSTER_BOOTSTRAP", real_broker.bootstrap)
+        with KopfRunner(["run", "--all-namespaces", "--standalone", "-m", "flotilla_operator.handlers"],
+                        timeout=60) as runner:
+            yield runner
+    assert runner.exception is None, runner.output[-4000:]
+
+
+def quota(name: str, ns: str, client_id: str, **rates) -> dict:
+    return {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": name, "namespace": ns},
+            "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": client_id}, **rates}}
+
+
+def status_of(kube_env, ns: str, name: str, reason: str, brokers=None):
+    def check():
+        obj = get_json(kube_env, "clientquota", name, "-n", ns, check=False)
+        ready = condition(obj, "Ready")
+        if ready.get("reason") != reason or ready.get("observedGeneration") != obj["metadata"]["generation"]:
+            return None
+        if brokers is not None and obj["status"].get("brokers") != brokers:
+            return None
+        return obj
+    return wait_for(f"clientquota {name}: {reason} {brokers}", check, timeout=60)
+
+
+def test_client_quota_resource_applies_edits_conflicts_and_deletes(kube_env, kube_namespace, quota_operator,
+                                                                    real_broker):
+    ns, b = kube_namespace, real_broker.bootstrap
+    topic = kafka_wire.unique_topic("opq")
+    with kafka_wire.connect(b) as conn:
+        assert conn.create_topic(topic, 1) == 0
+    entity = frozenset({("client-id", "opq-app")})
+
+    apply(kube_env, quota("opq", ns, "opq-app", producerByteRate=10240))
+    got = status_of(kube_env, ns, "opq", "Applied", [{"nodeId": 1, "producerByteRate": 10240}])
+    assert condition(got, "Ready")["status"] == "True"
+    assert describe_quotas(b, [("client-id", 0, "opq-app")], strict=True) == (0, {entity: {"producer_byte_rate": 10240.0}})
+    # the client gets the quota's rate: 256 KiB at once is far over 10 KiB/s
+    assert throttle_ms_of_produce(b, topic, 0, "opq-app") > 0
+
+    # edit: a new value and a second key
+    apply(kube_env, quota("opq", ns, "opq-app", producerByteRate=20480, consumerByteRate=40960))
+    status_of(kube_env, ns, "opq", "Applied", [{"nodeId": 1, "producerByteRate": 20480, "consumerByteRate": 40960}])
+
+    # a second resource naming the same entity: reported, not applied
+    apply(kube_env, quota("opq-dup", ns, "opq-app", producerByteRate=999999))
+    dup = status_of(kube_env, ns, "opq-dup", "Conflict")
+    assert "opq" in condition(dup, "Ready")["message"]
+    assert describe_quotas(b, [("client-id", 0, "opq-app")], strict=True)[1][entity]["producer_byte_rate"] == 20480.0
+    kube_env.kubectl("delete", "clientquota", "opq-dup", "-n", ns, "--wait=true", "--timeout=60s")
+    assert describe_quotas(b, [("client-id", 0, "opq-app")], strict=True)[1][entity]["producer_byte_rate"] == 20480.0
+
+    # deleting the owner removes the quota: the client is back on the broker's default rate
+    kube_env.kubectl("delete", "clientquota", "opq", "-n", ns, "--wait=true", "--timeout=60s")
+    assert describe_quotas(b, [("client-id", 0, "opq-app")], strict=True) == (0, {})
+    assert throttle_ms_of_produce(b, topic, 0, "opq-app") == 0

@@ -1,0 +1,49 @@
+"""Pure ClientQuota builders: the entity, the keys to set and remove, who owns a contested entity."""
+
+from flotilla_operator.builders import client_quota as cq
+
+
+def body(name, created, client_id=None, default=None, cluster="demo", ns="kafka", deleting=False, **rates):
+    entity = {"clientId": client_id} if client_id is not None else {"default": True}
+    meta = {"name": name, "namespace": ns, "creationTimestamp": created}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": {"clusterRef": {"name": cluster}, "entity": entity, **rates}}
+
+
+def test_entity_and_ops():
+    assert cq.entity_of({"entity": {"clientId": "app"}}) == {"client-id": "app"}
+    assert cq.entity_of({"entity": {"default": True}}) == {"client-id": None}
+    assert cq.entity_of({"entity": {"clientId": ""}}) == {"client-id": ""}
+    # keys the spec leaves out are removed: editing one away takes it off the cluster
+    assert cq.desired_ops({"producerByteRate": 1024}) == {"producer_byte_rate": 1024.0, "consumer_byte_rate": None}
+    assert cq.removal_ops() == {"producer_byte_rate": None, "consumer_byte_rate": None}
+
+
+def test_oldest_resource_owns_a_contested_entity():
+    a = body("a", "2026-01-01T00:00:01Z", "app", producerByteRate=1)
+    b = body("b", "2026-01-01T00:00:00Z", "app", producerByteRate=2)
+    c = body("c", "2026-01-01T00:00:00Z", "other", producerByteRate=3)
+    d = body("d", "2025-01-01T00:00:00Z", "app", cluster="elsewhere", producerByteRate=4)
+    peers = [a, b, c, d]
+    assert cq.owner_of(a, peers)["metadata"]["name"] == "b"
+    assert cq.owner_of(b, peers)["metadata"]["name"] == "b"
+    assert cq.owner_of(c, peers)["metadata"]["name"] == "c"
+    assert cq.owner_of(d, peers)["metadata"]["name"] == "d"
+    # ties on creation time: by name, so every run decides the same
+    e = body("e", "2026-01-01T00:00:00Z", "app")
+    assert cq.owner_of(e, [b, e])["metadata"]["name"] == "b"
+    # a resource being deleted no longer owns anything; the next oldest takes over
+    b_going = body("b", "2026-01-01T00:00:00Z", "app", deleting=True)
+    assert cq.owner_of(a, [a, b_going])["metadata"]["name"] == "a"
+    # while it is deleted itself, it still decides whether it was the owner
+    assert cq.owner_of(b_going, [a, b_going])["metadata"]["name"] == "b"
+
+
+def test_applied_matches_and_broker_rows():
+    desired = {"producer_byte_rate": 1024.0, "consumer_byte_rate": None}
+    assert cq.applied_matches(desired, {"producer_byte_rate": 1024.0})
+    assert not cq.applied_matches(desired, {"producer_byte_rate": 1024.0, "consumer_byte_rate": 5.0})
+    assert not cq.applied_matches(desired, {})
+    assert cq.broker_status(2, {"producer_byte_rate": 1024.0}, None) == {"nodeId": 2, "producerByteRate": 1024}
+    assert cq.broker_status(3, None, "cannot connect") == {"nodeId": 3, "lastError": "cannot connect"}
