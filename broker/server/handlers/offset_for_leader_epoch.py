@@ -1,0 +1,51 @@
+"""OffsetForLeaderEpoch (key 23, KIP-101/279/320): where a leader epoch ended in this leader's log.
+
+A follower asks it after a leader change to find the offset its log may have diverged from the
+leader's, and truncates there; a consumer asks it after a leader change to check that its
+position (with the epoch of the record it last read) still exists on the new leader. The answer
+comes from the partition's leader epoch cache (broker/log/leader_epoch.py): for the current
+epoch the log end offset, for an older one the start offset of the next larger epoch, and
+UNDEFINED (-1, -1) for an epoch past every one known. `current_leader_epoch` (when not -1) must
+be this leader's epoch: an older one is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+
+NO_CURRENT_EPOCH = -1
+
+
+class OffsetForLeaderEpochHandler(Handler):
+    api_key = 23
+    min_version = 2  # Kafka 4 removed v0-1 (KIP-896)
+    max_version = 4
+
+    async def handle(self, ctx: RequestContext, request):
+        rm = self.broker.replicas
+        topics = []
+        for t in request.topics:
+            parts = []
+            for p in t.partitions:
+                code, epoch, end = ErrorCode.none, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+                part, code, _ = rm.leader_or_error(t.topic, p.partition)
+                if part is not None:
+                    current = p.current_leader_epoch
+                    if current != NO_CURRENT_EPOCH and current < part.leader_epoch:
+                        code = ErrorCode.fenced_leader_epoch
+                    elif current != NO_CURRENT_EPOCH and current > part.leader_epoch:
+                        code = ErrorCode.unknown_leader_epoch
+                    else:
+                        epoch, end = part.log.leader_epochs.end_offset_for(p.leader_epoch, part.log.log_end_offset)
+                        if end == UNDEFINED_EPOCH_OFFSET:
+                            epoch = UNDEFINED_EPOCH
+                parts.append(ctx.build("EpochEndOffset", error_code=code, partition=p.partition,
+                                       leader_epoch=epoch, end_offset=end))
+            topics.append(ctx.build("OffsetForLeaderTopicResult", topic=t.topic, partitions=tuple(parts)))
+        return ctx.build("OffsetForLeaderEpochResponse", throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+HANDLER = OffsetForLeaderEpochHandler
