@@ -13,7 +13,7 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.e2e.test_quotas import alter_quotas, describe_quotas
+from tests.e2e.test_quotas import alter_quotas, describe_quotas, kafka_configs
 from tests.support import kafka_wire
 from tests.support.cluster import BrokerCluster
 
@@ -84,3 +84,14 @@ def test_quota_altered_on_one_broker_applies_on_every_broker(cluster):
     assert alter_quotas(c.bootstrap, [({"client-id": "fleet-app"}, {"producer_byte_rate": None})]) == [(0, None)]
     for broker in (a, b, c):
         assert seen_within(broker.bootstrap, {}, 1.0) < 1.0
+
+
+def test_java_admin_client_kafka_configs_applies_on_every_broker(cluster):
+    a, b, c = cluster.brokers
+    kafka_configs(b.bootstrap, "--alter", "--add-config", "consumer_byte_rate=20480", "--entity-type", "clients",
+                  "--entity-default")
+    expected = {frozenset({("client-id", None)}): {"consumer_byte_rate": 20480.0}}
+    for broker in (a, b, c):
+        assert seen_within(broker.bootstrap, expected, 1.0) < 1.0
+    out = kafka_configs(c.bootstrap, "--describe", "--entity-type", "clients", "--entity-default")
+    assert "consumer_byte_rate=20480.0" in out, out
