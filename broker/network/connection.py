@@ -147,8 +147,9 @@ class Connection:
             self.in_frame = False
 
     def idle_for(self, now: float) -> float:
-        """Seconds since bytes last arrived, or 0 while a request is in hand or waits for memory."""
-        return 0.0 if self.busy or self.closing else now - self.last_read
+        """Seconds since bytes last arrived, or 0 while a request is in hand or waits for memory; a
+        connection muted by a quota throttle (KIP-219) counts as idle only from the end of its mute."""
+        return 0.0 if self.busy or self.closing else now - max(self.last_read, self.muted_until)
 
     async def _send(self, response: Response) -> None:
         loop = asyncio.get_running_loop()

@@ -351,3 +351,25 @@ def test_request_percentage_throttles_a_client_flooding_metadata(broker):
         resp = conn.request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                             include_topic_authorized_operations=False))
         assert resp.throttle_time.total_seconds() == 0
+
+
+@pytest.mark.flotilla_only("idle expiry of muted connections is Flotilla's choice")
+@pytest.mark.broker_config({"connections.max.idle.ms": "1500"})
+def test_a_muted_connection_is_not_reaped_as_idle(broker):
+    """A throttle longer than connections.max.idle.ms: the connection stays open through its mute
+    and answers the next request once the mute is over."""
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    from bench.quota_neighbours import produce_request
+
+    b = broker.bootstrap
+    topic = make_topic(b)
+    set_client_quota(b, "muted", producer_byte_rate=20165)  # 256 KiB at once: about 3 s of throttle
+    with kafka_wire.KafkaConnection(b, client_id="muted") as conn:
+        resp = conn.request(produce_request(topic, kafka_wire.build_batch([(None, b"m" * 1024) for _ in range(256)])))
+        throttle_s = resp.throttle_time.total_seconds()
+        assert 2.0 < throttle_s < 4.0, throttle_s
+        time.sleep(2.5)  # longer than the idle timeout, shorter than the mute
+        md = conn.request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                          include_topic_authorized_operations=False))
+        assert md.brokers
