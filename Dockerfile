@@ -1,9 +1,21 @@
 # One image for the broker and the operator: `flotilla broker ...` or `flotilla operator ...`.
 # Build: docker build -t flotilla:0.1.0 .   (see docs/operator.md)
-# Pin the base by digest for reproducible builds: --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
-ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
+# Pin the base by digest for reproducible builds: --build-arg DEBIAN_IMAGE=debian:bookworm-slim@sha256:...
+# The test environment builds the same image without Docker (flotilla/testenv/images.py: debootstrap,
+# the same packages, user, directories and command; tests/unit/test_images.py keeps the two in step).
+ARG DEBIAN_IMAGE=debian:bookworm-slim
 
-FROM ${PYTHON_IMAGE} AS build
+FROM ${DEBIAN_IMAGE} AS runtime
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+# The uid/gid the operator's StatefulSet runs brokers as (runAsUser/fsGroup 10001).
+RUN groupadd --system --gid 10001 flotilla \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin flotilla \
+ && mkdir -p /var/lib/flotilla/data /etc/flotilla \
+ && chown 10001:10001 /var/lib/flotilla/data
+
+FROM runtime AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -11,19 +23,14 @@ COPY flotilla ./flotilla
 COPY broker ./broker
 COPY operator ./operator
 # Every dependency ships wheels for linux/amd64 and arm64: no compiler needed.
-RUN pip install --prefix=/install .
+RUN python3 -m venv /opt/flotilla && /opt/flotilla/bin/pip install .
 
-FROM ${PYTHON_IMAGE}
+FROM runtime
 LABEL org.opencontainers.image.title="flotilla" \
       org.opencontainers.image.description="Kafka-protocol broker (asyncio) and its Kubernetes operator" \
       org.opencontainers.image.licenses="Apache-2.0"
-ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-# The uid/gid the operator's StatefulSet runs brokers as (runAsUser/fsGroup 10001).
-RUN groupadd --system --gid 10001 flotilla \
- && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin flotilla \
- && mkdir -p /var/lib/flotilla/data /etc/flotilla \
- && chown 10001:10001 /var/lib/flotilla/data
-COPY --from=build /install /usr/local
+ENV PATH=/opt/flotilla/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+COPY --from=build /opt/flotilla /opt/flotilla
 USER 10001:10001
 WORKDIR /var/lib/flotilla
 # 9092 Kafka, 9404 broker metrics, 9405 operator metrics, 8080 operator liveness

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import gomod, versions
-from .versions import BINARIES, Binary
+from .versions import BINARIES, NODE_BINARIES, Binary
 
 HEARTBEAT_SECONDS = 30.0
 
@@ -53,10 +53,15 @@ def is_built(bin_dir: Path, binary: Binary) -> bool:
     )
 
 
-def missing(bin_dir: Path | None = None) -> list[str]:
+def wanted(node: bool = False) -> tuple[Binary, ...]:
+    """The control plane's binaries, plus the real node's when `node`."""
+    return BINARIES + NODE_BINARIES if node else BINARIES
+
+
+def missing(bin_dir: Path | None = None, node: bool = False) -> list[str]:
     """Names of the pinned binaries not (or not at their pinned version) in bin_dir."""
     bin_dir = bin_dir or versions.bin_dir()
-    return [b.name for b in BINARIES if not is_built(bin_dir, b)]
+    return [b.name for b in wanted(node) if not is_built(bin_dir, b)]
 
 
 # --- the Go toolchain ----------------------------------------------------------------------------
@@ -174,15 +179,15 @@ class Builder:
         step()
         log(f"built {label} in {time.monotonic() - started:.0f}s")
 
-    def build_missing(self) -> Path:
-        todo = [b for b in BINARIES if not is_built(self.bin_dir, b)]
+    def build_missing(self, node: bool = False) -> Path:
+        todo = [b for b in wanted(node) if not is_built(self.bin_dir, b)]
         if not todo:
             log(f"all binaries present in {self.bin_dir}")
             return self.bin_dir
         log(f"building {', '.join(b.name for b in todo)} into {self.bin_dir} (log: {self.log_file})")
         log("the first build downloads modules and compiles Kubernetes: about 15 min on 2 cores")
         total = time.monotonic()
-        kube = [b for b in todo if b.name in versions.KUBE_BINARIES]
+        kube = [b for b in todo if b.name in versions.KUBE_BINARIES + versions.NODE_KUBE_BINARIES]
         if kube:
             self.build_kubernetes(kube)
         for b in todo:
@@ -192,6 +197,8 @@ class Builder:
                 self._timed(f"kwok {versions.KWOK_VERSION}", lambda b=b: self.build_kwok(b))
             elif b.name == "helm":
                 self._timed(f"helm {versions.HELM_VERSION}", lambda b=b: self.build_helm(b))
+            elif b.name == "coredns":
+                self._timed(f"coredns {versions.COREDNS_VERSION}", lambda b=b: self.build_coredns(b))
         log(f"done in {time.monotonic() - total:.0f}s: {self.bin_dir}")
         return self.bin_dir
 
@@ -255,14 +262,20 @@ class Builder:
                          f"-s -w -X helm.sh/helm/v3/internal/version.version={v}")
 
 
-def ensure_built(root: Path | None = None) -> Path:
+    def build_coredns(self, binary: Binary) -> None:
+        v = versions.COREDNS_VERSION
+        self._go_install(binary, "github.com/coredns/coredns", v,
+                         f"-s -w -X github.com/coredns/coredns/coremain.GitCommit={v}")
+
+
+def ensure_built(root: Path | None = None, node: bool = False) -> Path:
     """Build whatever is missing and return the bin directory; fast when everything is cached.
 
     Concurrent callers (a developer's shell and a test run, say) take turns on a lock file; the
     second one then finds the binaries built and returns.
     """
     bin_dir = versions.bin_dir(root)
-    if not missing(bin_dir):
+    if not missing(bin_dir, node):
         return bin_dir
     lock_path = versions.version_dir(root) / "build.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
@@ -272,4 +285,4 @@ def ensure_built(root: Path | None = None) -> Path:
         except BlockingIOError:
             log(f"another build holds {lock_path}; waiting for it")
             fcntl.flock(lock, fcntl.LOCK_EX)
-        return Builder(root).build_missing()
+        return Builder(root).build_missing(node)

@@ -178,8 +178,10 @@ def issue(ca_key, ca_cert: x509.Certificate, common_name: str, *, groups: tuple[
     return key, builder.sign(ca_key, hashes.SHA256())
 
 
-def generate(directory: Path) -> CertPaths:
-    """Write the CA, serving cert, client certs and service-account key pair under directory."""
+def generate(directory: Path, extra_ips: tuple[str, ...] = ()) -> CertPaths:
+    """Write the CA, serving cert, client certs and service-account key pair under directory.
+
+    extra_ips: more addresses the API server is reached on (a real node's bridge address)."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = CertPaths(directory)
     ca_key, ca_cert = make_ca()
@@ -187,7 +189,7 @@ def generate(directory: Path) -> CertPaths:
     _write(paths.ca_cert, _cert_pem(ca_cert))
 
     key, cert = issue(ca_key, ca_cert, "kube-apiserver", server=True,
-                      dns_names=API_SERVER_NAMES, ips=API_SERVER_IPS)
+                      dns_names=API_SERVER_NAMES, ips=API_SERVER_IPS + tuple(extra_ips))
     _write(paths.serving_key, _key_pem(key), private=True)
     _write(paths.serving_cert, _cert_pem(cert))
 

@@ -18,7 +18,7 @@ from . import build, versions
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="testenv_command", metavar="ACTION", required=True)
-    sub.add_parser(
+    bp = sub.add_parser(
         "build",
         help="build (or reuse) the pinned binaries and print their directory",
         description=f"Build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl "
@@ -26,13 +26,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"({versions.KWOK_VERSION}) and helm ({versions.HELM_VERSION}) from the Go module proxy "
         f"into {versions.bin_dir()}; reuse what is there.",
     )
+    bp.add_argument("--kubelet", action="store_true",
+                    help="also build the real node: kubelet, kube-proxy, coredns and the pause and "
+                    "Flotilla images (needs root)")
     for name, help_text in (("up", "start a control plane in the background"),
                             ("down", "stop the control plane started in --dir")):
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.add_argument("--dir", type=Path, default=versions.default_run_dir(),
                         help="state directory: pids, ports, certs, logs (default: %(default)s)")
         if name == "up":
-            sp.add_argument("--nodes", type=int, default=2, help="fake kwok nodes to create (default: 2)")
+            sp.add_argument("--nodes", type=int, default=None,
+                            help="fake kwok nodes to create (default: 2, or 0 with --kubelet)")
+            sp.add_argument("--kubelet", action="store_true",
+                            help="also run a real node (containerd, kubelet, kube-proxy, CoreDNS) on "
+                            "which pods really run; needs root (see docs/testenv.md)")
 
 
 class _Failed(Exception):
@@ -48,7 +55,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    bin_dir = build.ensure_built()
+    bin_dir = build.ensure_built(node=args.kubelet)
+    if args.kubelet:
+        from . import images
+        images.build_pause()
+        name, tar = images.build_flotilla()
+        print(f"[testenv] image {name}: {tar}", file=sys.stderr)
     print(bin_dir)
     return 0
 
@@ -75,11 +87,18 @@ def _start(args: argparse.Namespace) -> int:
         print(f"[testenv] partly running in {directory}; restarting", file=sys.stderr)
         existing.down()
     bin_dir = versions.bin_dir()
-    if missing := build.missing(bin_dir):
+    if missing := build.missing(bin_dir, node=args.kubelet):
+        flag = " --kubelet" if args.kubelet else ""
         raise ControlPlaneError(
-            f"missing binaries in {bin_dir}: {', '.join(missing)}; run `flotilla testenv build` first"
+            f"missing binaries in {bin_dir}: {', '.join(missing)}; run `flotilla testenv build{flag}` first"
         )
-    cp = ControlPlane(directory=directory, bin_dir=bin_dir, node_count=args.nodes)
+    images_ = []
+    if args.kubelet:
+        from . import images
+        images_ = [images.build_pause(), images.build_flotilla()[1]]
+    nodes = args.nodes if args.nodes is not None else (0 if args.kubelet else 2)
+    cp = ControlPlane(directory=directory, bin_dir=bin_dir, node_count=nodes, kubelet=args.kubelet,
+                      images=images_)
     kubeconfig = cp.up()
     print(f"KUBECONFIG={kubeconfig}")
     return 0

@@ -26,7 +26,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import certs, kubeconfig, nodes, processes
+from . import certs, kubeconfig, node, nodes, processes
 from .processes import ProcessRecord
 
 STATE_FILE = "state.json"
@@ -85,6 +85,10 @@ class ControlPlane:
     directory: Path
     bin_dir: Path
     node_count: int = 2
+    #: Also run a real node (containerd + kubelet + kube-proxy + cluster DNS), see node.py.
+    kubelet: bool = False
+    #: OCI image tarballs to import into the real node's containerd (the pause image first).
+    images: list[Path] = field(default_factory=list)
     ports: Ports | None = None
     records: list[ProcessRecord] = field(default_factory=list)
     _children: list[subprocess.Popen] = field(default_factory=list)
@@ -100,9 +104,14 @@ class ControlPlane:
         return self.directory / STATE_FILE
 
     @property
+    def address(self) -> str:
+        """Where the API server listens: loopback, or the real node's bridge so pods reach it."""
+        return node.GATEWAY if self.kubelet else "127.0.0.1"
+
+    @property
     def server(self) -> str:
         assert self.ports
-        return f"https://127.0.0.1:{self.ports.apiserver}"
+        return f"https://{self.address}:{self.ports.apiserver}"
 
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """An environment whose kubectl/helm talk to this control plane."""
@@ -117,6 +126,7 @@ class ControlPlane:
             "kubeconfig": str(self.kubeconfig),
             "server": self.server,
             "ports": self.ports.__dict__,
+            "kubelet": self.kubelet,
             "processes": [r.to_json() for r in self.records],
         }
         self.state_file.write_text(json.dumps(state, indent=2) + "\n")
@@ -131,6 +141,7 @@ class ControlPlane:
             directory=directory,
             bin_dir=Path(state["bin_dir"]),
             ports=Ports(**state["ports"]),
+            kubelet=state.get("kubelet", False),
             records=[ProcessRecord(**r) for r in state["processes"]],
         )
 
@@ -183,19 +194,25 @@ class ControlPlane:
 
     def up(self) -> Path:
         """Start everything, wait until it works, return the admin kubeconfig path."""
-        missing = [n for n in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
-                               "kwok", "kubectl") if not (self.bin_dir / n).is_file()]
+        needed = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl"]
+        if self.kubelet:
+            needed += ["kubelet", "kube-proxy", "coredns"]
+        missing = [n for n in needed if not (self.bin_dir / n).is_file()]
         if missing:
             raise ControlPlaneError(
                 f"missing binaries in {self.bin_dir}: {', '.join(missing)}; run `flotilla testenv build`"
             )
         started = time.monotonic()
         self.directory.mkdir(parents=True, exist_ok=True)
-        for stale in ("etcd", "logs", "certs", "kubeconfigs"):
+        for stale in ("etcd", "logs", "certs", "kubeconfigs", "node"):
             shutil.rmtree(self.directory / stale, ignore_errors=True)
         self.ports = ports = Ports.pick()
         self.records = []
-        paths = self._paths = certs.generate(self.directory / "certs")
+        self._node = node.Node(self) if self.kubelet else None
+        if self._node:
+            self._node.prepare_network()
+        paths = self._paths = certs.generate(self.directory / "certs",
+                                             extra_ips=(node.GATEWAY,) if self.kubelet else ())
         kubeconfig.write(self.kubeconfig, kubeconfig.render(
             self.server, paths.ca_cert, paths.client_cert("admin"), paths.client_key("admin"),
             user="admin"))
@@ -215,6 +232,8 @@ class ControlPlane:
             self._wait_components()
             nodes.create(self, self.node_count)
             self._wait("fake nodes Ready", lambda: nodes.all_ready(self, self.node_count))
+            if self._node:
+                self._node.start(self.images)
         except BaseException:
             log("start failed; stopping what was started")
             self.down()
@@ -244,8 +263,8 @@ class ControlPlane:
         self._start("kube-apiserver", [
             str(self.bin_dir / "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={self.address}",
+            f"--advertise-address={self.address}",
             f"--secure-port={ports.apiserver}",
             f"--cert-dir={self.directory / 'certs' / 'apiserver'}",
             f"--tls-cert-file={paths.serving_cert}",
@@ -266,9 +285,13 @@ class ControlPlane:
             f"--proxy-client-key-file={paths.client_key('front-proxy-client')}",
             "--authorization-mode=RBAC",
             "--allow-privileged=true",
-            # The `kubernetes` Service's Endpoints would point at a loopback address, which
-            # validation rejects; nothing in a kwok cluster dials it anyway.
-            "--endpoint-reconciler-type=none",
+            # Logs, exec and port-forward reach the real node's kubelet by its address, as admin.
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={paths.client_cert('admin')}",
+            f"--kubelet-client-key={paths.client_key('admin')}",
+            # Without a real node the `kubernetes` Service's Endpoints would point at a loopback
+            # address, which validation rejects; nothing in a kwok cluster dials it anyway.
+            f"--endpoint-reconciler-type={'lease' if self.kubelet else 'none'}",
             "--v=1",
         ])
 
@@ -361,9 +384,20 @@ class ControlPlane:
     # --- stopping ---
 
     def down(self) -> list[str]:
-        """Stop every recorded process (last started first); return the names that were running."""
+        """Stop every recorded process (last started first); return the names that were running.
+
+        With a real node: the kubelet and kube-proxy stop first, then every container is killed
+        while containerd still runs, and after everything is stopped the node's mounts, network
+        and cgroups are removed."""
         stopped = []
+        if self.kubelet:
+            for record in [r for r in reversed(self.records) if r.name in ("kube-proxy", "kubelet")]:
+                if processes.stop(record):
+                    stopped.append(record.name)
+            node.Node(self).clean_runtime()
         for record in reversed(self.records):
+            if record.name in stopped:
+                continue
             if processes.stop(record):
                 stopped.append(record.name)
         for child in self._children:
@@ -371,6 +405,12 @@ class ControlPlane:
                 child.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        if self.kubelet:
+            node_dir = self.directory / "node"
+            node.stop_shims(node_dir)
+            node.unmount_under(node_dir)
+            node.remove_network()
+            node.remove_cgroups()
         left = self.running()
         if left:
             raise ControlPlaneError(f"still running: {', '.join(f'{r.name}({r.pid})' for r in left)}")

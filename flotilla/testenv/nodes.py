@@ -43,6 +43,8 @@ def node_names(count: int) -> list[str]:
 
 
 def create(cp: ControlPlane, count: int) -> None:
+    if count == 0:  # a real node instead (`up --kubelet`)
+        return
     items = [node_manifest(n) for n in node_names(count)]
     cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 

@@ -4,6 +4,10 @@
   the end. With FLOTILLA_KUBECONFIG set it uses that cluster instead (e.g. a kind cluster) and starts
   nothing.
 - `kube_namespace` (function): a fresh namespace, deleted afterwards without waiting for it to go.
+- `kube_node_env` (session): a second control plane with a real node (`up --kubelet`: containerd,
+  kubelet, kube-proxy, CoreDNS, local volumes) and the Flotilla image imported; `.image` names it.
+  Skipped, saying why, where the node cannot run (not root, or `flotilla testenv build --kubelet`
+  / scripts/setup.d/40-node.sh not run).
 
 Missing binaries make `kube_env` fail (not skip), saying to run `flotilla testenv build`.
 
@@ -44,6 +48,8 @@ class KubeEnv:
     bin_dir: Path
     env: dict[str, str]
     control_plane: ControlPlane | None = None
+    #: The Flotilla image imported into the real node (kube_node_env only).
+    image: str = ""
 
     def _tool(self, name: str) -> str:
         candidate = self.bin_dir / name
@@ -69,6 +75,7 @@ class KubeEnv:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kube: needs the test control plane (kube-apiserver + etcd)")
+    config.addinivalue_line("markers", "kube_node: needs the real test node (kubelet + containerd), root")
 
 
 @pytest.fixture(scope="session")
@@ -92,6 +99,25 @@ def kube_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEnv]:
     cp.up()
     try:
         yield KubeEnv(cp.kubeconfig, bin_dir, cp.env(), control_plane=cp)
+    finally:
+        cp.down()
+
+
+@pytest.fixture(scope="session")
+def kube_node_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEnv]:
+    from . import images, node
+
+    bin_dir = versions.bin_dir()
+    missing = node.prerequisites() + build.missing(bin_dir, node=True)
+    if missing:
+        pytest.skip(f"real test node unavailable: missing {', '.join(missing)} "
+                    "(scripts/setup.d/40-node.sh builds it)")
+    image, tarball = images.build_flotilla()
+    cp = ControlPlane(directory=tmp_path_factory.mktemp("testenv-node"), bin_dir=bin_dir, node_count=0,
+                      kubelet=True, images=[images.build_pause(), tarball])
+    cp.up()
+    try:
+        yield KubeEnv(cp.kubeconfig, bin_dir, cp.env(), control_plane=cp, image=image)
     finally:
         cp.down()
 

@@ -15,6 +15,8 @@ KUBERNETES_VERSION = "v1.34.4"
 ETCD_VERSION = "v3.5.35"
 KWOK_VERSION = "v0.7.0"
 HELM_VERSION = "v3.19.5"
+#: Cluster DNS of the real test node (`flotilla testenv up --kubelet`).
+COREDNS_VERSION = "v1.12.4"
 
 #: The oldest Go that builds every pin above (etcd v3.5.35's go.mod says go 1.26.0).
 MIN_GO = (1, 26)
@@ -37,12 +39,20 @@ class Binary:
 
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+#: The real node's Kubernetes binaries: the same module and version as the API server's.
+NODE_KUBE_BINARIES = ("kubelet", "kube-proxy")
 
 BINARIES = (
     *(Binary(name, f"k8s.io/kubernetes@{KUBERNETES_VERSION}") for name in KUBE_BINARIES),
     Binary("etcd", f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}"),
     Binary("kwok", f"sigs.k8s.io/kwok@{KWOK_VERSION}"),
     Binary("helm", f"helm.sh/helm/v3@{HELM_VERSION}"),
+)
+
+#: Built only for the real node (`flotilla testenv build --kubelet`, scripts/setup.d/40-node.sh).
+NODE_BINARIES = (
+    *(Binary(name, f"k8s.io/kubernetes@{KUBERNETES_VERSION}") for name in NODE_KUBE_BINARIES),
+    Binary("coredns", f"github.com/coredns/coredns@{COREDNS_VERSION}"),
 )
 
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The real test node (`flotilla testenv up --kubelet`, docs/testenv.md): containerd, runc, CNI
+# plugins, iptables and catatonit (the pause process) from Debian; kubelet, kube-proxy (the same
+# Kubernetes module as the API server) and CoreDNS compiled from the Go module proxy; the pause and
+# Flotilla images built from Debian packages with debootstrap. Cached under ~/.cache/flotilla/testenv;
+# the first run takes several minutes (see docs/testenv.md). Needs root; idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "real test node: not root; skipped (its tests are skipped too)" >&2
+  exit 0
+fi
+packages="containerd runc containernetworking-plugins iptables conntrack catatonit debootstrap"
+missing=""
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  echo "real test node: apt-get install$missing"
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+# Debian's containerd package starts a system containerd where systemd runs; the test node runs
+# its own (own socket and state), so a system one is left alone either way.
+
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  export PATH="/usr/local/go/bin:$PATH"
+fi
+.venv/bin/flotilla testenv build --kubelet
