@@ -282,6 +282,9 @@ class Node:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise NodeError(f"another real test node is running on this machine ({LOCK_FILE} is locked)") from None
+        if running_kubelets():
+            raise NodeError(f"a real test node already runs on this machine (kubelet pids {running_kubelets()}); "
+                            "stop it with `flotilla testenv down --dir <its dir>`")
         remove_network()  # what a killed run left behind
         _run("ip", "link", "add", BRIDGE, "type", "bridge")
         _run("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
@@ -353,6 +356,20 @@ class Node:
 def _free_port() -> int:
     from .control_plane import free_port
     return free_port()
+
+
+def running_kubelets() -> list[int]:
+    """Pids of kubelets serving our node name (from an earlier `up --kubelet` still running)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"/kubelet") and f"--hostname-override={NODE_NAME}".encode() in argv:
+                pids.append(int(entry.name))
+    return pids
 
 
 def remove_network() -> None:
