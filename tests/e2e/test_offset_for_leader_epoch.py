@@ -60,3 +60,39 @@ def test_end_offsets_from_the_leader_epoch_cache(broker, version):
         # no such partition
         code, _, _ = offset_for_leader_epoch(conn, version, topic, 7, epoch)
         assert code == ErrorCode.unknown_topic_or_partition
+
+
+def read_epoch_file(broker, topic: str) -> list[tuple[int, int]]:
+    lines = (broker.log_dirs / f"{topic}-0" / "leader-epoch-checkpoint").read_text().splitlines()
+    assert lines[0] == "0" and int(lines[1]) == len(lines) - 2, lines
+    return [(int(e), int(o)) for e, o in (line.split() for line in lines[2:])]
+
+
+def leader_epoch(conn, topic: str) -> int:
+    [p] = conn.metadata([topic]).topics[0].partitions
+    return int(p.leader_epoch)
+
+
+def test_leader_epoch_checkpoint_file_survives_a_restart(broker):
+    """The partition directory holds Kafka's leader-epoch-checkpoint (version, count, "epoch
+    startOffset" lines); after a restart (which may bring a new leader epoch) the epochs before it
+    still end where they did."""
+    topic = kafka_wire.unique_topic("olep-file")
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        assert conn.create_topic(topic, 1) == ErrorCode.none
+        for n in (2, 3):
+            assert conn.produce(topic, 0, kafka_wire.build_batch(
+                [(None, b"v%d" % i) for i in range(n)])).error_code == ErrorCode.none
+        first = leader_epoch(conn, topic)
+    assert read_epoch_file(broker, topic) == [(first, 0)]
+    broker.restart()
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        conn.wait_for_leaders(topic, 1)
+        now = leader_epoch(conn, topic)
+        assert conn.produce(topic, 0, kafka_wire.build_batch([(None, b"after")])).error_code == ErrorCode.none
+        entries = read_epoch_file(broker, topic)
+        assert entries[0] == (first, 0) and entries[-1][0] == now
+        if now > first:
+            assert entries[-1] == (now, 5)
+            assert offset_for_leader_epoch(conn, 4, topic, 0, first) == (ErrorCode.none, first, 5)
+        assert offset_for_leader_epoch(conn, 4, topic, 0, now) == (ErrorCode.none, now, 6)
