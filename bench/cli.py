@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -35,6 +36,8 @@ def parser() -> argparse.ArgumentParser:
                     " with --smoke all but those with a slow start-up of their own: pipeline)")
     ap.add_argument("--only", type=_names, default=[], help="run only cases whose id contains one of these strings")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply record counts (default 1.0)")
+    ap.add_argument("--metadata-topics", type=int, default=None, help="topics in the broker for the metadata case"
+                    " (default 10000)")
     ap.add_argument("--smoke", action="store_true", help="tiny record counts: checks the harness, measures nothing")
     ap.add_argument("--no-fetch", action="store_true", help="never download jars; skip what is not cached")
     ap.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up of each broker session")
@@ -68,6 +71,8 @@ def main(argv: list[str]) -> int:
     sizes = Sizes.smoke() if args.smoke else Sizes()
     if args.scale != 1.0:
         sizes = sizes.scaled(args.scale)
+    if args.metadata_topics:
+        sizes = dataclasses.replace(sizes, metadata_topics=args.metadata_topics)
     partitions = args.partitions or ([1] if args.smoke else [1, 32])
     if args.targets is None:
         targets = ["flotilla", "apache"]
