@@ -27,6 +27,7 @@ from broker.metadata.store import NO_TOPIC_ID, Conflict, MetadataImage, Metadata
 log = logging.getLogger(__name__)
 
 RETRY_S = 1.0
+WRITES_IN_FLIGHT = 16
 
 
 class Controller:
@@ -115,11 +116,8 @@ class Controller:
         holding: frozenset[int] = frozenset()
         if time.monotonic() - self.active_since < self.grace_s:
             holding = frozenset(s.leader for t in image.topics.values() for s in t.assignment or () if s.leader >= 0)
-        again = False
+        writes = []
         for topic in list(image.topics.values()):
-            if not self.store.is_controller(self.node_id):
-                self.active = False
-                return False
             plan = plan_topic(topic, live, self.rng, holding)
             if plan.problem and self._problems.get(topic.name) != plan.problem:
                 log.warning("%s", plan.problem)
@@ -133,12 +131,27 @@ class Controller:
             changes = {"assignment": plan.assignment}
             if topic.topic_id == NO_TOPIC_ID:  # made with kubectl: the controller gives it its id
                 changes["topic_id"] = uuid.uuid4()
+            writes.append(dataclasses.replace(topic, **changes))
+        if not writes:
+            return False
+        # Independent CAS writes, several in flight: a burst of new topics is one round trip deep.
+        limit = asyncio.Semaphore(WRITES_IN_FLIGHT)
+        outcomes = await asyncio.gather(*(self._write(rec, limit) for rec in writes))
+        return any(outcomes)
+
+    async def _write(self, rec, limit: asyncio.Semaphore) -> bool:
+        """One CAS write of a topic's assignment; True if it must be planned again."""
+        async with limit:
+            if not self.store.is_controller(self.node_id):
+                self.active = False
+                return False
             try:
-                await self.store.update_topic(dataclasses.replace(topic, **changes))
+                await self.store.update_topic(rec)
                 self.writes += 1
+                return False
             except (Conflict, UnknownTopic):
-                again = True  # a newer image is on its way; plan again from it
+                return True  # a newer image is on its way; plan again from it
             except StoreUnavailable as e:
-                log.warning("controller: metadata store unavailable: %s", e)
+                if not self._store_down:
+                    log.warning("controller: metadata store unavailable: %s", e)
                 return True
-        return again

@@ -47,21 +47,32 @@ class CreateTopicsHandler(Handler):
         seen: set[str] = set()
         for t in request.topics:
             configs = {c.name: c.value for c in t.configs}
-            code, msg, record, partitions, rf = ErrorCode.none, None, None, -1, -1
+            o = _Outcome(t, configs, ErrorCode.none, None, None, -1, -1)
             try:
                 if t.name in seen:
                     raise TopicError(ErrorCode.invalid_request, f"topic {t.name!r} appears twice in the request")
                 seen.add(t.name)
                 if t.assignments:
                     raise TopicError(ErrorCode.invalid_request, "manual replica assignments are not supported")
-                partitions, rf = b.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
-                if not request.validate_only:
-                    record = await b.topics.create(t.name, partitions, rf, configs)
+                o.partitions, o.replication_factor = b.topics.check_create(
+                    t.name, t.num_partitions, t.replication_factor, configs)
             except TopicError as e:
-                code, msg = e.code, e.message
-            except TopicExists:
-                code, msg = ErrorCode.topic_already_exists, f"topic {t.name!r} already exists"
-            outcomes.append(_Outcome(t, configs, code, msg, record, partitions, rf))
+                o.code, o.message = e.code, e.message
+            outcomes.append(o)
+        if not request.validate_only:
+            # One create-if-absent write per topic, all in flight together.
+            valid = [o for o in outcomes if o.code == ErrorCode.none]
+            made = await asyncio.gather(*(b.topics.create(o.topic.name, o.partitions, o.replication_factor, o.configs)
+                                          for o in valid), return_exceptions=True)
+            for o, m in zip(valid, made):
+                if isinstance(m, TopicError):
+                    o.code, o.message = m.code, m.message
+                elif isinstance(m, TopicExists):
+                    o.code, o.message = ErrorCode.topic_already_exists, f"topic {o.topic.name!r} already exists"
+                elif isinstance(m, BaseException):
+                    raise m
+                else:
+                    o.record = m
         timeout_s = request_timeout(request)
         created = [o for o in outcomes if o.record is not None]
         if timeout_s is not None and created:
