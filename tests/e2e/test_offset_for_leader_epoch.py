@@ -96,3 +96,27 @@ def test_leader_epoch_checkpoint_file_survives_a_restart(broker):
             assert entries[-1] == (now, 5)
             assert offset_for_leader_epoch(conn, 4, topic, 0, first) == (ErrorCode.none, first, 5)
         assert offset_for_leader_epoch(conn, 4, topic, 0, now) == (ErrorCode.none, now, 6)
+
+
+def test_java_consumer_validates_a_seek_with_an_epoch(broker):
+    """The Java consumer checks a position that carries a leader epoch with OffsetForLeaderEpoch
+    before fetching: within the epoch it consumes from there; past the epoch's end offset it
+    reports log truncation (LogTruncationException with auto.offset.reset=none)."""
+    import json
+
+    from tests.support import java_client
+
+    topic = kafka_wire.unique_topic("olep-java")
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        assert conn.create_topic(topic, 1) == ErrorCode.none
+        assert conn.produce(topic, 0, kafka_wire.build_batch(
+            [(None, b"v%d" % i) for i in range(5)])).error_code == ErrorCode.none
+        epoch = leader_epoch(conn, topic)
+
+    def seek(offset: int) -> dict:
+        out = java_client.run("seek-epoch", "--bootstrap", broker.bootstrap, "--topic", topic,
+                              "--offset", str(offset), "--epoch", str(epoch))
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert seek(3) == {"first_offset": 3}
+    assert seek(10) == {"error": "LogTruncationException"}

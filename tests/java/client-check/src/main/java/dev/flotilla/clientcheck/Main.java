@@ -45,6 +45,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *                [--idempotent true|false] [--count N [--keys K] [--value-size S]]
  *                reads "key\tvalue" lines on stdin (or generates N records over K keys), prints one
  *                {"partition","offset","key","value"} per record, in input order
+ * seek-epoch     --bootstrap B --topic T --offset O --epoch E [--offset-reset none|earliest]
+ *                seeks partition 0 to O with leader epoch E (the consumer validates the position with
+ *                OffsetForLeaderEpoch), polls; prints {"first_offset":N} or {"error":ExceptionClass}
  * consume        --bootstrap B --topic T [--group G] [--offset-reset earliest|latest] [--max N]
  *                [--timeout-ms MS] [--commit]   prints {"event":"assigned"|"revoked"|"record"|...};
  *                stdin commands: "commit" (commitSync of what was printed), "exit" or EOF (close;
@@ -78,6 +81,7 @@ public final class Main {
     switch (argv[0]) {
       case "produce" -> rc = produce(bootstrap, opts);
       case "consume" -> rc = consume(bootstrap, opts);
+      case "seek-epoch" -> rc = seekEpoch(bootstrap, opts);
       case "list-topics" -> rc = listTopics(bootstrap);
       case "describe-cluster" -> rc = describeCluster(bootstrap);
       case "create-topic" -> rc = createTopic(bootstrap, opts);
@@ -190,6 +194,35 @@ public final class Main {
   }
 
   // ---------------------------------------------------------------------------------------------
+
+  private static int seekEpoch(String bootstrap, Map<String, String> opts) {
+    TopicPartition tp = new TopicPartition(need(opts, "topic"), 0);
+    Properties p = new Properties();
+    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, opts.getOrDefault("offset-reset", "none"));
+    p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    ObjectNode out = JSON.createObjectNode();
+    try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+      consumer.assign(List.of(tp));
+      consumer.seek(tp, new org.apache.kafka.clients.consumer.OffsetAndMetadata(
+          Long.parseLong(need(opts, "offset")), java.util.Optional.of(Integer.parseInt(need(opts, "epoch"))), ""));
+      long deadline = System.currentTimeMillis() + 20000;
+      while (System.currentTimeMillis() < deadline) {
+        var records = consumer.poll(Duration.ofMillis(500));
+        if (!records.isEmpty()) {
+          out.put("first_offset", records.iterator().next().offset());
+          break;
+        }
+      }
+    } catch (RuntimeException e) {
+      out.put("error", e.getClass().getSimpleName());
+    }
+    emit(out);
+    return 0;
+  }
 
   private static int consume(String bootstrap, Map<String, String> opts) throws Exception {
     String topic = need(opts, "topic");
