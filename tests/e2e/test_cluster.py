@@ -288,3 +288,33 @@ def test_grow_and_delete_through_any_broker(cluster):
     for p, leader in grown.items():
         wait_for(f"{topic}-{p} removed from broker {leader}'s disk",
                  lambda: not (cluster.broker(leader).data_dir / f"{topic}-{p}").exists(), timeout=15)
+
+
+@pytest.mark.timeout(180)
+def test_a_kafkatopic_applied_with_kubectl_is_usable_and_client_topics_are_kafkatopics(cluster, kube_env):
+    """Topics as Kubernetes resources, end to end: `kubectl apply` of a KafkaTopic -> the controller
+    assigns it -> clients produce and consume; a client-created topic shows in `kubectl get`."""
+    import json
+
+    ns = cluster.namespace
+    name = kafka_wire.unique_topic("applied").lower().replace("_", "-")
+    manifest = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
+                "metadata": {"name": name, "labels": {"app.kubernetes.io/instance": cluster.name}},
+                "spec": {"partitions": 6, "replicas": 1}}
+    kube_env.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest))
+    leaders = cluster.wait_leaders(name, 6, via=cluster.brokers[1])
+    assert set(leaders.values()) == {1, 2, 3}
+    client = family("confluent")
+    sent = keyed_records(30, keys=10)
+    client.produce(cluster.bootstrap, name, sent)
+    got = client.consume_and_commit(cluster.bootstrap, name, new_group(), len(sent))
+    assert sorted((r.key, r.value) for r in got) == sorted(sent)
+
+    def row(obj_name: str) -> list[str]:
+        out = kube_env.kubectl("get", "kafkatopics", "-n", ns, obj_name, "--no-headers", check=False).stdout
+        return out.split()
+    # NAME CLUSTER TOPIC PARTITIONS REPLICAS READY ...
+    assert row(name)[1:6] == [cluster.name, name, "6", "1", "True"]
+    made = create_topic(cluster.brokers[2], 2, prefix="client")
+    wait_for(f"{made} as a KafkaTopic", lambda: row(f"{cluster.name}-{made.lower()}")[2:6] == [made, "2", "1", "True"],
+             timeout=15)
