@@ -49,6 +49,8 @@ LOCK_FILE = Path("/run/flotilla-testenv-node.lock")
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
 DEBIAN_PACKAGES = ("containerd", "runc", "containernetworking-plugins", "iptables", "conntrack", "catatonit")
 LOCAL_VOLUMES = 8
+#: The iptables chain (in FORWARD) that keeps pods' traffic on the bridge.
+ISOLATION_CHAIN = "FLOTILLA-NODE"
 STORAGE_CLASS = "local"
 
 
@@ -292,8 +294,13 @@ class Node:
         # Host-side traffic to Service IPs leaves from the bridge address, not another interface's.
         from .certs import SERVICE_CLUSTER_IP_RANGE
         _run("ip", "route", "replace", SERVICE_CLUSTER_IP_RANGE, "dev", BRIDGE, "src", GATEWAY)
+        # Service IPs between pods need forwarding (the CNI bridge plugin turns it on anyway); what
+        # comes from the bridge may only go back to it: pods never reach another interface.
         _run("sysctl", "-qw", "net.ipv4.ip_forward=1", check=False)
         _run("sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1", check=False)
+        _run("iptables", "-N", ISOLATION_CHAIN)
+        _run("iptables", "-A", ISOLATION_CHAIN, "-i", BRIDGE, "!", "-o", BRIDGE, "-j", "DROP")
+        _run("iptables", "-I", "FORWARD", "1", "-j", ISOLATION_CHAIN)
 
     def start(self, images: list[Path]) -> None:
         """containerd, images, kubelet, kube-proxy; then wait for the node to be Ready."""
@@ -379,11 +386,11 @@ def remove_network() -> None:
     for table in ("nat", "filter", "mangle"):
         rules = _run("iptables-save", "-t", table, check=False).stdout
         chains = [line[1:].split()[0] for line in rules.splitlines()
-                  if line.startswith(":") and line[1:].split()[0].startswith(("KUBE-", "CNI-"))]
+                  if line.startswith(":") and line[1:].split()[0].startswith(("KUBE-", "CNI-", ISOLATION_CHAIN))]
         for line in rules.splitlines():
-            if line.startswith("-A ") and (" -j KUBE-" in line or " -j CNI-" in line):
+            if line.startswith("-A ") and any(f" -j {p}" in line for p in ("KUBE-", "CNI-", ISOLATION_CHAIN)):
                 parts = shlex.split(line)
-                if not parts[1].startswith(("KUBE-", "CNI-")):
+                if not parts[1].startswith(("KUBE-", "CNI-", ISOLATION_CHAIN)):
                     _run("iptables", "-t", table, "-D", *parts[1:], check=False)
         for chain in chains:
             _run("iptables", "-t", table, "-F", chain, check=False)
