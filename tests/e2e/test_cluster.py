@@ -318,3 +318,16 @@ def test_a_kafkatopic_applied_with_kubectl_is_usable_and_client_topics_are_kafka
     made = create_topic(cluster.brokers[2], 2, prefix="client")
     wait_for(f"{made} as a KafkaTopic", lambda: row(f"{cluster.name}-{made.lower()}")[2:6] == [made, "2", "1", "True"],
              timeout=15)
+
+
+@pytest.mark.timeout(120)
+def test_a_broker_whose_registration_is_taken_over_stops(cluster, kube_env):
+    """Two processes must never serve as one node: if another holder takes over a broker's Lease,
+    that broker notices at its next renewal and stops (exit code 3), naming why."""
+    fenced = cluster.broker(2)
+    kube_env.kubectl("patch", "lease", "-n", cluster.namespace, f"{cluster.name}-broker-2", "--type", "merge",
+                     "-p", '{"spec": {"holderIdentity": "another-process"}}')
+    wait_for("broker 2 to stop", lambda: fenced.proc is not None and fenced.proc.poll() is not None,
+             timeout=3 * LEASE_S)
+    assert fenced.proc.returncode == 3
+    assert "this broker is fenced and stops" in fenced.log_text()
