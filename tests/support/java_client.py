@@ -13,12 +13,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from tests.support.broker_process import REPO_ROOT
 
 PROJECT = REPO_ROOT / "tests" / "java" / "client-check"
 CACHE_ROOT = Path(os.environ.get("FLOTILLA_CACHE", Path.home() / ".cache" / "flotilla")) / "java"
+STALE_BUILD_SECONDS = 24 * 3600
 SETUP_HINT = "run `bash scripts/setup.d/10-clients.sh` (needs Java 17 and Maven)"
 JVM_OPTS = [
     "-Xmx256m",
@@ -75,8 +77,11 @@ def build(verbose: bool = False) -> Path:
         (staging / ".complete").touch()
         shutil.rmtree(d, ignore_errors=True)
         staging.rename(d)
-    for old in CACHE_ROOT.glob("client-check-*"):  # builds of earlier sources
-        if old != d and not old.name.endswith(".tmp"):
+    # Builds of other sources, once a day old: worktrees with different sources share this cache,
+    # and removing a build another one's JVMs are running from breaks their tests (a lost jar).
+    stale = time.time() - STALE_BUILD_SECONDS
+    for old in CACHE_ROOT.glob("client-check-*"):
+        if old != d and not old.name.endswith(".tmp") and old.stat().st_mtime < stale:
             shutil.rmtree(old, ignore_errors=True)
     return d
 
