@@ -5,11 +5,12 @@ that both install the same Debian packages, create the same user and directories
 command): a Debian bookworm root filesystem from debootstrap with the runtime packages, a virtual
 environment in /opt/flotilla holding the project's wheel and its dependencies, user 10001.
 
-Two layers, each cached under ~/.cache/flotilla/testenv/images/ by what goes into it:
-  base  debootstrap + packages + user and directories    keyed by the package list and suite
-  app   /opt/flotilla (venv, dependency wheels, our wheel)  keyed by the wheels' contents
-so a source change rebuilds only the app layer (about half a minute), never the base (about 1.5 min
-when the Debian mirror is fast). The pause image is Debian's static `catatonit -P`.
+Three layers, each cached under ~/.cache/flotilla/testenv/images/ by what goes into it:
+  base     debootstrap + packages + user and directories   keyed by the package list and suite
+  deps     /opt/flotilla venv with every dependency wheel   keyed by those wheels' contents
+  project  the project's own wheel installed into it         keyed by that wheel's contents
+so a source change rebuilds only the project layer (seconds), never the base (about 2 min when
+the Debian mirror is fast) or the dependencies. The pause image is Debian's static `catatonit -P`.
 
 The root filesystem work needs root (debootstrap, chroot, an overlay mount).
 """
@@ -154,48 +155,72 @@ def _wheel_content_hash(wheel: Path) -> bytes:
     return h.digest()
 
 
-def app_layer(base_rootfs: Path, wheels: list[Path], root: Path | None = None) -> oci.Layer:
-    """/opt/flotilla: a venv of the base image's python3 with the wheels installed (offline)."""
-    digest = hashlib.sha256()
-    for w in wheels:
-        digest.update(w.name.encode())
-        digest.update(_wheel_content_hash(w))
-    directory = images_dir(root) / f"app-{digest.hexdigest()[:16]}-{base_rootfs.parent.name}"
-    cached = _cached_layer(directory)
-    if cached:
-        return cached
+def _install_layer(directory: Path, lowers: list[Path], wheels: list[Path], commands: list[list[str]]) -> oci.Layer:
+    """Run `commands` in a chroot over lowers (top first) with the wheels in /tmp/wheels; the
+    layer is what they wrote under /opt/flotilla, also kept in directory/tree for the next layer."""
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
-    started = time.monotonic()
     upper, work, merged = directory / "upper", directory / "work", directory / "merged"
     for d in (upper, work, merged):
         d.mkdir()
     _run(["mount", "-t", "overlay", "overlay", "-o",
-          f"lowerdir={base_rootfs},upperdir={upper},workdir={work}", str(merged)])
+          f"lowerdir={':'.join(map(str, lowers))},upperdir={upper},workdir={work}", str(merged)])
     try:
         house = merged / "tmp" / "wheels"
         house.mkdir(parents=True)
         for w in wheels:
             shutil.copy2(w, house / w.name)
-        _run(["chroot", str(merged), "python3", "-m", "venv", VENV])
-        project = next(w.name for w in wheels if w.name.startswith("flotilla-"))
-        _run(["chroot", str(merged), f"{VENV}/bin/pip", "install", "--quiet", "--no-index",
-              "--disable-pip-version-check", "--find-links", "/tmp/wheels", f"/tmp/wheels/{project}"])
+        for argv in commands:
+            _run(["chroot", str(merged), *argv])
     finally:
         subprocess.run(["umount", str(merged)], check=False)
-    shutil.rmtree(upper / "tmp" / "wheels", ignore_errors=True)
-    for cache in upper.rglob("__pycache__"):
-        if "/tmp" in str(cache):
-            shutil.rmtree(cache, ignore_errors=True)
     # Only /opt/flotilla belongs in the layer (chroot'ed tools may have touched /root, /tmp, ...).
-    layer_root = directory / "layer-root"
-    (layer_root / "opt").mkdir(parents=True)
-    (upper / VENV.lstrip("/")).rename(layer_root / VENV.lstrip("/"))
-    layer = _save_layer(directory, oci.layer_from_dir(layer_root, _layer_paths(directory)[0]))
-    shutil.rmtree(upper, ignore_errors=True)
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.rmtree(layer_root, ignore_errors=True)
-    log(f"app layer built in {time.monotonic() - started:.0f}s")
+    tree = directory / "tree"
+    (tree / "opt").mkdir(parents=True)
+    (upper / VENV.lstrip("/")).rename(tree / VENV.lstrip("/"))
+    layer = _save_layer(directory, oci.layer_from_dir(tree, _layer_paths(directory)[0]))
+    for d in (upper, work, merged):
+        shutil.rmtree(d, ignore_errors=True)
+    return layer
+
+
+def _wheels_key(wheels: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for w in wheels:
+        digest.update(w.name.encode())
+        digest.update(_wheel_content_hash(w))
+    return digest.hexdigest()[:16]
+
+
+PIP_OFFLINE = [f"{VENV}/bin/pip", "install", "--quiet", "--no-index", "--no-deps", "--disable-pip-version-check"]
+
+
+def deps_layer(base_rootfs: Path, deps: list[Path], root: Path | None = None) -> tuple[Path, oci.Layer]:
+    """/opt/flotilla: a venv of the base image's python3 with every dependency (offline)."""
+    directory = images_dir(root) / f"deps-{_wheels_key(deps)}-{base_rootfs.parent.name}"
+    cached = _cached_layer(directory)
+    if cached and (directory / "tree").is_dir():
+        return directory / "tree", cached
+    started = time.monotonic()
+    layer = _install_layer(directory, [base_rootfs], deps, [
+        ["python3", "-m", "venv", VENV],
+        PIP_OFFLINE + [f"/tmp/wheels/{w.name}" for w in deps],
+    ])
+    log(f"dependencies layer built in {time.monotonic() - started:.0f}s")
+    return directory / "tree", layer
+
+
+def project_layer(base_rootfs: Path, deps_tree: Path, project: Path, root: Path | None = None) -> oci.Layer:
+    """The project's own wheel on top of the dependencies: all a source change rebuilds."""
+    directory = images_dir(root) / f"project-{_wheels_key([project])}-{deps_tree.parent.name}"
+    cached = _cached_layer(directory)
+    if cached:
+        return cached
+    started = time.monotonic()
+    layer = _install_layer(directory, [deps_tree, base_rootfs], [project],
+                           [PIP_OFFLINE + [f"/tmp/wheels/{project.name}"]])
+    shutil.rmtree(directory / "tree", ignore_errors=True)
+    log(f"project layer built in {time.monotonic() - started:.0f}s")
     return layer
 
 
@@ -209,12 +234,31 @@ def build_flotilla(root: Path | None = None) -> tuple[str, Path]:
     rootfs, base = base_layer(root)
     with tempfile.TemporaryDirectory() as tmp:
         wheels = wheelhouse(Path(tmp))
-        app = app_layer(rootfs, wheels, root)
+        project = next(w for w in wheels if w.name.startswith("flotilla-"))
+        deps_tree, deps = deps_layer(rootfs, [w for w in wheels if w != project], root)
+        app = project_layer(rootfs, deps_tree, project, root)
     name = flotilla_image_name(app)
     out = images_dir(root) / f"flotilla-{app.digest[7:19]}.tar"
     if not out.exists():
         config = oci.ImageConfig(entrypoint=ENTRYPOINT, cmd=CMD, env=ENV, user=f"{UID}:{GID}",
                                  working_dir="/var/lib/flotilla", exposed_ports=EXPOSED,
                                  labels={"org.opencontainers.image.title": "flotilla"})
-        oci.write_image(name, [base, app], config, out)
+        oci.write_image(name, [base, deps, app], config, out)
+    _prune(keep={out}, project_prefix="project-", root=root)
     return name, out
+
+
+STALE_SECONDS = 3600
+
+
+def _prune(keep: set[Path], project_prefix: str, root: Path | None) -> None:
+    """Drop image tarballs and project layers of older sources (each image is ~130 MB), once they
+    are an hour old, so that a session still importing one is left alone."""
+    now = time.time()
+    for path in images_dir(root).iterdir():
+        stale = path.name.startswith(("flotilla-", project_prefix)) and path.stat().st_mtime < now - STALE_SECONDS
+        if stale and not any(path == k or k.is_relative_to(path) for k in keep):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)

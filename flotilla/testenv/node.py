@@ -31,8 +31,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import processes
-
 if TYPE_CHECKING:
     from .control_plane import ControlPlane
 
@@ -47,7 +45,6 @@ CLUSTER_DNS_IP = "10.0.0.10"
 #: The machine-wide lock: one real node at a time (the bridge and its subnet are fixed).
 LOCK_FILE = Path("/run/flotilla-testenv-node.lock")
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
-DEBIAN_PACKAGES = ("containerd", "runc", "containernetworking-plugins", "iptables", "conntrack", "catatonit")
 LOCAL_VOLUMES = 8
 #: The iptables chain (in FORWARD) that keeps pods' traffic on the bridge.
 ISOLATION_CHAIN = "FLOTILLA-NODE"
@@ -74,7 +71,7 @@ def prerequisites() -> list[str]:
     missing = []
     if os.geteuid() != 0:
         missing.append("root (containerd, the kubelet and CNI need it)")
-    for exe in ("containerd", "ctr", "runc", "iptables", "ip", "catatonit"):
+    for exe in ("containerd", "ctr", "runc", "iptables", "ip", "catatonit", "debootstrap", "unshare"):
         if not shutil.which(exe):
             missing.append(exe)
     if not any((Path(d) / "bridge").exists() for d in CNI_BIN_DIRS):
@@ -434,8 +431,7 @@ def stop_shims(node_dir: Path) -> None:
             continue
         if cmdline and cmdline[0].endswith(b"containerd-shim-runc-v2") and \
                 any(str(node_dir).encode() in arg for arg in cmdline):
-            record = processes.ProcessRecord("shim", int(entry.name), processes.start_time(int(entry.name)) or 0, "")
             try:
-                os.kill(record.pid, 9)
+                os.kill(int(entry.name), 9)
             except ProcessLookupError:
                 pass
