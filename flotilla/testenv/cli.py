@@ -95,7 +95,9 @@ def _start(args: argparse.Namespace) -> int:
     images_ = []
     if args.kubelet:
         from . import images
-        images_ = [images.build_pause(), images.build_flotilla()[1]]
+        name, tarball = images.build_flotilla()
+        images_ = [images.build_pause(), tarball]
+        print(f"[testenv] the real node gets image {name} (use imagePullPolicy: Never)", file=sys.stderr)
     nodes = args.nodes if args.nodes is not None else (0 if args.kubelet else 2)
     cp = ControlPlane(directory=directory, bin_dir=bin_dir, node_count=nodes, kubelet=args.kubelet,
                       images=images_)
