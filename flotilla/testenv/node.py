@@ -44,6 +44,8 @@ PAUSE_IMAGE = "flotilla.local/pause:1"
 CLUSTER_DNS_IP = "10.0.0.10"
 #: The machine-wide lock: one real node at a time (the bridge and its subnet are fixed).
 LOCK_FILE = Path("/run/flotilla-testenv-node.lock")
+#: How long a second real node waits for the first to go before giving up.
+LOCK_TIMEOUT = 900.0
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
 LOCAL_VOLUMES = 8
 #: The iptables chain (in FORWARD) that keeps pods' traffic on the bridge.
@@ -275,15 +277,7 @@ class Node:
         missing = prerequisites()
         if missing:
             raise NodeError(f"a real node needs: {', '.join(missing)} (scripts/setup.d/40-node.sh installs them)")
-        LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = open(LOCK_FILE, "w")
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise NodeError(f"another real test node is running on this machine ({LOCK_FILE} is locked)") from None
-        if running_kubelets():
-            raise NodeError(f"a real test node already runs on this machine (kubelet pids {running_kubelets()}); "
-                            "stop it with `flotilla testenv down --dir <its dir>`")
+        self._take_the_machine()
         remove_network()  # what a killed run left behind
         _run("ip", "link", "add", BRIDGE, "type", "bridge")
         _run("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
@@ -298,6 +292,28 @@ class Node:
         _run("iptables", "-N", ISOLATION_CHAIN)
         _run("iptables", "-A", ISOLATION_CHAIN, "-i", BRIDGE, "!", "-o", BRIDGE, "-j", "DROP")
         _run("iptables", "-I", "FORWARD", "1", "-j", ISOLATION_CHAIN)
+
+    def _take_the_machine(self, timeout: float = LOCK_TIMEOUT) -> None:
+        """Wait (a while) for another real node on this machine to go: a test session holds the
+        lock for its lifetime; a node started by `flotilla testenv up` shows as a running kubelet."""
+        LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = open(LOCK_FILE, "w")
+        deadline = time.monotonic() + timeout
+        locked = False
+        while True:
+            if not locked:
+                try:
+                    fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    locked = True
+                except BlockingIOError:
+                    pass
+            if locked and not running_kubelets():
+                return
+            if time.monotonic() > deadline:
+                what = f"kubelet pids {running_kubelets()}" if locked else f"{LOCK_FILE} is locked"
+                raise NodeError(f"another real test node runs on this machine ({what}); stop it with "
+                                "`flotilla testenv down --dir <its dir>`")
+            time.sleep(2)
 
     def start(self, images: list[Path]) -> None:
         """containerd, images, kubelet, kube-proxy; then wait for the node to be Ready."""

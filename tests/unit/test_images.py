@@ -104,3 +104,22 @@ def test_node_configuration_pins_what_this_machine_needs(tmp_path):
     (sc, *pvs) = storage["items"]
     assert sc["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
     assert len({pv["spec"]["local"]["path"] for pv in pvs}) == 3
+
+
+def test_a_second_real_node_waits_for_the_first_then_says_why(tmp_path, monkeypatch):
+    import fcntl
+
+    monkeypatch.setattr(node, "LOCK_FILE", tmp_path / "node.lock")
+    monkeypatch.setattr(node, "running_kubelets", lambda: [])
+    first = node.Node.__new__(node.Node)
+    first._take_the_machine(timeout=1)
+    second = node.Node.__new__(node.Node)
+    try:
+        second._take_the_machine(timeout=0.5)
+    except node.NodeError as exc:
+        assert "another real test node runs on this machine" in str(exc)
+    else:
+        raise AssertionError("the second node took the machine while the first held it")
+    fcntl.flock(first._lock, fcntl.LOCK_UN)
+    first._lock.close()
+    second._take_the_machine(timeout=1)
