@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from broker.log.segment import FileRegion
+from broker.protocol.varint import uvarint_bytes
 
 MIN_VERSION = 4
 MAX_VERSION = 17
@@ -24,15 +25,6 @@ FIRST_TOPIC_ID = 13
 _i16 = struct.Struct(">h").pack
 _i32 = struct.Struct(">i").pack
 _i64 = struct.Struct(">q").pack
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 @dataclass(slots=True)
@@ -116,7 +108,7 @@ def encode_fetch_response(
 
     def array_len(n: int | None) -> bytes:
         if flexible:
-            return _uvarint(0 if n is None else n + 1)
+            return uvarint_bytes(0 if n is None else n + 1)
         return _i32(-1 if n is None else n)
 
     # Response header: correlation id, plus an empty tagged-field section when flexible.
@@ -142,7 +134,7 @@ def encode_fetch_response(
             out.write((t.topic_id or uuid.UUID(int=0)).bytes)
         else:
             name = (t.name or "").encode()
-            out.write(_uvarint(len(name) + 1) if flexible else _i16(len(name)))
+            out.write(uvarint_bytes(len(name) + 1) if flexible else _i16(len(name)))
             out.write(name)
         out.write(array_len(len(t.partitions)))
         for p in t.partitions:
@@ -181,17 +173,17 @@ def encode_fetch_response(
             out.write(b"\x00")
     if flexible:
         if version >= 16 and node_endpoints:  # one tagged field: tag 0 = NodeEndpoints
-            body = bytearray(_uvarint(len(node_endpoints) + 1))
+            body = bytearray(uvarint_bytes(len(node_endpoints) + 1))
             for n in node_endpoints:
                 host = n.host.encode()
-                body += _i32(n.node_id) + _uvarint(len(host) + 1) + host + _i32(n.port)
+                body += _i32(n.node_id) + uvarint_bytes(len(host) + 1) + host + _i32(n.port)
                 if n.rack is None:
                     body += b"\x00"
                 else:
                     rack = n.rack.encode()
-                    body += _uvarint(len(rack) + 1) + rack
+                    body += uvarint_bytes(len(rack) + 1) + rack
                 body += b"\x00"
-            out.write(b"\x01\x00" + _uvarint(len(body)) + bytes(body))
+            out.write(b"\x01\x00" + uvarint_bytes(len(body)) + bytes(body))
         else:
             out.write(b"\x00")
     parts = out.done()

@@ -12,6 +12,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from broker.protocol.varint import uvarint_bytes
+
 MIN_VERSION = 3
 MAX_VERSION = 11
 FIRST_FLEXIBLE = 9
@@ -31,15 +33,6 @@ class PartitionResult:
     log_append_time_ms: int = -1
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def encode_produce_response(
     version: int, correlation_id: int, topics: list[tuple[str, list[PartitionResult]]], throttle_time_ms: int = 0,
 ) -> bytes:
@@ -51,11 +44,11 @@ def encode_produce_response(
     out += _i32(correlation_id)
     if flexible:
         out += b"\x00"  # response header v1: no tagged fields
-    out += _uvarint(len(topics) + 1) if flexible else _i32(len(topics))
+    out += uvarint_bytes(len(topics) + 1) if flexible else _i32(len(topics))
     for name, parts in topics:
         raw = name.encode()
-        out += (_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw))) + raw
-        out += _uvarint(len(parts) + 1) if flexible else _i32(len(parts))
+        out += (uvarint_bytes(len(raw) + 1) if flexible else struct.pack(">h", len(raw))) + raw
+        out += uvarint_bytes(len(parts) + 1) if flexible else _i32(len(parts))
         for p in parts:
             out += _part_v3(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
             if version >= 5:
@@ -66,7 +59,7 @@ def encode_produce_response(
                     out += b"\x00" if flexible else b"\xff\xff"
                 else:
                     msg = p.error_message.encode()
-                    out += (_uvarint(len(msg) + 1) if flexible else struct.pack(">h", len(msg))) + msg
+                    out += (uvarint_bytes(len(msg) + 1) if flexible else struct.pack(">h", len(msg))) + msg
             if flexible:
                 out += b"\x00"
         if flexible:

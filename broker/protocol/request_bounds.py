@@ -26,6 +26,8 @@ from typing import Callable
 
 from kio.serial._introspect import get_field_tag  # the tag a field carries in flexible versions
 
+from broker.protocol.varint import uvarint_bytes
+
 Walk = Callable[[bytes, int, int, list], int]  # (frame, position, end, edits) -> position after the value
 
 _I8 = struct.Struct(">b").unpack_from
@@ -244,19 +246,10 @@ def _tagged_fields(owner: str, known: dict[int, Walk]) -> Walk:
                     raise InvalidRequest(f"{owner}: tagged field {tag} holds tagged fields this broker does not know")
             pos = stop
         if unknown:
-            edits.append((count_at, count_end, _uvarint_bytes(count - len(unknown))))
+            edits.append((count_at, count_end, uvarint_bytes(count - len(unknown))))
             edits.extend(unknown)
         return pos
     return walk
-
-
-def _uvarint_bytes(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def check(request_type: type, frame: bytes, start: int) -> bytes:
