@@ -32,7 +32,7 @@ fsynced, then swapped in on the event loop the way Kafka does it: `.cleaned` -> 
 commit point), the old segments' files -> `.deleted`, the new files to their final names. A crash
 leaves the old segments (a `.cleaned` is deleted at start-up) or the new one (a `.log.swap` is
 completed at start-up, replacing every segment in its offset range, its indexes rebuilt by
-recovery): `recover_interrupted_clean`. Readers holding a region of an old segment keep its file
+recovery): `segment_swap.recover_interrupted_clean`. Readers holding a region of an old segment keep its file
 open until they are done (`SegmentFile`).
 """
 
@@ -47,15 +47,17 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable
 
 import crc32c
 
 from broker.log import checkpoints
-from broker.log.durable import fsync_directory
 from broker.log.segment import Segment, SegmentFile, segment_name
-from broker.protocol import batch_records, compression, records
+from broker.log.segment_swap import finish_swap, iter_batches, paths, remove_files
+from broker.protocol import compression, records
+from broker.protocol.batch_records import RawRecord, decode_records
 from broker.protocol.records import BatchHeader
+from broker.protocol.varint import varint_bytes
 
 if TYPE_CHECKING:
     from broker.log.log import Log
@@ -65,8 +67,6 @@ log = logging.getLogger(__name__)
 CHECKPOINT = "cleaner-offset-checkpoint"
 DELETE_HORIZON_FLAG = 0x40  # batch attribute bit 6: the base timestamp is a delete horizon (KIP-534)
 MAX_MAP_ENTRIES = 1_000_000  # keys held in one offset map (Python's dict, ~150 bytes each)
-READ_CHUNK = 1 << 20
-SUFFIXES = (".log", ".index", ".timeindex")
 
 _POST_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count
 _PRE_CRC = struct.Struct(">qiibI")  # base offset, batch length, leader epoch, magic, crc
@@ -76,60 +76,7 @@ class CleanerAborted(Exception):
     """The broker is stopping; a half-built `.cleaned` file is removed, the log is untouched."""
 
 
-# -- records inside one batch ---------------------------------------------------------------
-
-@dataclass(slots=True)
-class RawRecord:
-    """One record of a batch, with what the cleaner decides on and the bytes it copies."""
-
-    offset: int
-    timestamp: int
-    key: bytes | None
-    is_tombstone: bool
-    attributes: int
-    tail: bytes  # from the offset delta to the end: unchanged when the batch is rewritten
-
-
-def _varint_bytes(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-def decode_records(batch: bytes, h: BatchHeader) -> list[RawRecord]:
-    """Every record of one whole batch (decompressed). Raises InvalidRecordError if unreadable."""
-    body = batch[records.HEADER_SIZE:h.size]
-    codec = h.attributes & records.ATTR_COMPRESSION_MASK
-    body = compression.decompress(codec, bytes(body))
-    log_append_time = bool(h.attributes & records.ATTR_TIMESTAMP_TYPE)
-    varint = batch_records._varint
-    out = []
-    pos = 0
-    for _ in range(h.records_count):
-        length, start = varint(body, pos)
-        end = start + length
-        if length < 1 or end > len(body):
-            raise batch_records.BatchDecodeError("record length runs past the batch")
-        attributes = body[start]
-        ts_delta, p = varint(body, start + 1)
-        tail_start = p
-        offset_delta, p = varint(body, p)
-        key_len, p = varint(body, p)
-        key = None if key_len < 0 else bytes(body[p:p + key_len])
-        p += max(key_len, 0)
-        value_len, p = varint(body, p)
-        if p > end:
-            raise batch_records.BatchDecodeError("record shorter than its own fields")
-        ts = h.max_timestamp if log_append_time else h.base_timestamp + ts_delta
-        out.append(RawRecord(h.base_offset + offset_delta, ts, key, value_len < 0, attributes,
-                             bytes(body[tail_start:end])))
-        pos = end
-    return out
-
+# -- rewriting one batch ------------------------------------------------------------------
 
 def _batch(h: BatchHeader, attributes: int, base_timestamp: int, max_timestamp: int, count: int,
            body: bytes) -> bytes:
@@ -143,8 +90,8 @@ def encode_batch(h: BatchHeader, kept: list[RawRecord], base_timestamp: int, del
     `base_timestamp` as its first timestamp (or delete horizon) and the CRC recomputed."""
     parts = []
     for r in kept:
-        rec = bytes([r.attributes]) + _varint_bytes(r.timestamp - base_timestamp) + r.tail
-        parts.append(_varint_bytes(len(rec)) + rec)
+        rec = bytes([r.attributes]) + varint_bytes(r.timestamp - base_timestamp) + r.tail
+        parts.append(varint_bytes(len(rec)) + rec)
     body = compression.compress(h.attributes & records.ATTR_COMPRESSION_MASK, b"".join(parts))
     if h.attributes & records.ATTR_TIMESTAMP_TYPE:
         max_ts = h.max_timestamp
@@ -173,28 +120,6 @@ class SegmentView:
     base_offset: int
     size: int
     next_base: int
-
-
-def iter_batches(file: SegmentFile, size: int) -> Iterator[tuple[BatchHeader, bytes]]:
-    """(header, bytes) of each batch in the first `size` bytes of a segment file."""
-    pos = 0
-    while pos < size:
-        chunk = os.pread(file.fd, min(READ_CHUNK, size - pos), pos)
-        off = 0
-        while True:
-            n = records.peek_size(chunk, off)
-            if n is None or n < records.HEADER_SIZE or off + n > len(chunk):
-                break
-            yield records.read_header(chunk, off), chunk[off:off + n]
-            off += n
-        if off == 0:  # one batch larger than a chunk
-            n = records.peek_size(chunk, 0)
-            if n is None or n < records.HEADER_SIZE or pos + n > size:
-                return
-            data = os.pread(file.fd, n, pos)
-            yield records.read_header(data), data
-            off = n
-        pos += off
 
 
 class OffsetMap:
@@ -390,48 +315,7 @@ def group_by_size(views: list[SegmentView], max_bytes: int) -> list[list[Segment
     return groups
 
 
-# -- files: the swap and its recovery -------------------------------------------------------
-
-def _paths(directory: Path, base: int, suffix: str = "") -> list[Path]:
-    return [directory / (segment_name(base, s) + suffix) for s in SUFFIXES]
-
-
-def remove_files(directory: Path, base: int, suffix: str) -> None:
-    for p in _paths(directory, base, suffix):
-        p.unlink(missing_ok=True)
-
-
-def _last_offset_of(path: Path, base: int) -> int:
-    """Offset of the last whole batch of a segment file (base - 1 if it has none)."""
-    last = base - 1
-    with open(path, "rb") as f:
-        file = SegmentFile(os.dup(f.fileno()))
-        for h, _ in iter_batches(file, os.fstat(f.fileno()).st_size):
-            last = h.last_offset
-    return last
-
-
-def recover_interrupted_clean(directory: Path) -> set[int]:
-    """Finish or undo a swap a crash interrupted (Kafka's LogLoader): `.cleaned` and `.deleted`
-    files go; a `.log.swap` replaces every segment whose base offset lies in its offset range.
-    Returns the base offsets of swapped-in segments, whose indexes recovery must rebuild."""
-    for p in list(directory.glob("*.cleaned")) + list(directory.glob("*.deleted")):
-        p.unlink(missing_ok=True)
-    swapped = set()
-    for swap in sorted(directory.glob("*.log.swap")):
-        base = int(swap.name.split(".")[0])
-        last = _last_offset_of(swap, base)
-        for p in directory.glob("*.log"):
-            if p.stem.isdigit() and base <= int(p.stem) <= max(last, base):
-                remove_files(directory, int(p.stem), "")
-        remove_files(directory, base, "")
-        os.rename(swap, directory / segment_name(base, ".log"))
-        log.warning("%s: completed a log cleaner swap interrupted by a crash (segment %d)", directory, base)
-        swapped.add(base)
-    for p in directory.glob("*.swap"):
-        p.unlink(missing_ok=True)
-    return swapped
-
+# -- the swap ---------------------------------------------------------------------------------
 
 def swap_in(job: CleanJob, group: list[SegmentView], cleaned: Cleaned) -> bool:
     """Replace `group` in the log by the cleaned segment (event loop: renames and list surgery
@@ -457,7 +341,7 @@ def swap_in(job: CleanJob, group: list[SegmentView], cleaned: Cleaned) -> bool:
         os.rename(d / (segment_name(base, ".log") + ".cleaned"), d / (segment_name(base, ".log") + ".swap"))
     for seg in old:
         seg.close()
-        for p in _paths(d, seg.base_offset):
+        for p in paths(d, seg.base_offset):
             try:
                 os.rename(p, p.with_name(p.name + ".deleted"))
             except FileNotFoundError:
@@ -472,13 +356,6 @@ def swap_in(job: CleanJob, group: list[SegmentView], cleaned: Cleaned) -> bool:
         new.load_indexes()
     lg.replace_segments(old, new)
     return True
-
-
-def finish_swap(directory: Path) -> None:
-    """After a swap (off the loop): make the renames durable and delete the old files."""
-    fsync_directory(directory)
-    for p in directory.glob("*.deleted"):
-        p.unlink(missing_ok=True)
 
 
 # -- the manager: which log, when, and the checkpoint ---------------------------------------

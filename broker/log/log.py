@@ -20,7 +20,7 @@ from pathlib import Path
 
 import crc32c
 
-from broker.log.cleaner import decode_records, recover_interrupted_clean
+from broker.log.segment_swap import recover_interrupted_clean
 from broker.log.durable import STORAGE_IO
 from broker.log.leader_epoch import LeaderEpochCache
 from broker.log.producer_state import ProducerStateManager, SequenceCheck
@@ -302,20 +302,7 @@ class Log:
             pos += h.size
         self._maybe_roll(len(buf), next_offset)
         self._assign_epoch(leader_epoch, assigned[0].base_offset)
-        try:
-            self.active.append(buf, assigned)
-        except OSError as e:
-            raise StorageError(f"{self.topic}-{self.partition}: write failed: {os.strerror(e.errno or errno.EIO)}") from e
-        for h in assigned:
-            self.producer_state.record(h)
-        self._unflushed_messages += sum(h.records_count for h in assigned)
-        if self._first_unflushed_at is None:
-            self._first_unflushed_at = time.monotonic()
-        try:
-            if flush_if_due:
-                self.maybe_flush()
-        except OSError as e:
-            raise StorageError(f"{self.topic}-{self.partition}: flush failed: {os.strerror(e.errno or errno.EIO)}") from e
+        self._write(buf, assigned, flush_if_due)
         return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset,
                             log_append_time=now_ms if log_append_time else -1)
 
@@ -341,8 +328,14 @@ class Log:
         for h in headers:
             if h.partition_leader_epoch >= 0 and h.partition_leader_epoch != self.leader_epochs.latest_epoch:
                 self._assign_epoch(h.partition_leader_epoch, h.base_offset)
+        self._write(payload, headers, flush_if_due)
+        return AppendResult(headers[0].base_offset, headers[-1].last_offset, self.log_start_offset)
+
+    def _write(self, buf: bytes, headers: list[BatchHeader], flush_if_due: bool) -> None:
+        """Append batches whose offsets are settled (by the leader's append or the leader's log),
+        record their producers, and flush if the flush policy says so."""
         try:
-            self.active.append(payload, headers)
+            self.active.append(buf, headers)
         except OSError as e:
             raise StorageError(f"{self.topic}-{self.partition}: write failed: {os.strerror(e.errno or errno.EIO)}") from e
         for h in headers:
@@ -355,7 +348,6 @@ class Log:
                 self.maybe_flush()
         except OSError as e:
             raise StorageError(f"{self.topic}-{self.partition}: flush failed: {os.strerror(e.errno or errno.EIO)}") from e
-        return AppendResult(headers[0].base_offset, headers[-1].last_offset, self.log_start_offset)
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         if epoch >= 0:
@@ -382,7 +374,7 @@ class Log:
         pos = 0
         for h in headers:
             if not h.is_control:
-                for r in decode_records(payload[pos:pos + h.size], h):
+                for r in batch_records.decode_records(payload[pos:pos + h.size], h):
                     if r.key is None:
                         raise KeylessRecord(f"compacted topic {self.topic} cannot accept a record without a key "
                                             f"(offset delta {r.offset - h.base_offset} of a batch)")

@@ -10,11 +10,13 @@ skipped by the record's length.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from typing import Iterator
 
 import cramjam
 
 from broker.protocol import records
+from broker.protocol.records import BatchHeader
 
 NO_COMPRESSION, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"  # snappy-java's stream framing (the Java client's snappy)
@@ -97,3 +99,46 @@ def record_timestamps(batch: bytes) -> Iterator[tuple[int, int]]:
         ts = h.max_timestamp if log_append_time else h.base_timestamp + ts_delta
         yield h.base_offset + offset_delta, ts
         pos = end
+
+
+@dataclass(slots=True)
+class RawRecord:
+    """One record of a batch: what the log cleaner decides on, and the bytes it copies."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    is_tombstone: bool
+    attributes: int
+    tail: bytes  # from the offset delta to the end: unchanged when the batch is rewritten
+
+
+def decode_records(batch: bytes, h: BatchHeader) -> list[RawRecord]:
+    """Every record of one whole batch (decompressed). Raises InvalidRecordError if unreadable."""
+    body = batch[records.HEADER_SIZE:h.size]
+    codec = h.attributes & records.ATTR_COMPRESSION_MASK
+    body = _decompress(codec, bytes(body)) if codec != NO_COMPRESSION else bytes(body)
+    log_append_time = bool(h.attributes & records.ATTR_TIMESTAMP_TYPE)
+    varint = _varint
+    out = []
+    pos = 0
+    for _ in range(h.records_count):
+        length, start = varint(body, pos)
+        end = start + length
+        if length < 1 or end > len(body):
+            raise BatchDecodeError("record length runs past the batch")
+        attributes = body[start]
+        ts_delta, p = varint(body, start + 1)
+        tail_start = p
+        offset_delta, p = varint(body, p)
+        key_len, p = varint(body, p)
+        key = None if key_len < 0 else bytes(body[p:p + key_len])
+        p += max(key_len, 0)
+        value_len, p = varint(body, p)
+        if p > end:
+            raise BatchDecodeError("record shorter than its own fields")
+        ts = h.max_timestamp if log_append_time else h.base_timestamp + ts_delta
+        out.append(RawRecord(h.base_offset + offset_delta, ts, key, value_len < 0, attributes,
+                             bytes(body[tail_start:end])))
+        pos = end
+    return out

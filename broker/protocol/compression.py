@@ -34,6 +34,3 @@ def compress(codec: int, data: bytes) -> bytes:
         return bytes(cramjam.zstd.compress(data))
     raise batch_records.BatchDecodeError(f"unknown compression codec {codec}")
 
-
-def decompress(codec: int, data: bytes) -> bytes:
-    return batch_records._decompress(codec, data) if codec != NO_COMPRESSION else data

@@ -10,7 +10,8 @@ import crc32c
 from kio.records.readers import read_batch
 
 from broker.log import cleaner as cleaner_mod
-from broker.log.cleaner import DELETE_HORIZON_FLAG, LogCleaner, decode_records
+from broker.log.cleaner import DELETE_HORIZON_FLAG, LogCleaner
+from broker.protocol.batch_records import decode_records
 from broker.log.log import Log, LogConfig
 from broker.protocol import compression, records
 from tests.unit.broker.batches import make_batch
