@@ -1,38 +1,33 @@
-"""Hands out producer ids for InitProducerId. Ids are reserved in blocks recorded on disk
-before use, so a restart never hands out an id twice (Kafka's ProducerIdManager does the
-same against the controller)."""
+"""Hands out producer ids for InitProducerId, unique across the whole cluster.
+
+As in Kafka since KIP-730, each broker takes blocks of ids from the cluster metadata (a
+compare-and-set there, so two brokers never get the same block) and hands them out one by
+one. A block is reserved before any id of it is used, so a restart skips the rest of its
+block and never hands out an id twice.
+"""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import asyncio
+
+from broker.metadata.store import MetadataStore
 
 BLOCK_SIZE = 1000
-FILE_NAME = "producer-id-block"
 
 
 class ProducerIdManager:
-    def __init__(self, directory: Path) -> None:
-        self.path = directory / FILE_NAME
-        try:
-            self._block_end = int(self.path.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            self._block_end = 0
-        self._next = self._block_end
+    def __init__(self, store: MetadataStore, block_size: int = BLOCK_SIZE) -> None:
+        self.store = store
+        self.block_size = block_size
+        self._next = self._block_end = 0
+        self._lock = asyncio.Lock()
 
-    def _reserve(self) -> None:
-        end = self._block_end + BLOCK_SIZE
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"{end}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        self._next, self._block_end = self._block_end, end
-
-    def next_id(self) -> int:
-        if self._next >= self._block_end:
-            self._reserve()
-        pid = self._next
-        self._next += 1
-        return pid
+    async def next_id(self) -> int:
+        """The next id of this broker's block; StoreUnavailable when a new block cannot be had."""
+        async with self._lock:
+            if self._next >= self._block_end:
+                start = await self.store.allocate_producer_ids(self.block_size)
+                self._next, self._block_end = start, start + self.block_size
+            pid = self._next
+            self._next += 1
+            return pid

@@ -12,6 +12,7 @@ from broker.metadata.store import (BrokerRegistration, Conflict, MetadataImage, 
                                    TopicExists, TopicRecord, UnknownTopic)
 
 FILE_NAME = "flotilla-metadata.json"
+PRODUCER_ID_FILE = "producer-id-block"  # the end of the last block handed out
 
 
 class FileMetadataStore(MetadataStore):
@@ -89,3 +90,18 @@ class FileMetadataStore(MetadataStore):
             raise UnknownTopic(name)
         self._commit(topics)
         return current
+
+    async def allocate_producer_ids(self, block_size: int) -> int:
+        """One broker owns this file, so the compare-and-set is a durable write of the new end."""
+        path = self.path.with_name(PRODUCER_ID_FILE)
+        try:
+            start = int(path.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            start = 0
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(f"{start + block_size}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return start

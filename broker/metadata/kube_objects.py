@@ -4,6 +4,8 @@ Pure functions, no I/O:
 - a Lease per broker, `<cluster>-broker-<node id>`: holderIdentity is the broker process's
   incarnation, annotations carry its endpoints and rack (registration and liveness in one object);
 - the controller Lease, `<cluster>-controller`: holderIdentity is the controller's node id;
+- the producer-id Lease, `<cluster>-producer-ids`, never held: its annotation is the end of the
+  last block of producer ids handed out (KIP-730), moved on by compare-and-swap;
 - a KafkaTopic (flotilla.io/v1alpha1) per topic: `spec` is what was asked for (topicName,
   partitions, replicas, config), `status` what the controller decided (topicId, one assignment entry
   per partition: leader, leaderEpoch, replicas, isr) and a Ready condition derived from it.
@@ -44,6 +46,7 @@ NODE_ID_ANNOTATION = "flotilla.io/node-id"
 ENDPOINTS_ANNOTATION = "flotilla.io/endpoints"
 RACK_ANNOTATION = "flotilla.io/rack"
 CLUSTER_ID_ANNOTATION = "flotilla.io/cluster-id"
+PRODUCER_ID_BLOCK_END_ANNOTATION = "flotilla.io/producer-id-block-end"
 
 ETCD_OBJECT_LIMIT = 1536 * 1024
 TOPIC_OBJECT_BUDGET = 1024 * 1024
@@ -59,6 +62,10 @@ def broker_lease_name(cluster: str, node_id: int) -> str:
 
 def controller_lease_name(cluster: str) -> str:
     return f"{cluster}-controller"
+
+
+def producer_ids_lease_name(cluster: str) -> str:
+    return f"{cluster}-producer-ids"
 
 
 def topic_object_name(cluster: str, topic: str) -> str:
@@ -285,3 +292,19 @@ def controller_lease(cluster: str, node_id: int | None, duration_s: int,
 def controller_from_lease(obj: dict[str, Any]) -> int | None:
     holder = lease_spec(obj).get("holderIdentity")
     return int(holder) if holder and holder.isdigit() else None
+
+
+def producer_id_block_end(obj: dict[str, Any] | None) -> int:
+    """The first producer id not yet handed out (0 before the first block)."""
+    ann = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    return int(ann.get(PRODUCER_ID_BLOCK_END_ANNOTATION) or 0)
+
+
+def producer_ids_lease(cluster: str, block_end: int, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The producer-id Lease recording `block_end`; with `base`, a compare-and-swap of that Lease."""
+    metadata: dict[str, Any] = {"name": producer_ids_lease_name(cluster),
+                                "labels": labels(cluster, **{LEASE_ROLE_LABEL: "producer-ids"}),
+                                "annotations": {PRODUCER_ID_BLOCK_END_ANNOTATION: str(block_end)}}
+    if base:
+        metadata["resourceVersion"] = base["metadata"]["resourceVersion"]
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": {}}

@@ -11,7 +11,8 @@ Writes, each a single API call and so a single compare-and-swap:
 - create-if-absent: create_topic (POST; 409 -> TopicExists), register_broker (POST of the broker's
   Lease, or a CAS takeover of an expired one; a live one of another incarnation -> DuplicateBroker);
 - compare-and-set: update_topic (PUT with the record's version as resourceVersion; 409 -> Conflict),
-  campaign (acquire or renew the controller Lease with a PUT on the resourceVersion we read);
+  campaign (acquire or renew the controller Lease with a PUT on the resourceVersion we read),
+  allocate_producer_ids (read the producer-id Lease, PUT it with the block's end; 409 -> again);
 - delete_topic (DELETE).
 Each write's answer is applied to the local copy at once, so a caller reads its own write.
 An unreachable API server makes every write raise StoreUnavailable (retriable).
@@ -47,6 +48,7 @@ RENEW_DEADLINE = 2 / 3      # of the Lease duration: the controller stops before
 REQUEST_TIMEOUT_S = 5.0     # one API call; beyond it the API server counts as unreachable
 WATCH_TIMEOUT_S = 60        # the API server ends each watch after about this long; we resume it
 RETRY_MAX_S = 2.0
+PRODUCER_ID_ATTEMPTS = 20  # compare-and-swap tries for one block before giving up (retriable)
 START_TIMEOUT_S = 30.0      # start() waits this long for a first answer from the API server
 
 LEASES = ("coordination.k8s.io", "v1", "leases")
@@ -602,3 +604,23 @@ class KubernetesMetadataStore(MetadataStore):
             return False
         lease = self._leases.get(ko.controller_lease_name(self.cluster_name))
         return lease is not None and ko.controller_from_lease(lease) == node_id
+
+    async def allocate_producer_ids(self, block_size: int) -> int:
+        name = ko.producer_ids_lease_name(self.cluster_name)
+        for _ in range(PRODUCER_ID_ATTEMPTS):
+            try:
+                cur = await self._read_lease(name)  # from the API server: the CAS needs the latest
+            except ApiException as e:
+                raise MetadataError(f"Lease {self.namespace}/{name}: {e.status} {e.reason}") from None
+            start = ko.producer_id_block_end(cur)
+            try:
+                await self._write_lease("create" if cur is None else "replace", name,
+                                        ko.producer_ids_lease(self.cluster_name, start + block_size, base=cur))
+            except ApiException as e:
+                raise MetadataError(f"Lease {self.namespace}/{name}: {e.status} {e.reason}") from None
+            except Conflict:
+                await asyncio.sleep(random.uniform(0, 0.05))  # another broker took a block meanwhile
+                continue
+            return start
+        raise StoreUnavailable(f"Lease {self.namespace}/{name}: no producer-id block after "
+                               f"{PRODUCER_ID_ATTEMPTS} compare-and-swap attempts")

@@ -149,6 +149,11 @@ class MetadataStore(abc.ABC):
     async def delete_topic(self, name: str) -> TopicRecord: ...
 
     @abc.abstractmethod
+    async def allocate_producer_ids(self, block_size: int) -> int:
+        """Reserve the next `block_size` producer ids of the whole cluster (KIP-730's blocks) with a
+        compare-and-set, and return the first; no two calls anywhere get overlapping blocks."""
+
+    @abc.abstractmethod
     async def campaign(self, node_id: int) -> bool: ...
 
     @abc.abstractmethod

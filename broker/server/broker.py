@@ -69,7 +69,7 @@ class Broker:
         self.store.subscribe(self._on_image)
         self.controller = Controller(self.store, self.node_id)
         self.topics = TopicManager(config, self.store, self.replicas)
-        self.producer_ids = ProducerIdManager(first_dir)
+        self.producer_ids = ProducerIdManager(self.store)
         from broker.coordinator.group.coordinator import GroupCoordinator
 
         self.groups = GroupCoordinator(self)

@@ -219,6 +219,27 @@ def test_kill9_of_the_controller_elects_another_and_the_broker_rejoins_with_its_
     assert sorted((r.key, r.value) for r in got) == sorted(sent)
 
 
+def test_producer_ids_are_unique_across_the_fleet(cluster):
+    """KIP-730: brokers take blocks of producer ids from the cluster metadata, so no two brokers
+    hand out the same id (an idempotent producer whose id another broker also gave out would get
+    OUT_OF_ORDER_SEQUENCE_NUMBER once a partition it writes moves there)."""
+    by_broker = {}
+    for b in cluster.brokers:
+        with kafka_wire.connect(b.bootstrap) as conn:
+            by_broker[b.node_id] = {conn.init_producer_id()[0] for _ in range(50)}
+    assert all(len(ids) == 50 for ids in by_broker.values())
+    shared = {(a, b): sorted(by_broker[a] & by_broker[b])[:5] for a in by_broker for b in by_broker if a < b}
+    assert not any(shared.values()), f"the same producer ids from two brokers: {shared}"
+    # a restarted broker takes a fresh block: none of the ids it gave before, nor anyone else's
+    first = cluster.brokers[0]
+    first.stop()
+    first.start()
+    cluster.wait_formed()
+    with kafka_wire.connect(first.bootstrap) as conn:
+        pid = conn.init_producer_id()[0]
+    assert all(pid not in ids for ids in by_broker.values()), pid
+
+
 @pytest.mark.timeout(180)
 def test_a_second_broker_with_the_same_node_id_refuses_to_start(cluster, tmp_path):
     first = cluster.brokers[1]

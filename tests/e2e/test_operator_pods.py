@@ -331,10 +331,6 @@ def test_pods_reach_the_api_server_through_its_service_and_nothing_outside(kube_
     assert dropped_packets() > before
 
 
-@pytest.mark.xfail(strict=True, reason="producer ids are allocated per broker (broker/coordinator/producer_ids.py: "
-                   "blocks from a file in the broker's own log dir), not fleet-wide as Kafka's controller does "
-                   "(KIP-730): two idempotent producers can get the same id from two brokers and then fail with "
-                   "OUT_OF_ORDER_SEQUENCE_NUMBER on a partition both write")
 def test_producer_ids_are_unique_across_the_fleet(kube_node_env, fleet):
     from tests.support import kafka_wire
 

@@ -7,7 +7,8 @@
 What a store must do whatever it is backed by (FLEET-INTERFACE.md): create-if-absent topics that
 wait for the controller's assignment, compare-and-set updates on an opaque version, deletes, an
 immutable image indexed by name and by topic id, subscribers told (old, new) after every change,
-broker registration, and a controller election its own node wins when alone.
+broker registration, a controller election its own node wins when alone, and producer-id blocks
+(KIP-730) taken by compare-and-set so that no two overlap.
 """
 
 from __future__ import annotations
@@ -102,6 +103,15 @@ class MetadataStoreContract:
         assert store.image.controller_id == 1
         assert await store.campaign(1)  # renewing keeps it
         assert store.is_controller(1)
+
+    async def test_producer_id_blocks_never_overlap(self, store):
+        import asyncio
+
+        first = await store.allocate_producer_ids(1000)
+        starts = await asyncio.gather(*(store.allocate_producer_ids(1000) for _ in range(5)))
+        blocks = sorted([first, *starts])
+        assert blocks[0] == first >= 0
+        assert all(b - a >= 1000 for a, b in zip(blocks, blocks[1:])), blocks
 
     async def test_image_has_the_cluster_id(self, store):
         assert store.image.cluster_id

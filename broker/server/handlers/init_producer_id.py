@@ -10,6 +10,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
+from broker.metadata.store import MetadataError
 from broker.server.handlers.base import NO_THROTTLE, TRANSACTIONS_REFUSED, Handler, RequestContext
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,13 @@ class InitProducerIdHandler(Handler):
             return ctx.build("InitProducerIdResponse", throttle_time=NO_THROTTLE,
                              error_code=TRANSACTIONS_REFUSED, producer_id=-1,
                              producer_epoch=-1)
-        pid = self.broker.producer_ids.next_id()
+        try:
+            pid = await self.broker.producer_ids.next_id()
+        except MetadataError as e:
+            # Kafka answers this way when the controller cannot give a block yet: the client retries.
+            log.warning("no producer-id block from the cluster metadata: %s", e)
+            return ctx.build("InitProducerIdResponse", throttle_time=NO_THROTTLE,
+                             error_code=ErrorCode.coordinator_load_in_progress, producer_id=-1, producer_epoch=-1)
         return ctx.build("InitProducerIdResponse", throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                          producer_id=pid, producer_epoch=0)
 
