@@ -25,13 +25,16 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"flotilla broker: configuration error: {e}", file=sys.stderr)
         return 2
-    from broker.server.broker import DuplicateNodeId, run_broker
+    from broker.server.broker import DuplicateNodeId, WrongCluster, run_broker
 
     try:
         return asyncio.run(run_broker(config, announce=lambda s: print(s, flush=True)))
     except DuplicateNodeId as e:
         print(f"flotilla broker: refusing to start: {e}", file=sys.stderr)
         return 3
+    except WrongCluster as e:
+        print(f"flotilla broker: refusing to start: {e}", file=sys.stderr)
+        return 4
     except ConfigError as e:
         print(f"flotilla broker: configuration error: {e}", file=sys.stderr)
         return 2

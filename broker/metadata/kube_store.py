@@ -38,7 +38,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from broker.metadata import kube_api
 from broker.metadata import kube_objects as ko
 from broker.metadata.lease_clock import LeaseClock
-from broker.metadata.store import (BrokerRegistration, Conflict, DuplicateBroker, MetadataError,
+from broker.metadata.store import (BrokerRegistration, ClusterIdMismatch, Conflict, DuplicateBroker, MetadataError,
                                    MetadataImage, MetadataStore, StoreUnavailable, TopicExists,
                                    TopicRecord, TopicTooLarge, UnknownTopic)
 
@@ -522,7 +522,7 @@ class KubernetesMetadataStore(MetadataStore):
         for other, obj in self._leases.items():
             theirs = (obj["metadata"].get("annotations") or {}).get(ko.CLUSTER_ID_ANNOTATION)
             if theirs and theirs != self.cluster_id and other != name and self._clock.live(other):
-                raise MetadataError(
+                raise ClusterIdMismatch(
                     f"broker Lease {self.namespace}/{other} of cluster {self.cluster_name!r} is held by a broker "
                     f"with cluster.id {theirs}, not {self.cluster_id}: this broker belongs to another cluster")
         cur = await self._read_lease(name)

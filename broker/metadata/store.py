@@ -43,6 +43,10 @@ class DuplicateBroker(MetadataError):
     """A live registration for this node id is held by another process."""
 
 
+class ClusterIdMismatch(MetadataError):
+    """The cluster's metadata belongs to brokers of another cluster.id than this broker's."""
+
+
 class TopicTooLarge(MetadataError):
     """The topic has more partitions than the backend can hold in one record (see max_partitions)."""
 

@@ -21,7 +21,7 @@ from broker.coordinator.producer_ids import ProducerIdManager
 from broker.controller.controller import Controller
 from broker.metadata import open_store
 from broker.metadata.client_quotas import open_quota_store
-from broker.metadata.store import BrokerRegistration, DuplicateBroker, Endpoint, StoreUnavailable
+from broker.metadata.store import BrokerRegistration, ClusterIdMismatch, DuplicateBroker, Endpoint, StoreUnavailable
 from broker.metadata.meta_properties import ensure_meta_properties
 from broker.network.server import SocketServer
 from broker.server import file_descriptors
@@ -46,6 +46,11 @@ REGISTER_WAIT_S = 30.0
 
 class DuplicateNodeId(RuntimeError):
     """Another live broker is registered with this node.id: this one must not start."""
+
+
+class WrongCluster(RuntimeError):
+    """The cluster's live brokers have another cluster.id: this broker's log dirs or config
+    belong to another cluster, and it must not join this one."""
 
 
 class Broker:
@@ -140,6 +145,8 @@ class Broker:
                     log.warning("node.id %d is registered by another process (%s); waiting up to %.0fs for "
                                 "its registration to expire", self.node_id, e, wait_s)
                     warned = True
+            except ClusterIdMismatch as e:
+                raise WrongCluster(f"{e}; check cluster.id and flotilla.cluster.name") from None
             except StoreUnavailable as e:
                 if time.monotonic() >= deadline:
                     raise

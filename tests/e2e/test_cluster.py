@@ -252,6 +252,19 @@ def test_a_second_broker_with_the_same_node_id_refuses_to_start(cluster, tmp_pat
     assert sorted(cluster.views()[1][0]) == [1, 2, 3]
 
 
+@pytest.mark.timeout(180)
+def test_a_broker_of_another_cluster_id_refuses_to_start(cluster, tmp_path):
+    first = cluster.brokers[0]
+    stranger = ClusterBroker(tmp_path / "stranger", kubeconfig=first.kubeconfig, node_id=9, port=free_port(),
+                             overrides={**first.overrides, "cluster.id": "AnotherClusterIdAAAAA"}, start_timeout=90)
+    with pytest.raises(BrokerStartError, match="exited with code 4") as e:
+        stranger.start()
+    log = str(e.value)
+    assert "refusing to start" in log and "belongs to another cluster" in log
+    assert "Traceback" not in log
+    assert sorted(cluster.views()[first.node_id][0]) == [1, 2, 3]
+
+
 @pytest.mark.timeout(300)
 def test_api_server_outage_keeps_data_flowing_and_refuses_metadata_changes(cluster, kube_env):
     cp = kube_env.control_plane
