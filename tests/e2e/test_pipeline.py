@@ -14,8 +14,8 @@ The stream's output, as a reader sees it (latest row per key), must equal the ba
 exactly, and both must equal what the generated events say in plain Python. The dead-letter topic
 must hold exactly the malformed events.
 
-The cluster is a parameter (`CLUSTERS`): one broker today (Flotilla, or Apache Kafka with
-`--kafka-target=apache`); the 3-broker fleet adds its starter there.
+The cluster is a parameter (`CLUSTERS`): one broker (Flotilla, or Apache Kafka with
+`--kafka-target=apache`), and a fleet of three Flotilla brokers on the test kube-apiserver.
 """
 
 from __future__ import annotations
@@ -63,10 +63,13 @@ class Cluster:
     bootstrap: str
     replication_factor: int
     servers: list[ServerProcess] = field(default_factory=list)
+    cleanups: list[Callable[[], None]] = field(default_factory=list)  # after the servers stop
 
     def close(self) -> None:
         for s in self.servers:
             s.close()
+        for c in self.cleanups:
+            c()
 
 
 def single_broker(request: pytest.FixtureRequest, target: str, workdir: Path) -> Cluster:
@@ -75,10 +78,31 @@ def single_broker(request: pytest.FixtureRequest, target: str, workdir: Path) ->
     return Cluster(broker.bootstrap, 1, [broker])
 
 
-# name -> starter(request, kafka_target, workdir). The 3-broker fleet adds "fleet-3" here: a starter
-# that takes `kube_env` / `kube_namespace` through request.getfixturevalue, starts
-# tests.support.cluster.BrokerCluster(size=3) and returns Cluster(bootstrap, 3, brokers).
-CLUSTERS: dict[str, Callable[[pytest.FixtureRequest, str, Path], Cluster]] = {"single-broker": single_broker}
+def fleet_of_three(request: pytest.FixtureRequest, target: str, workdir: Path) -> Cluster:
+    """Three Flotilla brokers sharing one KafkaCluster's metadata in the test kube-apiserver
+    (tests/support/cluster.py). Topics use replication factor 1: the fleet does not replicate yet."""
+    if target != "flotilla":
+        pytest.skip("the fleet is Flotilla's (Apache Kafka runs as the single broker)")
+    from tests.support.cluster import BrokerCluster
+
+    kube_env = request.getfixturevalue("kube_env")
+    namespace = f"pipeline-fleet-{uuid.uuid4().hex[:8]}"  # kube_namespace is per test; this is per module
+    kube_env.kubectl("create", "namespace", namespace)
+    fleet = BrokerCluster(workdir, kube_env, namespace, size=3)
+    cluster = Cluster(",".join(b.bootstrap for b in fleet.brokers), 1, list(fleet.brokers), cleanups=[
+        lambda: kube_env.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found",
+                                 check=False, timeout=30)])
+    try:
+        fleet.start()
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster
+
+
+# name -> starter(request, kafka_target, workdir)
+CLUSTERS: dict[str, Callable[[pytest.FixtureRequest, str, Path], Cluster]] = {
+    "single-broker": single_broker, "fleet-3": fleet_of_three}
 
 
 @dataclass
@@ -163,7 +187,10 @@ def _first_output_mid_run(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-@pytest.fixture(scope="module", params=sorted(CLUSTERS))
+CLUSTER_MARKS = {"fleet-3": [pytest.mark.kube]}
+
+
+@pytest.fixture(scope="module", params=[pytest.param(n, marks=CLUSTER_MARKS.get(n, [])) for n in sorted(CLUSTERS)])
 def scenario(request: pytest.FixtureRequest, kafka_target: str, tmp_path_factory: pytest.TempPathFactory):
     workdir = tmp_path_factory.mktemp(f"pipeline-{request.param}")
     cluster = CLUSTERS[request.param](request, kafka_target, workdir / "cluster")
