@@ -403,6 +403,7 @@ async def test_in_a_pod_with_exactly_the_role_the_operator_grants_brokers(kube_e
         assert await s.campaign(1)  # renewing the controller Lease too
         assert set(s.image.brokers) == {1} and s.image.controller_id == 1
         await s.delete_topic("orders")
+        assert await s.allocate_producer_ids(10) < await s.allocate_producer_ids(10)  # the producer-id Lease
     finally:
         await s.close()
     who = f"--as=system:serviceaccount:{ns}:{sa}"
@@ -410,6 +411,14 @@ async def test_in_a_pod_with_exactly_the_role_the_operator_grants_brokers(kube_e
                            ("list", "kafkaclusters.flotilla.io")]:
         assert kube_env.kubectl("auth", "can-i", verb, resource, "-n", ns, who, check=False).stdout.strip() == "no"
     assert kube_env.kubectl("auth", "can-i", "list", "leases", "-n", "default", who, check=False).stdout.strip() == "no"
+
+
+async def test_producer_id_blocks_of_two_brokers_never_overlap(stores):
+    """Two brokers' stores race for blocks on the one producer-id Lease: the compare-and-swap gives
+    every block to exactly one of them."""
+    a, b = await stores(), await stores()
+    starts = await asyncio.gather(*(s.allocate_producer_ids(100) for s in (a, b) * 10))
+    assert sorted(starts) == list(range(0, 2000, 100))
 
 
 async def test_a_broker_with_another_cluster_id_cannot_join(stores):
