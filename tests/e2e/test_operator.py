@@ -20,7 +20,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from tests.support.cluster import apply_crds
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube
@@ -110,7 +109,9 @@ def broker_pods(kube_env, ns: str, name: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def crds(kube_env):
-    apply_crds(kube_env)
+    kube_env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
+    for crd in CRD_NAMES:
+        kube_env.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
     yield CRD_NAMES
     # Wait, so that the chart test after this module installs them afresh.
     kube_env.kubectl("delete", "-f", str(CRD_DIR), "--ignore-not-found", "--wait=true", "--timeout=90s", check=False)

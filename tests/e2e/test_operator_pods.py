@@ -24,7 +24,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tests.support.cluster import apply_crds
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.kube_node, pytest.mark.timeout(900)]
@@ -150,7 +149,8 @@ def operator(kube_node_env):
     from kopf.testing import KopfRunner
 
     env = kube_node_env
-    apply_crds(env)
+    env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
+    env.kubectl("wait", "--for=condition=Established", "crd/kafkaclusters.flotilla.io", "--timeout=60s")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KUBECONFIG", str(env.kubeconfig))
         mp.setenv("FLOTILLA_OPERATOR_RESYNC_SECONDS", "3")

@@ -15,7 +15,6 @@ from tests.e2e.test_quotas import describe_quotas
 from tests.e2e.test_quotas_fleet import throttle_ms_of_produce
 from tests.support import kafka_wire
 from tests.support.broker_process import FlotillaBroker
-from tests.support.cluster import apply_crds
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("the operator drives a Flotilla broker")]
@@ -25,7 +24,9 @@ DEFAULT_RATE = 4 * 1024 * 1024  # the broker's static default for every client-i
 
 @pytest.fixture(scope="module")
 def quota_crds(kube_env):
-    apply_crds(kube_env)
+    kube_env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
+    for crd in CRD_NAMES:
+        kube_env.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
     yield CRD_NAMES
     kube_env.kubectl("delete", "-f", str(CRD_DIR), "--ignore-not-found", "--wait=true", "--timeout=90s", check=False)
 

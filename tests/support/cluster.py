@@ -11,7 +11,6 @@ broker outside a pod would run. The CRDs of crds/ are applied first (KafkaTopic 
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from pathlib import Path
@@ -29,13 +28,6 @@ LEASE_SETTINGS = {
 
 
 def apply_crds(kube_env: Any) -> None:
-    """Install crds/ and wait until they serve. A CRD another module deleted without waiting is
-    still terminating: applying it is then a no-op and every create is refused ("create not
-    allowed while custom resource definition is terminating"), so wait for it to go first."""
-    names = json.loads(kube_env.kubectl("get", "crd", "-o", "json").stdout)["items"]
-    for crd in names:
-        if crd["metadata"].get("deletionTimestamp") and crd["metadata"]["name"].endswith(".flotilla.io"):
-            kube_env.kubectl("wait", "--for=delete", f"crd/{crd['metadata']['name']}", "--timeout=120s")
     kube_env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
     kube_env.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 
