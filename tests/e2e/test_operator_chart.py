@@ -63,7 +63,8 @@ def release(helm, tmp_path_factory):
                      "--set", "image.repository=flotilla", "--set", "image.tag=never-pulled", "--wait=false")
     yield ns, proc
     helm.helm("uninstall", RELEASE, "--namespace", ns, check=False)
-    helm.kubectl("delete", "crd", *CRD_NAMES, "--ignore-not-found", "--wait=false", check=False)
+    # Wait: a CRD still terminating when the next module applies crds/ refuses every create.
+    helm.kubectl("delete", "crd", *CRD_NAMES, "--ignore-not-found", "--wait=true", "--timeout=90s", check=False)
     helm.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found", check=False)
 
 
