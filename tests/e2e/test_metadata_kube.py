@@ -25,19 +25,17 @@ from broker.metadata import kube_objects as ko
 from broker.metadata.kube_store import KubernetesMetadataStore
 from broker.metadata.store import (NO_TOPIC_ID, DuplicateBroker, MetadataError, PartitionState, StoreUnavailable,
                                    TopicTooLarge, new_topic)
+from tests.support.crds import install_crds
 from tests.support.metadata_contract import MetadataStoreContract, registration
 
 pytestmark = pytest.mark.kube
 
-ROOT = Path(__file__).resolve().parents[2]
-TOPIC_CRD = ROOT / "crds" / "flotilla.io_kafkatopics.yaml"
 LEASE_S = 3.0
 
 
 @pytest.fixture(scope="module")
 def topic_crd(kube_env):
-    kube_env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(TOPIC_CRD))
-    kube_env.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/kafkatopics.flotilla.io")
+    install_crds(kube_env)
 
 
 @pytest.fixture

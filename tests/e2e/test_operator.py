@@ -17,15 +17,13 @@ import os
 import socket
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
+from tests.support.crds import install_crds, remove_crds
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube
 
-ROOT = Path(__file__).resolve().parents[2]
-CRD_DIR = ROOT / "crds"
 CRD_NAMES = ["kafkaclusters.flotilla.io", "clientquotas.flotilla.io", "recorddeletions.flotilla.io",
              "kafkatopics.flotilla.io"]
 # kwok never pulls or runs images; on a real cluster use the image built from the Dockerfile.
@@ -109,12 +107,9 @@ def broker_pods(kube_env, ns: str, name: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def crds(kube_env):
-    kube_env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
-    for crd in CRD_NAMES:
-        kube_env.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    install_crds(kube_env)
     yield CRD_NAMES
-    # Wait, so that the chart test after this module installs them afresh.
-    kube_env.kubectl("delete", "-f", str(CRD_DIR), "--ignore-not-found", "--wait=true", "--timeout=90s", check=False)
+    remove_crds(kube_env)  # the next module starts from a clean API server
 
 
 @pytest.fixture(scope="module")

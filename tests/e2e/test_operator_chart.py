@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.support.crds import remove_crds
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube
@@ -58,13 +59,12 @@ def release(helm, tmp_path_factory):
     """`helm install` into a namespace of its own; uninstalled (and CRDs removed) afterwards."""
     ns = f"flotilla-system-{os.getpid()}"
     # CRDs left by another module would make helm skip its crds/ folder: start clean.
-    helm.kubectl("delete", "crd", *CRD_NAMES, "--ignore-not-found", "--wait=true", "--timeout=90s", check=False)
+    remove_crds(helm)
     proc = helm.helm("install", RELEASE, str(CHART), "--namespace", ns, "--create-namespace",
                      "--set", "image.repository=flotilla", "--set", "image.tag=never-pulled", "--wait=false")
     yield ns, proc
     helm.helm("uninstall", RELEASE, "--namespace", ns, check=False)
-    # Wait: a CRD still terminating when the next module applies crds/ refuses every create.
-    helm.kubectl("delete", "crd", *CRD_NAMES, "--ignore-not-found", "--wait=true", "--timeout=90s", check=False)
+    remove_crds(helm)  # waits, releasing leftover finalizers: a terminating CRD refuses creates
     helm.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found", check=False)
 
 

@@ -24,12 +24,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from tests.support.crds import install_crds
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.kube_node, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[2]
-CRD_DIR = ROOT / "crds"
 NAME = "fleet"
 SELECTOR = f"app.kubernetes.io/name=flotilla,app.kubernetes.io/component=broker,app.kubernetes.io/instance={NAME}"
 READY_TIMEOUT = 300
@@ -149,8 +148,7 @@ def operator(kube_node_env):
     from kopf.testing import KopfRunner
 
     env = kube_node_env
-    env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
-    env.kubectl("wait", "--for=condition=Established", "crd/kafkaclusters.flotilla.io", "--timeout=60s")
+    install_crds(env)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KUBECONFIG", str(env.kubeconfig))
         mp.setenv("FLOTILLA_OPERATOR_RESYNC_SECONDS", "3")

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_operator import CRD_DIR, CRD_NAMES, apply, condition, free_port, get_json
+from tests.e2e.test_operator import CRD_NAMES, apply, condition, free_port, get_json
 from tests.e2e.test_quotas import describe_quotas
 from tests.e2e.test_quotas_fleet import throttle_ms_of_produce
 from tests.support import kafka_wire
 from tests.support.broker_process import FlotillaBroker
+from tests.support.crds import install_crds, remove_crds
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("the operator drives a Flotilla broker")]
@@ -24,11 +25,9 @@ DEFAULT_RATE = 4 * 1024 * 1024  # the broker's static default for every client-i
 
 @pytest.fixture(scope="module")
 def quota_crds(kube_env):
-    kube_env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
-    for crd in CRD_NAMES:
-        kube_env.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    install_crds(kube_env)
     yield CRD_NAMES
-    kube_env.kubectl("delete", "-f", str(CRD_DIR), "--ignore-not-found", "--wait=true", "--timeout=90s", check=False)
+    remove_crds(kube_env)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from typing import Any
 
 from tests.support import kafka_wire
 from tests.support.broker_process import FlotillaBroker, free_port
+from tests.support.crds import install_crds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "crds"
@@ -28,8 +29,7 @@ LEASE_SETTINGS = {
 
 
 def apply_crds(kube_env: Any) -> None:
-    kube_env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
-    kube_env.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    install_crds(kube_env)
 
 
 class ClusterBroker(FlotillaBroker):
