@@ -1,7 +1,9 @@
-"""PROVISIONAL (branch cluster only; replaced by helper "store"'s version when it lands).
+"""The cluster metadata interface every backend implements (Patroni's DCS layer, for Kafka).
 
-Cluster metadata interface as agreed in FLEET-INTERFACE.md: reads from an immutable image,
-async writes with their consistency levels.
+Reads come from an immutable `MetadataImage` that the backend swaps whenever it learns of a change
+(never a network call on a request's path); writes are async and say their consistency level:
+create-if-absent, compare-and-set on a record's `version`, controller election. Backends:
+`file_store` (one broker, a local file) and `kube_store` (a fleet, the Kubernetes API).
 """
 
 from __future__ import annotations
