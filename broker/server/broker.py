@@ -31,6 +31,7 @@ from broker.server.handlers import all_handlers
 from broker.server.loop_errors import RateLimitedExceptionHandler
 from broker.server.metrics import BrokerMetrics
 from broker.server.metrics_http import start_metrics_server
+from broker.server.readiness import NOT_STARTED, Readiness, replica_readiness
 from broker.server.purgatory import Purgatory
 from broker.server.quota_manager import QuotaConfig, QuotaManagers
 from broker.server.quota_metrics import QuotaMetrics
@@ -187,7 +188,7 @@ class Broker:
         ml = self.config["flotilla.metrics.listener"]
         if ml is not None:
             self._metrics_runner, self.metrics_port = await start_metrics_server(
-                self.metrics, ml[0], ml[1], healthy=lambda: self.ready)
+                self.metrics, ml[0], ml[1], healthy=lambda: self.ready, ready=self.readiness)
         task = asyncio.create_task(self.replicas.housekeeping_loop(), name="housekeeping")
         task.add_done_callback(_report_stopped_task)
         self._tasks.append(task)
@@ -196,6 +197,10 @@ class Broker:
             task.add_done_callback(_report_stopped_task)
             self._tasks.append(task)
         self.ready = True
+
+    def readiness(self) -> Readiness:
+        """/readyz: started, registered, and in the ISR of every partition it holds (readiness.py)."""
+        return replica_readiness(self.store.image, self.node_id) if self.ready else NOT_STARTED
 
     async def shutdown(self) -> None:
         """Graceful stop: refuse new connections, finish in-flight requests, flush and checkpoint."""

@@ -1,4 +1,5 @@
-"""HTTP endpoint of a broker: Prometheus /metrics and a /healthz probe (aiohttp)."""
+"""HTTP endpoint of a broker: Prometheus /metrics, the /healthz liveness probe and the /readyz
+readiness probe (aiohttp; the rule behind /readyz is in readiness.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from broker.server.metrics import BrokerMetrics
+from broker.server.readiness import NOT_STARTED, Readiness
 
 
-async def start_metrics_server(metrics: BrokerMetrics, host: str, port: int, healthy: Callable[[], bool]) -> tuple[web.AppRunner, int]:
+async def start_metrics_server(metrics: BrokerMetrics, host: str, port: int, healthy: Callable[[], bool],
+                               ready: Callable[[], Readiness] = lambda: NOT_STARTED) -> tuple[web.AppRunner, int]:
     async def handle_metrics(_request: web.Request) -> web.Response:
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -19,9 +22,14 @@ async def start_metrics_server(metrics: BrokerMetrics, host: str, port: int, hea
         ok = healthy()
         return web.Response(status=200 if ok else 503, text="ok\n" if ok else "starting or stopping\n")
 
+    async def handle_ready(_request: web.Request) -> web.Response:
+        answer = ready()
+        return web.Response(status=200 if answer.ready else 503, text=answer.text)
+
     app = web.Application()
     app.router.add_get("/metrics", handle_metrics)
     app.router.add_get("/healthz", handle_health)
+    app.router.add_get("/readyz", handle_ready)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)

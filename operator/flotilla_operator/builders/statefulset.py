@@ -63,9 +63,11 @@ def _container(owner: Owner, spec: KafkaClusterSpec, image: str, pull_policy: st
             {"name": "FLOTILLA_CLUSTER", "value": owner.name},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
         ],
-        # Ready when the Kafka listener accepts connections; alive while the metrics server answers.
+        # Ready when registered and back in the ISR of every partition it holds (each with a
+        # leader): the RollingUpdate restarts the next broker only then. Alive while the metrics
+        # server answers /healthz, which a broker catching up does: it is never killed for lagging.
         "readinessProbe": {
-            "tcpSocket": {"port": spec.listeners[0].port},
+            "httpGet": {"path": "/readyz", "port": "metrics"},
             "periodSeconds": 5,
             "failureThreshold": 3,
         },

@@ -45,7 +45,10 @@ def test_config_hash_on_pod_template(owner, spec):
 def test_probes_ports_and_grace(owner, spec):
     sts = _sts(owner, spec)
     c = _container(sts)
-    assert c["readinessProbe"]["tcpSocket"] == {"port": 9092}
+    # Readiness is the broker's ISR rule (broker/server/readiness.py): a roll waits for each
+    # restarted broker to be back in every ISR; liveness stays on /healthz so lagging never kills.
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert "tcpSocket" not in c["readinessProbe"]
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert {"name": "metrics", "containerPort": 9404, "protocol": "TCP"} in c["ports"]
     assert {"name": "kafka", "containerPort": 9092, "protocol": "TCP"} in c["ports"]

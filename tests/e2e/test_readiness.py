@@ -1,0 +1,101 @@
+"""/readyz of real broker processes (two brokers, metadata on the test API server): ready once
+registered and in the ISR of every partition the broker holds, each with a leader; 503 naming how
+many partitions are behind otherwise. The operator's StatefulSet probes it, so a rolling update
+waits for a restarted broker to be back in every ISR.
+
+Replication itself (followers fetching, the leader shrinking and expanding the ISR) is not what
+this tests: the ISR the broker reads is the KafkaTopic's status, written here by hand, exactly
+as the brokers' own compare-and-swap writes it.
+
+    .venv/bin/pytest -m kube tests/e2e/test_readiness.py
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from broker.metadata import kube_objects as ko
+from tests.support import kafka_wire
+from tests.support.cluster import BrokerCluster
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.kube, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def fleet(tmp_path, kube_env, kube_namespace):
+    c = BrokerCluster(tmp_path, kube_env, kube_namespace, size=2)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+def readyz(broker) -> tuple[int, str]:
+    url = f"http://127.0.0.1:{broker.metrics_port}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def healthz(broker) -> int:
+    with urllib.request.urlopen(broker.healthz_url, timeout=5) as resp:
+        return resp.status
+
+
+def topic_object(kube_env, ns: str, cluster: str, topic: str) -> dict:
+    name = ko.topic_object_name(cluster, topic)
+    return json.loads(kube_env.kubectl("get", "kafkatopic", name, "-n", ns, "-o", "json").stdout)
+
+
+def write_assignment(kube_env, ns: str, obj: dict, assignment: list[dict]) -> None:
+    """Replace status.assignment in one compare-and-swap on resourceVersion (as brokers write it)."""
+    obj = json.loads(json.dumps(obj))
+    obj["status"]["assignment"] = assignment
+    kube_env.kubectl("replace", "-n", ns, "-f", "-", input=json.dumps(obj))
+
+
+def test_readyz_follows_the_isr_of_the_partitions_a_broker_holds(fleet, kube_env, kube_namespace):
+    one, two = fleet.broker(1), fleet.broker(2)
+    with kafka_wire.connect(one.bootstrap) as conn:
+        assert int(conn.create_topic("orders", 4)) == 0
+    fleet.wait_leaders("orders", 4)
+    # Replication factor 1: each broker is the whole ISR of its partitions, which have a leader.
+    for b in (one, two):
+        status, text = wait_for(f"broker {b.node_id} ready", lambda b=b: (lambda r: r if r[0] == 200 else None)(readyz(b)),
+                                timeout=30)
+        assert text.startswith("ok: in the ISR of all ")
+
+    # Broker 1 becomes a second replica of a partition led by broker 2, not yet in its ISR (a
+    # follower catching up after a restart): broker 1 is not ready, broker 2 still is, and
+    # liveness is not affected (a catching-up broker must not be restarted).
+    obj = topic_object(kube_env, kube_namespace, fleet.name, "orders")
+    assignment = obj["status"]["assignment"]
+    index = next(i for i, p in enumerate(assignment) if p["leader"] == 2)
+    lagging = [dict(p) for p in assignment]
+    lagging[index] = {**assignment[index], "replicas": [2, 1], "isr": [2]}
+    write_assignment(kube_env, kube_namespace, obj, lagging)
+    status, text = wait_for("broker 1 not ready", lambda: (lambda r: r if r[0] == 503 else None)(readyz(one)), timeout=30)
+    assert text.startswith("1 of ") and f"not in the ISR of 1 (orders-{index})" in text, text
+    assert readyz(two)[0] == 200
+    assert healthz(one) == 200
+
+    # Back in the ISR: ready again.
+    obj = topic_object(kube_env, kube_namespace, fleet.name, "orders")
+    caught_up = [dict(p) for p in obj["status"]["assignment"]]
+    caught_up[index] = {**caught_up[index], "replicas": [2, 1], "isr": [2, 1]}
+    write_assignment(kube_env, kube_namespace, obj, caught_up)
+    wait_for("broker 1 ready again", lambda: readyz(one)[0] == 200, timeout=30)
+    assert readyz(two)[0] == 200
+
+    # A restarted broker is ready again once it is registered and its partitions have leaders.
+    two.stop()
+    two.start()
+    wait_for("broker 2 ready after a restart", lambda: readyz(two)[0] == 200, timeout=60)
