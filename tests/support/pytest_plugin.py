@@ -129,10 +129,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.when != "call" or not report.failed:
         return
     brokers: list[ServerProcess] = list(getattr(item, "_flotilla_brokers", []))
-    funcargs = getattr(item, "funcargs", {})
-    shared = funcargs.get("shared_broker")
-    if shared is not None:
-        brokers.append(shared)
+    # Any broker a fixture handed the test, alone or as a cluster's `brokers` (BrokerCluster).
+    for value in getattr(item, "funcargs", {}).values():
+        for b in [value, *getattr(value, "brokers", [])]:
+            if hasattr(b, "log_tail") and hasattr(b, "log_path") and b not in brokers:
+                brokers.append(b)
     for b in brokers:
         report.sections.append((f"{b.kind} broker log tail ({b.log_path})", b.log_tail(40)))
 
