@@ -26,6 +26,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "KafkaCluster": ("flotilla.io/v1alpha1", "kafkaclusters"),
     "ClientQuota": ("flotilla.io/v1alpha1", "clientquotas"),
     "RecordDeletion": ("flotilla.io/v1alpha1", "recorddeletions"),
+    "KafkaTopic": ("flotilla.io/v1alpha1", "kafkatopics"),
 }
 
 

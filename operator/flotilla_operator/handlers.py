@@ -11,6 +11,9 @@
   kio admin client), status per broker from DescribeClientQuotas, a timer re-applies; deleting the
   resource removes the quota (finalizer); two resources naming one entity: the oldest wins, the
   others report Conflict.
+- KafkaTopic events (while a cluster's scale-down is blocked) -> `reconcile`: a StatefulSet is
+  never shrunk below a broker that still holds partition replicas (builders/scale_down.py); the
+  cluster reports ScaleDownBlocked until they have moved.
 - RecordDeletion: validated and given a Ready=False/NotImplemented condition until the broker
   feature it drives exists.
 
@@ -33,13 +36,15 @@ from . import kafka_admin
 from .apply import ApiError, Kube, load_api_client
 from .builders import client_quota as cq
 from .builders import build_all
-from .builders.common import MANAGED_BY, Owner
+from .builders.common import MANAGED_BY, Owner, statefulset_name
+from .builders.scale_down import ScaleDecision, scale_decision
 from .models import CLIENT_QUOTA, KAFKA_CLUSTER, RECORD_DELETION, KafkaClusterSpec, Resource, parse_spec
 from .preflight import check_server_properties
 from .settings import Settings
 from .status import condition, kafka_cluster_status, not_implemented_status, same_status
 
 LEASE_ROLE_LABEL = "flotilla.io/lease"  # on the brokers' Leases: broker or controller
+INSTANCE_LABEL = "app.kubernetes.io/instance"  # on KafkaTopics and Leases: the cluster's name
 
 log = logging.getLogger("flotilla_operator")
 
@@ -153,6 +158,26 @@ async def _leases(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]
         return None
 
 
+async def _scale(kube: Kube, memo: kopf.Memo, owner: Owner, spec: KafkaClusterSpec,
+                 statefulset: dict[str, Any] | None) -> ScaleDecision:
+    """How many brokers the StatefulSet may have: spec.replicas, unless that removes brokers that
+    still hold partition replicas (their KafkaTopics are read only when shrinking). Remembers the
+    blocked clusters, so that a KafkaTopic change re-checks them at once."""
+    current = ((statefulset or {}).get("spec") or {}).get("replicas")
+    topics: list[dict[str, Any]] = []
+    if current is not None and spec.replicas < int(current):
+        topics = await kube.list("KafkaTopic", owner.namespace, label_selector=f"{INSTANCE_LABEL}={owner.name}")
+    decision = scale_decision(None if current is None else int(current), spec.replicas, topics)
+    blocked: set[tuple[str, str]] = memo.setdefault("scale_blocked", set())
+    if decision.blocked:
+        if (owner.namespace, owner.name) not in blocked:
+            log.warning("KafkaCluster %s/%s: %s", owner.namespace, owner.name, decision.message())
+        blocked.add((owner.namespace, owner.name))
+    else:
+        blocked.discard((owner.namespace, owner.name))
+    return decision
+
+
 def _lock(memo: kopf.Memo, namespace: str, name: str) -> asyncio.Lock:
     locks: dict[tuple[str, str], asyncio.Lock] = memo["locks"]
     return locks.setdefault((namespace, name), asyncio.Lock())
@@ -179,12 +204,14 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
                 raise kopf.PermanentError(f"invalid spec: {exc}") from exc
             assert isinstance(spec, KafkaClusterSpec)
-            desired = build_all(owner, spec, image=op.broker_image, pull_policy=op.image_pull_policy)
+            current = await kube.get("StatefulSet", namespace, statefulset_name(owner))
+            scale = await _scale(kube, memo, owner, spec, current)
+            desired = build_all(owner, spec, image=op.broker_image, pull_policy=op.image_pull_policy,
+                                statefulset_replicas=scale.replicas)
             problem = check_server_properties(desired.server_properties)
             if problem:
                 # Apply nothing: the running brokers keep their configuration.
                 message = f"spec.config: the broker would refuse it: {problem}"
-                current = await kube.get("StatefulSet", namespace, desired.statefulset["metadata"]["name"])
                 status = kafka_cluster_status(
                     owner, replicas=spec.replicas, port=spec.listeners[0].port,
                     config_hash=None, statefulset=current, previous=previous,
@@ -211,7 +238,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             status = kafka_cluster_status(
                 owner, replicas=spec.replicas, port=spec.listeners[0].port,
                 config_hash=desired.config_hash, statefulset=sts, previous=previous,
-                leases=await _leases(kube, namespace, name),
+                leases=await _leases(kube, namespace, name), scale=scale,
             )
             if not same_status(previous, status):
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
@@ -238,13 +265,15 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
         # An older generation's status stays until reconcile() has applied the new spec.
         if previous.get("observedGeneration") != owner.generation:
             return
-        desired = build_all(owner, spec, image=op.broker_image, pull_policy=op.image_pull_policy)
         if statefulset is None:
-            statefulset = await kube.get("StatefulSet", namespace, desired.statefulset["metadata"]["name"])
+            statefulset = await kube.get("StatefulSet", namespace, statefulset_name(owner))
+        scale = await _scale(kube, memo, owner, spec, statefulset)
+        desired = build_all(owner, spec, image=op.broker_image, pull_policy=op.image_pull_policy,
+                            statefulset_replicas=scale.replicas)
         status = kafka_cluster_status(
             owner, replicas=spec.replicas, port=spec.listeners[0].port,
             config_hash=desired.config_hash, statefulset=statefulset, previous=previous,
-            leases=await _leases(kube, namespace, name),
+            leases=await _leases(kube, namespace, name), scale=scale,
         )
         if not same_status(previous, status):
             await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
@@ -291,6 +320,20 @@ async def lease_event(event: dict[str, Any], body: kopf.Body, namespace: str, me
         await refresh_status(memo, namespace, cluster)
     except (ApiError, kopf.TemporaryError, kopf.PermanentError) as exc:
         logger.warning(f"status of KafkaCluster {namespace}/{cluster}: {exc}")
+
+
+@kopf.on.event(GROUP, VERSION, "kafkatopics", labels={INSTANCE_LABEL: kopf.PRESENT})
+async def kafkatopic_event(body: kopf.Body, namespace: str, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    """While a cluster's scale-down is blocked, a change of its KafkaTopics (partitions moved off
+    the brokers to remove, a topic deleted) re-checks it at once; other clusters' topics, and
+    this one's when nothing is blocked, are ignored (ISR changes are frequent)."""
+    cluster = (body.get("metadata", {}).get("labels") or {}).get(INSTANCE_LABEL)
+    if not cluster or "kube" not in memo or (namespace, cluster) not in memo.get("scale_blocked", ()):
+        return
+    try:
+        await reconcile(memo, namespace, cluster, why="kafkatopic changed while a scale-down is blocked")
+    except (ApiError, kopf.TemporaryError, kopf.PermanentError) as exc:
+        logger.warning(f"KafkaCluster {namespace}/{cluster}: {exc}")
 
 
 async def _resync_loop(memo: kopf.Memo) -> None:

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .builders.common import CONFIG_HASH_ANNOTATION, Owner, bootstrap_address, selector_string
+from .builders.scale_down import BLOCKED_REASON, SCALE_DOWN_BLOCKED, ScaleDecision
 
 READY = "Ready"
 RECONCILING = "Reconciling"
@@ -66,8 +67,10 @@ def kafka_cluster_status(
     error_reason: str = "ReconcileFailed",
     now: datetime | None = None,
     leases: list[dict[str, Any]] | None = None,
+    scale: ScaleDecision | None = None,
 ) -> dict[str, Any]:
-    """The whole .status of a KafkaCluster (with `leases`, also who is registered and controller)."""
+    """The whole .status of a KafkaCluster (with `leases`, also who is registered and controller;
+    with a blocked `scale`, a ScaleDownBlocked condition, which is absent otherwise)."""
     now = now or datetime.now(timezone.utc)
     prev_conditions = (previous or {}).get("conditions") or []
     gen = owner.generation
@@ -94,6 +97,8 @@ def kafka_cluster_status(
         progress, progress_msg = "Creating", "creating the broker StatefulSet"
     elif not seen or not current_template:
         progress, progress_msg = "ApplyingChanges", "waiting for the StatefulSet controller to see the new spec"
+    elif scale is not None and scale.blocked:
+        progress, progress_msg = SCALE_DOWN_BLOCKED, scale.message()
     elif not scaled:
         progress, progress_msg = "Scaling", f"{have} brokers, want {replicas}"
     elif not rolled:
@@ -137,9 +142,14 @@ def kafka_cluster_status(
     else:
         degraded_c = condition(DEGRADED, False, "AsExpected", "", generation=gen, now=now, previous=prev_conditions)
 
+    conditions = [ready_c, reconciling_c, degraded_c]
+    if scale is not None and scale.blocked:
+        # Dropped from the list once the scale-down may go on: a merge patch replaces the list.
+        conditions.append(condition(SCALE_DOWN_BLOCKED, True, BLOCKED_REASON, scale.message(),
+                                    generation=gen, now=now, previous=prev_conditions))
     status: dict[str, Any] = {
         "observedGeneration": gen,
-        "conditions": [ready_c, reconciling_c, degraded_c],
+        "conditions": conditions,
         "replicas": have,
         "readyReplicas": ready,
         "updatedReplicas": updated,

@@ -7,7 +7,9 @@ Covers: the CRDs install and document themselves; invalid objects are refused by
 with the field named; a KafkaCluster becomes a StatefulSet and its companions, all owned by it;
 pods get Ready and so does the status (with observedGeneration); a config change rolls brokers one
 at a time; scaling 3 -> 5 -> 3 (also through the scale subresource); drift is repaired; a config
-the broker would refuse rolls nothing; deletion garbage-collects every child.
+the broker would refuse rolls nothing; deletion garbage-collects every child; a scale-down stops
+above brokers that still hold replicas (KafkaTopics with status written by hand) and reports
+ScaleDownBlocked until they hold none.
 """
 
 from __future__ import annotations
@@ -451,3 +453,53 @@ async def test_status_counts_registered_brokers_and_names_the_controller(kube_en
     finally:
         for s in stores:
             await s.close()
+
+
+def kafkatopic(cluster: str, name: str, replicas: list[list[int]]) -> dict:
+    """A KafkaTopic with its status, as the brokers write it (no status subresource: one object)."""
+    return {
+        "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/instance": cluster}},
+        "spec": {"topicName": name, "partitions": len(replicas), "replicas": len(replicas[0])},
+        "status": {"topicId": "AAAAAAAAAAAAAAAAAAAAAQ",
+                   "assignment": [{"leader": r[0], "leaderEpoch": 0, "replicas": r, "isr": r} for r in replicas]},
+    }
+
+
+def test_scale_down_waits_for_the_removed_brokers_to_hold_no_replicas(kube_env, kube_namespace, operator):
+    ns, name = kube_namespace, "shrink"
+    apply(kube_env, kafkacluster(name, ns, replicas=5))
+    wait_for("5 brokers Ready", ready_at_generation(kube_env, ns, name, 5), timeout=120)
+    # Brokers 3 and 4 hold replicas; a topic of another cluster on "broker 4" does not count.
+    kube_env.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(kafkatopic(name, "orders", [[0, 3], [1, 4], [2, 0]])))
+    kube_env.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(kafkatopic("other", "elsewhere", [[4]])))
+
+    kube_env.kubectl("patch", "kafkacluster", name, "-n", ns, "--type=merge", "-p", '{"spec": {"replicas": 3}}')
+
+    def blocked_condition():
+        return condition(get_json(kube_env, "kafkacluster", name, "-n", ns), "ScaleDownBlocked") or None
+    c = wait_for("ScaleDownBlocked", blocked_condition, timeout=60)
+    assert (c["status"], c["reason"]) == ("True", "ReplicasOnRemovedBrokers")
+    assert c["message"].startswith("not removing broker(s) 3, 4: they still hold replicas of 2 partition(s) (orders-0, orders-1)"), c
+    time.sleep(4)  # past a resync (3 s): still held
+    assert get_json(kube_env, "statefulset", f"{name}-broker", "-n", ns)["spec"]["replicas"] == 5
+    assert len(broker_pods(kube_env, ns, name)) == 5
+    kc = get_json(kube_env, "kafkacluster", name, "-n", ns)
+    assert (condition(kc, "Reconciling")["status"], condition(kc, "Reconciling")["reason"]) == ("True", "ScaleDownBlocked")
+
+    # Partition 1 moves off broker 4: the StatefulSet may lose broker 4, not broker 3.
+    kube_env.kubectl("replace", "-n", ns, "-f", "-", input=json.dumps(
+        {**kafkatopic(name, "orders", [[0, 3], [1, 2], [2, 0]]),
+         "metadata": get_json(kube_env, "kafkatopic", "orders", "-n", ns)["metadata"]}))
+    wait_for("StatefulSet at 4", lambda: get_json(kube_env, "statefulset", f"{name}-broker", "-n", ns)["spec"]["replicas"] == 4,
+             timeout=30)
+    c = wait_for("blocked on broker 3 only", lambda: (lambda c: c if c and c["message"].startswith(
+        "not removing broker(s) 3:") else None)(blocked_condition()), timeout=30)
+    assert "orders-0" in c["message"] and "keeping 4 brokers" in c["message"]
+
+    # Deleting the topic frees broker 3: scaled down to the spec, the condition gone, Ready.
+    kube_env.kubectl("delete", "kafkatopic", "orders", "-n", ns)
+    kc = wait_for("3 brokers Ready", ready_at_generation(kube_env, ns, name, 3), timeout=120)
+    assert condition(kc, "ScaleDownBlocked") == {}
+    assert get_json(kube_env, "statefulset", f"{name}-broker", "-n", ns)["spec"]["replicas"] == 3
+    kube_env.kubectl("delete", "kafkacluster", name, "-n", ns)

@@ -35,7 +35,16 @@ class Desired:
         return next(o for o in self.objects if o["kind"] == "StatefulSet")
 
 
-def build_all(owner: Owner, spec: KafkaClusterSpec, *, image: str, pull_policy: str = "IfNotPresent") -> Desired:
+def build_all(
+    owner: Owner,
+    spec: KafkaClusterSpec,
+    *,
+    image: str,
+    pull_policy: str = "IfNotPresent",
+    statefulset_replicas: int | None = None,
+) -> Desired:
+    """`statefulset_replicas` holds the StatefulSet above spec.replicas while a scale-down is
+    blocked (scale_down.py); everything else follows the spec."""
     configmap = build_configmap(owner, spec)
     digest = config_hash(configmap["data"][CONFIG_FILE])
     objects = [
@@ -47,7 +56,8 @@ def build_all(owner: Owner, spec: KafkaClusterSpec, *, image: str, pull_policy: 
         build_bootstrap_service(owner, spec),
         build_pdb(owner),
         # Last: the brokers start only once everything they need exists.
-        build_statefulset(owner, spec, image=spec.image or image, config_hash=digest, pull_policy=pull_policy),
+        build_statefulset(owner, spec, image=spec.image or image, config_hash=digest, pull_policy=pull_policy,
+                          replicas=statefulset_replicas),
     ]
     return Desired(config_hash=digest, objects=objects)
 

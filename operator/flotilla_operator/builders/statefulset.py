@@ -117,8 +117,10 @@ def build_statefulset(
     image: str,
     config_hash: str,
     pull_policy: str = "IfNotPresent",
+    replicas: int | None = None,
 ) -> dict[str, Any]:
-    """The StatefulSet of brokers. `config_hash` goes on the pod template: a new hash rolls the pods."""
+    """The StatefulSet of brokers. `config_hash` goes on the pod template: a new hash rolls the pods.
+    `replicas` overrides spec.replicas (a blocked scale-down keeps brokers that hold replicas)."""
     template = spec.template
     user_meta = template.metadata
     pod_labels = {**((user_meta.labels if user_meta else None) or {}), **labels(owner)}
@@ -171,7 +173,7 @@ def build_statefulset(
     if template.priority_class_name:
         pod_spec["priorityClassName"] = template.priority_class_name
     sts_spec: dict[str, Any] = {
-        "replicas": spec.replicas,
+        "replicas": spec.replicas if replicas is None else replicas,
         "serviceName": headless_service_name(owner),
         "selector": {"matchLabels": selector_labels(owner)},
         # OrderedReady: brokers start (and scale) one after the other. Updates are RollingUpdate,
