@@ -48,6 +48,8 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 OFFSET_METADATA_MAX_BYTES = 4096
 # How often expired offsets of empty groups are removed (offsets.retention.check.interval.ms).
 OFFSETS_RETENTION_CHECK_S = 600.0
+# A shard being loaded gives the event loop a turn after this many records.
+LOAD_YIELD_RECORDS = 2000
 
 
 def now_ms() -> int:
@@ -129,6 +131,9 @@ class GroupCoordinator:
         self.store = OffsetsLog(broker)
         # __consumer_offsets partitions this broker leads and has loaded: its coordinator shards.
         self.shards: set[int] = set()
+        # Shards being loaded (replayed) in the background: their groups answer
+        # COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka's do, and the event loop keeps serving.
+        self._loading: dict[int, asyncio.Task] = {}
         self.active = False
         self._expiry_task: asyncio.Task | None = None
         broker.replicas.on_leadership_change(self._on_leadership)
@@ -140,14 +145,22 @@ class GroupCoordinator:
         self._expiry_task = asyncio.create_task(self._expiry_loop(), name="group-offset-expiry")
 
     async def ensure_topic(self, timeout_s: float = 30.0) -> None:
-        """Create `__consumer_offsets` if needed and wait until its partitions have leaders
-        (FindCoordinator does the first part lazily, as Kafka does; tests call this)."""
+        """Create `__consumer_offsets` if needed and wait until its partitions have leaders and
+        the shards led here are loaded (FindCoordinator does the first part lazily, as Kafka
+        does; tests call this)."""
         await self.store.ensure_topic()
         topics = self.broker.topics
         await topics.wait_for_image(lambda img: self.store.all_led(img), timeout_s)
+        await asyncio.sleep(0)  # let leadership callbacks start their shard loads
+        await asyncio.wait_for(asyncio.gather(*self._loading.values(), return_exceptions=True), timeout_s)
 
     async def stop(self) -> None:
         self.active = False
+        loading = list(self._loading.values())
+        self._loading.clear()
+        for task in loading:
+            task.cancel()
+        await asyncio.gather(*loading, return_exceptions=True)
         if self._expiry_task is not None:
             self._expiry_task.cancel()
             await asyncio.gather(self._expiry_task, return_exceptions=True)
@@ -174,13 +187,18 @@ class GroupCoordinator:
             return
         self.store.refresh_partition_count()
         if leading:
-            started = time.monotonic()
-            before = len(self.groups)
-            self._load(index)
-            self.shards.add(index)
-            log.info("coordinator shard %s-%d loaded: %d groups in %.2fs", TOPIC, index,
-                     len(self.groups) - before, time.monotonic() - started)
+            if index in self.shards or index in self._loading:
+                return
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop (a unit test driving the coordinator directly)
+                asyncio.run(self._load_shard(index))
+                return
+            self._loading[index] = loop.create_task(self._load_shard(index), name=f"load-{TOPIC}-{index}")
         else:
+            task = self._loading.pop(index, None)
+            if task is not None:
+                task.cancel()  # leadership moved on before the shard was loaded: drop it
             self.shards.discard(index)
             for group in [g for g in self.groups.values() if self.store.partition_for(g.group_id) == index]:
                 self._unload_group(group)
@@ -190,14 +208,38 @@ class GroupCoordinator:
         """NOT_COORDINATOR unless this broker leads the group's __consumer_offsets partition."""
         if not self.active:
             return ErrorCode.coordinator_not_available
-        if self.store.partition_for(group_id) not in self.shards:
+        shard = self.store.partition_for(group_id)
+        if shard in self._loading:
+            return ErrorCode.coordinator_load_in_progress
+        if shard not in self.shards:
             return ErrorCode.not_coordinator
         return None
 
-    def _load(self, index: int) -> None:
+    async def _load_shard(self, index: int) -> None:
+        started = time.monotonic()
+        before = len(self.groups)
+        try:
+            await self._load(index)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # an unreadable shard must not stop the others; its groups stay unserved
+            log.exception("coordinator shard %s-%d could not be loaded", TOPIC, index)
+            return
+        finally:
+            if self._loading.get(index) is asyncio.current_task():
+                del self._loading[index]
+        self.shards.add(index)
+        log.info("coordinator shard %s-%d loaded: %d groups in %.2fs", TOPIC, index,
+                 len(self.groups) - before, time.monotonic() - started)
+
+    async def _load(self, index: int) -> None:
+        """Replays one shard's partition into groups, yielding to the event loop every
+        LOAD_YIELD_RECORDS records; the groups are published only once all are read."""
         stored_groups: dict[str, codec.StoredGroup | None] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
-        for rec in self.store.replay_partition(index):
+        for n, rec in enumerate(self.store.replay_partition(index), 1):
+            if n % LOAD_YIELD_RECORDS == 0:
+                await asyncio.sleep(0)
             key = rec.key
             try:
                 if isinstance(key, codec.OffsetKey):
@@ -772,7 +814,9 @@ class GroupCoordinator:
         """The groups of the shards loaded here (clients ask every broker and merge)."""
         if not self.active:
             return ErrorCode.coordinator_not_available, []
-        return ErrorCode.none, [GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
+        # While a shard loads, Kafka answers the groups it has with COORDINATOR_LOAD_IN_PROGRESS.
+        error = ErrorCode.coordinator_load_in_progress if self._loading else ErrorCode.none
+        return error, [GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
                                 for g in self.groups.values() if not g.is_(GroupState.DEAD)]
 
     def describe_group(self, group_id: str) -> GroupSummary:

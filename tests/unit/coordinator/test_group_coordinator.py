@@ -357,5 +357,66 @@ async def test_a_shard_unloads_when_leadership_moves_and_reloads_its_groups_from
     assert (await join(broker, group=other)).error == E.member_id_required  # other shards still served
 
     await set_leader(broker.node_id)
-    error, offsets = broker.groups.fetch_offsets("g", [("t", 0)])
+    error, offsets = await loaded_offsets(broker, "g", [("t", 0)])
     assert error == E.none and offsets[("t", 0)].offset == 42
+
+
+async def loaded_offsets(b: Broker, group: str, partitions, timeout_s: float = 5.0):
+    """OffsetFetch once the group's shard is served: answers NOT_COORDINATOR until leadership
+    arrives and COORDINATOR_LOAD_IN_PROGRESS while the shard replays."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    seen = []
+    while True:
+        error, offsets = b.groups.fetch_offsets(group, partitions)
+        seen.append(error)
+        if error not in (E.not_coordinator, E.coordinator_load_in_progress):
+            return error, offsets
+        assert asyncio.get_running_loop().time() < deadline, seen[-5:]
+        await asyncio.sleep(0)
+
+
+async def test_a_shard_loads_in_the_background_answering_load_in_progress(broker, monkeypatch):
+    """Loading a large shard does not hold the event loop (other coroutines run between its
+    chunks) and its groups answer COORDINATOR_LOAD_IN_PROGRESS, as Kafka's, until it is loaded."""
+    import broker.coordinator.group.coordinator as coordinator_module
+
+    monkeypatch.setattr(coordinator_module, "LOAD_YIELD_RECORDS", 50)
+    await broker.topics.create("t", 1, timeout_s=10)
+    for i in range(2000):  # 2,000 commit records in the group's shard
+        assert broker.groups.commit_offsets(group_id="big", member_id="", group_instance_id=None, generation_id=-1,
+                                            offsets={("t", 0): OffsetAndMetadata(i)}) == {("t", 0): E.none}
+    shard = broker.groups.store.partition_for("big")
+    await broker.controller.stop()
+    store = broker.store
+
+    async def set_leader(leader: int) -> None:
+        rec = store.image.topics["__consumer_offsets"]
+        states = list(rec.assignment)
+        states[shard] = dataclasses.replace(states[shard], leader=leader, leader_epoch=states[shard].leader_epoch + 1)
+        await store.update_topic(dataclasses.replace(rec, assignment=tuple(states)))
+
+    await set_leader(-1)
+    assert broker.groups.fetch_offsets("big", [("t", 0)])[0] == E.not_coordinator
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await set_leader(broker.node_id)
+    seen = []
+    while (error := broker.groups.fetch_offsets("big", [("t", 0)])[0]) in (E.not_coordinator,
+                                                                          E.coordinator_load_in_progress):
+        seen.append(error)
+        await asyncio.sleep(0)
+    stop.set()
+    await task
+    assert E.coordinator_load_in_progress in seen
+    assert broker.groups.list_groups()[0] == E.none  # loaded: ListGroups no longer says loading
+    error, offsets = broker.groups.fetch_offsets("big", [("t", 0)])
+    assert error == E.none and offsets[("t", 0)].offset == 1999
+    assert ticks >= 2000 // 50 // 2, ticks  # the loop ran other work while the shard loaded
