@@ -397,6 +397,12 @@ class KafkaPythonConsumer(Consumer):
         try:
             self.c = KafkaConsumer(**self._config)
             self.c.subscribe([self.topic])
+            # Have the topic's partitions before the first join. Otherwise kafka-python 3.0 joins
+            # before its first metadata answer, assigns nothing and rebalances again at once;
+            # under CPU load that back-to-back rebalance sometimes leaves it silent (no heartbeats,
+            # no fetches: the coordinator drops it after session.timeout.ms), a client-side hang
+            # seen in CI (the broker logs show the second generation stable, then nothing).
+            self.c.partitions_for_topic(self.topic)
             while not self._stop.is_set():
                 while True:
                     try:
