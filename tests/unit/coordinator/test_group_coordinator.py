@@ -340,13 +340,9 @@ async def test_a_shard_unloads_when_leadership_moves_and_reloads_its_groups_from
     assert not pending.done()
 
     await broker.controller.stop()  # the test plays the controller: move leadership away and back
-    store = broker.store
 
     async def set_leader(leader: int) -> None:
-        rec = store.image.topics["__consumer_offsets"]
-        states = list(rec.assignment)
-        states[shard] = dataclasses.replace(states[shard], leader=leader, leader_epoch=states[shard].leader_epoch + 1)
-        await store.update_topic(dataclasses.replace(rec, assignment=tuple(states)))
+        await move_shard_leader(broker, shard, leader)
 
     await set_leader(-1)
     assert broker.replicas.get("__consumer_offsets", shard) is None
@@ -359,6 +355,14 @@ async def test_a_shard_unloads_when_leadership_moves_and_reloads_its_groups_from
     await set_leader(broker.node_id)
     error, offsets = await loaded_offsets(broker, "g", [("t", 0)])
     assert error == E.none and offsets[("t", 0)].offset == 42
+
+
+async def move_shard_leader(b: Broker, shard: int, leader: int) -> None:
+    """Plays the controller: gives a __consumer_offsets partition a new leader and epoch."""
+    rec = b.store.image.topics["__consumer_offsets"]
+    states = list(rec.assignment)
+    states[shard] = dataclasses.replace(states[shard], leader=leader, leader_epoch=states[shard].leader_epoch + 1)
+    await b.store.update_topic(dataclasses.replace(rec, assignment=tuple(states)))
 
 
 async def loaded_offsets(b: Broker, group: str, partitions, timeout_s: float = 5.0):
@@ -387,13 +391,9 @@ async def test_a_shard_loads_in_the_background_answering_load_in_progress(broker
                                             offsets={("t", 0): OffsetAndMetadata(i)}) == {("t", 0): E.none}
     shard = broker.groups.store.partition_for("big")
     await broker.controller.stop()
-    store = broker.store
 
     async def set_leader(leader: int) -> None:
-        rec = store.image.topics["__consumer_offsets"]
-        states = list(rec.assignment)
-        states[shard] = dataclasses.replace(states[shard], leader=leader, leader_epoch=states[shard].leader_epoch + 1)
-        await store.update_topic(dataclasses.replace(rec, assignment=tuple(states)))
+        await move_shard_leader(broker, shard, leader)
 
     await set_leader(-1)
     assert broker.groups.fetch_offsets("big", [("t", 0)])[0] == E.not_coordinator
