@@ -141,8 +141,9 @@ KEYS: tuple[TopicKey, ...] = (
     TopicKey("segment.jitter.ms", LONG, _only("0", "segments roll exactly at segment.ms"),
              "Random jitter subtracted from segment.ms (none).", fixed_default="0"),
     TopicKey("segment.ms", LONG, _long(1), "Roll to a new segment once the active one is this old.", ("log.roll.ms",)),
-    TopicKey("unclean.leader.election.enable", BOOLEAN, _only("false", "only in-sync replicas become leaders"),
-             "Whether a replica outside the ISR may become leader (never).", fixed_default="false"),
+    TopicKey("unclean.leader.election.enable", BOOLEAN, _one_of("true", "false"),
+             "Whether a live replica outside the ISR may become leader when no in-sync replica is alive "
+             "(it loses what that replica lacks).", ("unclean.leader.election.enable",)),
 )
 BY_NAME = {k.name: k for k in KEYS}
 

@@ -8,8 +8,9 @@ is simply planned again from the newer image; an unreachable store is retried wi
 A controller whose Lease renewal failed stops writing at once (`store.is_controller` turns
 false at the renew deadline, and every write is checked against it).
 
-Replication will add ISR changes (followers falling out of or rejoining the ISR) as further
-inputs to the same plan; nothing else here needs to change.
+Leaders write ISR changes of their partitions themselves (followers falling out of or rejoining
+the ISR, server/isr_updates.py) with compare-and-sets of the same records; the controller removes
+brokers whose Lease expired from the ISRs and elects leaders from the live ISR (planner.py).
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ WRITES_IN_FLIGHT = 16
 
 class Controller:
     def __init__(self, store: MetadataStore, node_id: int, campaign_interval_s: float | None = None,
-                 rng: random.Random | None = None, grace_s: float | None = None) -> None:
+                 rng: random.Random | None = None, grace_s: float | None = None,
+                 unclean_default: bool = False) -> None:
         self.store = store
+        self.unclean_default = unclean_default
         self.node_id = node_id
         lease_s = float(getattr(store, "lease_duration_s", 0.0) or 0.0)
         # Renew well inside the renew deadline (2/3 of the Lease): a quarter of it, at most 2 s.
@@ -118,7 +121,7 @@ class Controller:
             holding = frozenset(s.leader for t in image.topics.values() for s in t.assignment or () if s.leader >= 0)
         writes = []
         for topic in list(image.topics.values()):
-            plan = plan_topic(topic, live, self.rng, holding)
+            plan = plan_topic(topic, live, self.rng, holding, self.unclean_default)
             if plan.problem and self._problems.get(topic.name) != plan.problem:
                 log.warning("%s", plan.problem)
             if plan.problem:

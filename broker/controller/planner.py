@@ -6,6 +6,12 @@
 - A topic whose spec asks for more partitions than it has gets the new ones (CreatePartitions).
 - Every partition's leader is re-elected from its live ISR; each change of leader (including to
   and from "none") bumps the leader epoch, so clients and followers can order what they saw.
+- A broker whose Lease expired leaves the ISR of every partition (as Kafka's controller removes a
+  fenced broker), except the last member: a partition with no live in-sync replica keeps the ISR
+  it had and goes offline (leader -1) until one returns, unless unclean.leader.election.enable
+  lets any live replica lead (its log becomes the truth, the ISR just itself).
+The leader changes the ISR too (followers falling behind or catching up; server/isr_updates.py),
+with a compare-and-set of the same record; both read the newest image before writing.
 """
 
 from __future__ import annotations
@@ -15,12 +21,10 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from broker.controller.assignment import AssignmentError, assign_replicas, continuation, elect_leader
+from broker.controller.assignment import NO_LEADER, AssignmentError, assign_replicas, continuation, elect_leader
 from broker.metadata.store import PartitionState, TopicRecord
 
-
-# Until followers replicate (next issue), a replica list longer than one would be a lie.
-MAX_REPLICATION_FACTOR = 1
+UNCLEAN_KEY = "unclean.leader.election.enable"
 
 
 @dataclass(frozen=True)
@@ -32,16 +36,15 @@ class Plan:
 
 
 def plan_topic(topic: TopicRecord, live: Mapping[int, str | None], rng: random.Random | None = None,
-               holding: frozenset[int] = frozenset()) -> Plan:
+               holding: frozenset[int] = frozenset(), unclean_default: bool = False) -> Plan:
     """The next assignment of `topic`; `live` maps each live broker id to its rack (or None).
     Brokers in `holding` keep the leadership they have even if not live (a new controller's
-    grace period); they get no new partitions."""
+    grace period); they get no new partitions. `unclean_default` is the broker's
+    unclean.leader.election.enable, which the topic's own setting overrides."""
     current = list(topic.assignment or ())
-    if topic.replication_factor > MAX_REPLICATION_FACTOR and len(current) < topic.partitions:
-        return Plan(None, f"cannot assign {topic.name!r}: replication factor {topic.replication_factor} is not"
-                          f" supported yet (followers do not replicate); use 1")
+    unclean = topic.configs.get(UNCLEAN_KEY, "true" if unclean_default else "false").strip().lower() == "true"
     electable = set(live) | set(holding)
-    states = [_reelect(s, electable) for s in current]
+    states = [_reelect(s, electable, unclean) for s in current]
     problem = None
     missing = topic.partitions - len(current)
     if missing > 0:
@@ -62,10 +65,20 @@ def plan_topic(topic: TopicRecord, live: Mapping[int, str | None], rng: random.R
     return Plan(new, problem)
 
 
-def _reelect(state: PartitionState, electable: set[int]) -> PartitionState:
+def _reelect(state: PartitionState, electable: set[int], unclean: bool = False) -> PartitionState:
+    live_isr = tuple(r for r in state.isr if r in electable)
     if state.leader in electable and state.leader in state.isr:
-        return state  # a live leader keeps its place: no churn back to the preferred one
+        # A live leader keeps its place (no churn back to the preferred one); dead followers
+        # leave its ISR (no epoch bump: the leader did not change).
+        return state if live_isr == tuple(state.isr) else dataclasses.replace(state, isr=live_isr)
     leader = elect_leader(state.replicas, state.isr, electable)
-    if leader == state.leader:
+    isr = live_isr
+    if leader == NO_LEADER and unclean:
+        leader = next((r for r in state.replicas if r in electable), NO_LEADER)
+        isr = (leader,) if leader != NO_LEADER else tuple(state.isr)
+    if leader == NO_LEADER:
+        isr = live_isr or tuple(state.isr)  # the last in-sync replica stays, to be elected when it returns
+    if leader == state.leader and isr == tuple(state.isr):
         return state
-    return dataclasses.replace(state, leader=leader, leader_epoch=state.leader_epoch + 1)
+    epoch = state.leader_epoch + 1 if leader != state.leader else state.leader_epoch
+    return dataclasses.replace(state, leader=leader, leader_epoch=epoch, isr=isr)

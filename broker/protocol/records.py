@@ -170,3 +170,14 @@ def iter_headers(buf: bytes | memoryview, pos: int = 0, end: int | None = None) 
             return
         yield pos, read_header(buf, pos)
         pos += size
+
+
+def whole_batches_size(buf: bytes | memoryview) -> int:
+    """Bytes of the whole batches at the start of `buf`: a fetch response may end inside a batch
+    (the leader stops at its size limit), and that partial batch is the fetcher's to drop."""
+    pos = 0
+    while True:
+        size = peek_size(buf, pos)
+        if size is None or size < LOG_OVERHEAD or pos + size > len(buf):
+            return pos
+        pos += size

@@ -33,6 +33,8 @@ from broker.server.metrics import BrokerMetrics
 from broker.server.metrics_http import start_metrics_server
 from broker.server.readiness import NOT_STARTED, Readiness, replica_readiness
 from broker.server.purgatory import Purgatory
+from broker.server.replica_fetcher import ReplicaFetcherManager
+from broker.server.replication_metrics import ReplicationCollector
 from broker.server.quota_manager import QuotaConfig, QuotaManagers
 from broker.server.quota_metrics import QuotaMetrics
 from broker.server.replica_manager import ReplicaManager
@@ -70,10 +72,15 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["flotilla.fetch.session.eviction.ms"])
         self.metrics.watch_fetch_sessions(self.fetch_sessions)
-        self.replicas = ReplicaManager(config, self.store, self.fetch_purgatory)
+        self.produce_purgatory = Purgatory("produce")  # acks=all produces waiting for the ISR
+        self.replicas = ReplicaManager(config, self.store, self.fetch_purgatory, self.produce_purgatory)
+        # Followers copy their leaders' logs (one fetcher task per leader broker).
+        self.replica_fetchers = ReplicaFetcherManager(config, self.replicas)
+        self.replicas.on_follow_change(self.replica_fetchers.update)
         self._leadership_follows_image = False
         self.store.subscribe(self._on_image)
-        self.controller = Controller(self.store, self.node_id)
+        self.controller = Controller(self.store, self.node_id,
+                                     unclean_default=config["unclean.leader.election.enable"])
         self.topics = TopicManager(config, self.store, self.replicas)
         self.producer_ids = ProducerIdManager(self.store)
         from broker.coordinator.group.coordinator import GroupCoordinator
@@ -90,6 +97,7 @@ class Broker:
         self.dispatcher.quotas = self.quotas
         self.sockets = SocketServer(config, self.dispatcher, self.metrics)
         self.metrics.watch_logs(self.replicas)
+        self.metrics.registry.register(ReplicationCollector(self.replicas, self.controller, self.replica_fetchers))
         self._tasks: list[asyncio.Task] = []
         self._metrics_runner = None
         self.metrics_port: int | None = None
@@ -162,6 +170,7 @@ class Broker:
         await self.register()
         self.replicas.load()
         self._leadership_follows_image = True
+        self.replica_fetchers.start()
         await self.groups.start()
         self.controller.start()
         lost = getattr(self.store, "registration_lost", None)
@@ -192,6 +201,9 @@ class Broker:
         task = asyncio.create_task(self.replicas.housekeeping_loop(), name="housekeeping")
         task.add_done_callback(_report_stopped_task)
         self._tasks.append(task)
+        task = asyncio.create_task(self.replicas.isr_expiration_loop(), name="isr-expiration")
+        task.add_done_callback(_report_stopped_task)
+        self._tasks.append(task)
         if self.config["log.cleaner.enable"]:
             task = asyncio.create_task(self.replicas.cleaner.run(), name="log-cleaner")
             task.add_done_callback(_report_stopped_task)
@@ -210,6 +222,8 @@ class Broker:
         log.info("shutting down: closing listeners")
         self.sockets.stop_accepting()
         self.fetch_purgatory.complete_all()
+        self.produce_purgatory.complete_all()
+        await self.replica_fetchers.stop()
         # Answer pending JoinGroup/SyncGroup (NOT_COORDINATOR) so their connections can finish.
         await self.groups.stop()
         await self.sockets.close_connections()

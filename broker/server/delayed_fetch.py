@@ -23,8 +23,9 @@ class DelayedFetch(DelayedOperation):
     them can no longer be read from its fetch offset (deleted, truncated, moved past it)."""
 
     def __init__(self, replicas: "ReplicaManager", lookup: Callable[[tuple[str, int]], "CachedPartition | None"],
-                 available: dict[tuple[str, int], int], min_bytes: int) -> None:
+                 available: dict[tuple[str, int], int], min_bytes: int, replica: bool = False) -> None:
         super().__init__()
+        self.replica = replica  # a follower's fetch: readable up to the log end, not the high watermark
         self.replicas = replicas
         self.lookup = lookup  # (topic, partition) -> what is fetched from it
         self.available = available  # (topic, partition) -> bytes readable now (only non-zero ones)
@@ -47,8 +48,12 @@ class DelayedFetch(DelayedOperation):
         if cp.fetch_offset < log.log_start_offset or cp.fetch_offset > log.log_end_offset:
             return True
         size = 0
-        if log.high_watermark > cp.fetch_offset:
-            region = self.replicas.read(part, cp.fetch_offset, cp.max_bytes, min_one=True)
+        upper = log.log_end_offset if self.replica else log.high_watermark
+        if upper > cp.fetch_offset:
+            if self.replica:
+                region = self.replicas.read(part, cp.fetch_offset, cp.max_bytes, min_one=True, upper_bound=upper)
+            else:
+                region = self.replicas.read(part, cp.fetch_offset, cp.max_bytes, min_one=True)
             size = min(region.length, cp.max_bytes) if region is not None else 0
         self.accumulated += size - self.available.get(key, 0)
         self.available[key] = size

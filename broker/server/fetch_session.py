@@ -78,10 +78,10 @@ class CachedPartition:
     one of them moves or data arrives."""
 
     __slots__ = ("topic", "topic_id", "partition", "tp", "fetch_offset", "fetcher_log_start_offset", "max_bytes",
-                 "high_watermark", "last_stable_offset", "log_start_offset")
+                 "high_watermark", "last_stable_offset", "log_start_offset", "current_leader_epoch")
 
     def __init__(self, topic: str | None, topic_id: uuid.UUID | None, partition: int, fetch_offset: int,
-                 max_bytes: int, fetcher_log_start_offset: int = -1) -> None:
+                 max_bytes: int, fetcher_log_start_offset: int = -1, current_leader_epoch: int = -1) -> None:
         self.topic = topic  # None while a topic id is unknown here
         self.topic_id = topic_id
         self.partition = partition
@@ -89,6 +89,7 @@ class CachedPartition:
         self.fetch_offset = fetch_offset
         self.fetcher_log_start_offset = fetcher_log_start_offset
         self.max_bytes = max_bytes
+        self.current_leader_epoch = current_leader_epoch  # -1: not checked (before v9, or not sent)
         self.high_watermark = -1
         self.last_stable_offset = -1
         self.log_start_offset = -1
@@ -103,6 +104,7 @@ class CachedPartition:
         self.fetch_offset = other.fetch_offset
         self.fetcher_log_start_offset = other.fetcher_log_start_offset
         self.max_bytes = other.max_bytes
+        self.current_leader_epoch = other.current_leader_epoch
 
     def nothing_new(self, high_watermark: int, last_stable_offset: int, log_start_offset: int) -> bool:
         """True when a read could return no records and no offset the fetcher has not seen:

@@ -1,11 +1,16 @@
 """Owns the partitions this broker holds: opening logs, appending, reading and checkpointing.
 
 Which partitions are open here follows the cluster metadata image: this broker opens the logs
-of the partitions it leads and closes those it stops leading. Every partition has one replica
-today, so the high watermark follows the log end.
-Replication (followers fetching with KIP-227 sessions, ISR, acks=all waiting) and DeleteRecords
-(KIP-107) hook in here: `append` is where acks=all will wait in the purgatory, and
-`Log.advance_log_start_offset` is what DeleteRecords calls once followers have caught up.
+of the partitions it leads or follows (its id is among the replicas) and closes the others.
+A partition it leads carries a `LeaderReplicaState` (server/replica_state.py): followers' fetches
+move it (`follower_fetched`), the high watermark is the least log end over the ISR, and ISR
+shrinks and expands are written to the topic's metadata record (server/isr_updates.py). A
+partition it follows is written by the replica fetcher (server/replica_fetcher.py), which the
+`on_follow_change` listeners tell what to fetch from whom.
+acks=all produces wait in `produce_purgatory` (server/delayed_produce.py), watched per partition
+and checked whenever that partition's high watermark moves or its leadership changes.
+DeleteRecords (KIP-107) hooks in at `Log.advance_log_start_offset`, with the low watermark over
+the followers' log start offsets that `replica_state` keeps.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ from broker.log.durable import STORAGE_IO, fsync_directory
 from broker.log.log import AppendResult, Log, LogConfig, LogDirOffline, LogError, StorageError
 from broker.log.cleaner import LogCleaner
 from broker.log.segment import FileRegion
-from broker.metadata.store import MetadataStore, TopicRecord
+from broker.metadata.store import MetadataStore, PartitionState, TopicRecord
 from broker.protocol.records import BatchHeader
 from broker.server import partition_metadata
+from broker.server import isr_updates
 from broker.server.purgatory import Purgatory
+from broker.server.replica_state import LeaderReplicaState
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +55,13 @@ class Partition:
     topic_id: object
     log: Log
     leader_epoch: int = 0
+    leader_id: int = NO_LEADER  # the leader in the image (this broker's id while it leads)
+    # Set while this broker leads the partition: its followers and ISR (None on a follower).
+    replica_state: LeaderReplicaState | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.replica_state is not None
 
 
 def log_config_for(config: BrokerConfig, topic_configs: dict[str, str]) -> LogConfig:
@@ -84,6 +98,10 @@ def _out_of_descriptors(exc: BaseException | None) -> bool:
     return False
 
 
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
@@ -97,11 +115,18 @@ class ReplicaManager:
     checkpoint files); one whose topic was deleted (or re-created under a new topic id) is removed.
     """
 
-    def __init__(self, config: BrokerConfig, store: MetadataStore, fetch_purgatory: Purgatory) -> None:
+    def __init__(self, config: BrokerConfig, store: MetadataStore, fetch_purgatory: Purgatory,
+                 produce_purgatory: Purgatory | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
         self.store = store
         self.fetch_purgatory = fetch_purgatory
+        self.produce_purgatory = produce_purgatory or Purgatory("produce")
+        self.max_lag_ms = config["replica.lag.time.max.ms"]
+        self._follow_listeners: list = []
+        self._isr_writes: set[asyncio.Task] = set()
+        self.isr_shrinks = 0  # ISR changes this broker wrote as leader (metrics)
+        self.isr_expands = 0
         self.partitions: dict[TopicPartition, Partition] = {}
         self.log_dirs = list(config.log_dirs)
         # Offsets of partitions not open here (closed or never opened), kept for the checkpoints.
@@ -178,7 +203,7 @@ class ReplicaManager:
             self._placed = {d: sum(1 for e in d.iterdir() if e.is_dir()) if d.exists() else 0 for d in self.log_dirs}
         return min(online, key=lambda d: self._placed[d]) / name
 
-    def _open_partition(self, topic: TopicRecord, p: int, leader_epoch: int = 0) -> Partition:
+    def _open_partition(self, topic: TopicRecord, p: int, state: PartitionState) -> Partition:
         directory = self._dir_for(topic.name, p)
         if not partition_metadata.matches(directory, topic.topic_id):
             # Left over from a deleted topic of the same name: never serve its records.
@@ -194,19 +219,40 @@ class ReplicaManager:
         partition_metadata.write(directory, topic.topic_id)
         log_.on_background_failure = lambda e, d=directory.parent, name=f"{topic.name}-{p}": self.mark_offline(
             d, f"background flush of {name} failed: {e}", e)
-        # A single replica: everything in the log is committed.
-        log_.high_watermark = log_.log_end_offset
-        log_.assign_epoch_start(leader_epoch)
-        part = Partition(topic.name, p, topic.topic_id, log_, leader_epoch)
+        log_.high_watermark = min(log_.high_watermark, log_.log_end_offset)
+        part = Partition(topic.name, p, topic.topic_id, log_, state.leader_epoch, state.leader)
+        if state.leader == self.node_id:
+            self._become_leader(part, state)
         self.partitions[(topic.name, p)] = part
         return part
+
+    def _become_leader(self, part: Partition, state: PartitionState) -> None:
+        """Kafka's makeLeader: the epoch starts at the log end; followers in the ISR count as
+        caught up now (they get replica.lag.time.max.ms to fetch); the high watermark stays where
+        it was until they report their log ends (a single replica: everything is committed)."""
+        part.log.assign_epoch_start(state.leader_epoch)
+        part.leader_epoch, part.leader_id = state.leader_epoch, self.node_id
+        part.replica_state = LeaderReplicaState.become_leader(
+            self.node_id, tuple(state.replicas), frozenset(state.isr), part.log.high_watermark,
+            part.log.log_end_offset, _now_ms(), self.max_lag_ms)
+        self._advance_high_watermark(part)
+
+    def _become_follower(self, part: Partition, state: PartitionState) -> None:
+        """Kafka's makeFollower: stop answering as leader (waiting produces and fetches answer
+        now); the replica fetcher truncates and fetches from the new leader."""
+        part.replica_state = None
+        part.leader_epoch, part.leader_id = state.leader_epoch, state.leader
+        tp = (part.topic, part.index)
+        self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
 
     def _close_partition(self, tp: TopicPartition) -> None:
         part = self.partitions.pop(tp)
         part.log.close()
         self._marks[tp] = (part.log.recovery_point, part.log.log_start_offset, part.log.high_watermark)
-        # Long-polling fetches of this partition answer now (NOT_LEADER_OR_FOLLOWER).
+        # Long-polling fetches and acks=all produces of this partition answer now (NOT_LEADER_OR_FOLLOWER).
         self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
 
     # -- leadership --------------------------------------------------------------------------
     def apply_image(self, image, chunked: bool = True) -> None:
@@ -221,43 +267,62 @@ class ReplicaManager:
         self._applied = dict(image.topics)
         if not touched:
             return
-        led: dict[TopicPartition, tuple[TopicRecord, int]] = {}
+        held: dict[TopicPartition, tuple[TopicRecord, PartitionState]] = {}  # led or followed here
         for name in touched:
             topic = image.topics.get(name)
             for i, state in enumerate(topic.assignment or () if topic is not None else ()):
-                if state.leader == self.node_id and i < topic.partitions:
-                    led[(topic.name, i)] = (topic, state.leader_epoch)
+                if i < topic.partitions and (state.leader == self.node_id or self.node_id in state.replicas):
+                    held[(topic.name, i)] = (topic, state)
         changed = False
+        follow_changed = False
         for tp, part in list(self.partitions.items()):
             if tp[0] not in touched:
                 continue
             topic = image.topics.get(tp[0])
             if topic is None or topic.topic_id != part.topic_id:
+                was_leader = part.is_leader
                 self._delete_partition(tp)
-                self._notify(tp[0], tp[1], False)
-                changed = True
-            elif tp not in led:
-                log.info("%s-%d: no longer the leader (epoch %d)", tp[0], tp[1], part.leader_epoch)
+                if was_leader:
+                    self._notify(tp[0], tp[1], False)
+                changed = follow_changed = True
+            elif tp not in held:
+                log.info("%s-%d: no longer a replica here (epoch %d)", tp[0], tp[1], part.leader_epoch)
+                was_leader = part.is_leader
                 self._close_partition(tp)
-                self._notify(tp[0], tp[1], False)
-                changed = True
+                if was_leader:
+                    self._notify(tp[0], tp[1], False)
+                changed = follow_changed = True
         to_open = []
         configs: dict[str, LogConfig] = {}  # per topic, computed once
-        for tp, (topic, epoch) in led.items():
+        for tp, (topic, state) in held.items():
             part = self.partitions.get(tp)
             if part is None:
                 if tp not in self._opening:
-                    to_open.append((tp, topic, epoch))
-            else:
-                if epoch != part.leader_epoch:
-                    try:
-                        part.log.assign_epoch_start(epoch)
-                    except LogError as e:
-                        log.error("%s-%d: cannot record leader epoch %d: %s", tp[0], tp[1], epoch, e)
-                part.leader_epoch = epoch
-                cfg = configs.get(topic.name) or configs.setdefault(topic.name, log_config_for(self.config, topic.configs))
-                if part.log.config != cfg:
-                    part.log.config = cfg
+                    to_open.append((tp, topic, state))
+                continue
+            leads = state.leader == self.node_id
+            if leads and (not part.is_leader or state.leader_epoch != part.leader_epoch):
+                log.info("%s-%d: leader at epoch %d", tp[0], tp[1], state.leader_epoch)
+                was_leader = part.is_leader
+                try:
+                    self._become_leader(part, state)
+                except LogError as e:
+                    log.error("%s-%d: cannot record leader epoch %d: %s", tp[0], tp[1], state.leader_epoch, e)
+                follow_changed = True
+                if not was_leader:
+                    self._notify(tp[0], tp[1], True)
+            elif leads:
+                self._isr_from_image(part, state)
+            elif part.is_leader or (state.leader_epoch, state.leader) != (part.leader_epoch, part.leader_id):
+                log.info("%s-%d: follower of %d at epoch %d", tp[0], tp[1], state.leader, state.leader_epoch)
+                was_leader = part.is_leader
+                self._become_follower(part, state)
+                follow_changed = True
+                if was_leader:
+                    self._notify(tp[0], tp[1], False)
+            cfg = configs.get(topic.name) or configs.setdefault(topic.name, log_config_for(self.config, topic.configs))
+            if part.log.config != cfg:
+                part.log.config = cfg
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -270,33 +335,167 @@ class ReplicaManager:
             task = loop.create_task(self._open_in_chunks(later), name="open-partitions")
             self._opening_tasks.add(task)
             task.add_done_callback(self._opening_tasks.discard)
-        changed = self._open_partitions(to_open) or changed
-        for tp in [tp for tp in self.open_failures if tp[0] in touched and tp not in led]:
+        opened = self._open_partitions(to_open)
+        changed = opened or changed
+        for tp in [tp for tp in self.open_failures if tp[0] in touched and tp not in held]:
             del self.open_failures[tp]
         if changed:
             self.write_checkpoints()
+        if follow_changed or opened:
+            self._follow_changed()
+
+    # -- followers ---------------------------------------------------------------------------
+    def on_follow_change(self, callback) -> None:
+        """callback({(topic, partition): (leader id, leader epoch)}) whenever what this broker
+        follows changes: the replica fetchers' input."""
+        self._follow_listeners.append(callback)
+
+    def following(self) -> dict[TopicPartition, tuple[int, int]]:
+        return {tp: (p.leader_id, p.leader_epoch) for tp, p in self.partitions.items() if not p.is_leader}
+
+    def _follow_changed(self) -> None:
+        following = self.following()
+        for cb in self._follow_listeners:
+            try:
+                cb(following)
+            except Exception:
+                log.exception("follower listener failed")
+
+    def follower(self, topic: str, partition: int, leader_epoch: int) -> Partition | None:
+        """The partition if this broker still follows it at `leader_epoch` (the fetcher checks
+        before it truncates or appends: the image may have moved on while it waited)."""
+        part = self.partitions.get((topic, partition))
+        if part is None or part.is_leader or part.leader_epoch != leader_epoch:
+            return None
+        return part
+
+    def append_as_follower(self, part: Partition, payload: bytes) -> None:
+        d = part.log.directory.parent
+        if d in self.offline_dirs:
+            raise LogDirOffline(f"{part.topic}-{part.index}: log directory {d} is offline ({self.offline_dirs[d]})")
+        try:
+            part.log.append_as_follower(payload)
+        except StorageError as e:
+            self.mark_offline(d, str(e), e)
+            raise
+
+    # -- the leader's view of its followers -----------------------------------------------------
+    def follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int, log_start_offset: int,
+                         current_leader_epoch: int) -> ErrorCode:
+        """A follower's fetch of a partition led here (Kafka's updateFollowerFetchState): its
+        log end moves, maybe the high watermark, maybe it rejoins the ISR."""
+        state = part.replica_state
+        if state is None:
+            return ErrorCode.not_leader_or_follower
+        if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
+            return (ErrorCode.fenced_leader_epoch if current_leader_epoch < part.leader_epoch
+                    else ErrorCode.unknown_leader_epoch)
+        if replica_id not in state.followers:
+            return ErrorCode.not_leader_or_follower  # not a replica of this partition
+        leo = part.log.log_end_offset
+        if fetch_offset > leo:
+            return ErrorCode.offset_out_of_range
+        if state.update_follower(replica_id, fetch_offset, log_start_offset, leo, _now_ms()):
+            self._high_watermark_moved(part)
+        if replica_id not in state.isr:
+            proposed = state.propose_expand(replica_id)
+            if proposed is not None:
+                self._write_isr(part, proposed, expand=True)
+        return ErrorCode.none
+
+    def _advance_high_watermark(self, part: Partition) -> None:
+        state = part.replica_state
+        if state is not None and state.maybe_increment_high_watermark(part.log.log_end_offset, _now_ms()):
+            self._high_watermark_moved(part)
+        elif state is not None and part.log.high_watermark != state.high_watermark:
+            part.log.high_watermark = min(state.high_watermark, part.log.log_end_offset)
+
+    def _high_watermark_moved(self, part: Partition) -> None:
+        part.log.high_watermark = min(part.replica_state.high_watermark, part.log.log_end_offset)
+        tp = (part.topic, part.index)
+        self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
+
+    def _isr_from_image(self, part: Partition, state: PartitionState) -> None:
+        """The image's ISR for a partition still led here at the same epoch (the controller
+        removed a broker whose Lease expired, or our own write came back)."""
+        rs = part.replica_state
+        if rs is not None and rs.pending_isr is None and frozenset(state.isr) != rs.isr:
+            rs.isr_committed(frozenset(state.isr))
+            self._advance_high_watermark(part)
+            self.produce_purgatory.check_and_complete((part.topic, part.index))
+
+    def _write_isr(self, part: Partition, isr: frozenset[int], expand: bool) -> None:
+        task = asyncio.get_running_loop().create_task(self._isr_write(part, isr, expand), name="isr-write")
+        self._isr_writes.add(task)
+        task.add_done_callback(self._isr_writes.discard)
+
+    async def _isr_write(self, part: Partition, isr: frozenset[int], expand: bool) -> None:
+        rs = part.replica_state
+        committed = await isr_updates.write_isr(self.store, part.topic, part.topic_id, part.index,
+                                                self.node_id, part.leader_epoch, isr)
+        if part.replica_state is not rs or rs is None:
+            return  # leadership moved meanwhile; the image rules
+        if committed is None:
+            rs.isr_rejected()
+            return
+        if committed == isr:
+            if expand:
+                self.isr_expands += 1
+            else:
+                self.isr_shrinks += 1
+            log.info("%s-%d: ISR %s %s", part.topic, part.index, "expanded to" if expand else "shrunk to",
+                     sorted(committed))
+        rs.isr_committed(committed)
+        self._advance_high_watermark(part)
+        self.produce_purgatory.check_and_complete((part.topic, part.index))
+
+    def shrink_isrs(self) -> None:
+        """Kafka's maybeShrinkIsr, over every partition led here: followers that have not caught
+        up within replica.lag.time.max.ms leave the ISR (a CAS write of the topic's record)."""
+        now = _now_ms()
+        for part in list(self.partitions.values()):
+            rs = part.replica_state
+            if rs is None:
+                continue
+            proposed = rs.propose_shrink(part.log.log_end_offset, now)
+            if proposed is not None:
+                # The high watermark may move now (maximal ISR keeps it until the write lands).
+                self._write_isr(part, proposed, expand=False)
+
+    async def isr_expiration_loop(self) -> None:
+        """Check for lagging followers every half replica.lag.time.max.ms, as Kafka does."""
+        while True:
+            await asyncio.sleep(self.max_lag_ms / 2000)
+            try:
+                self.shrink_isrs()
+            except Exception:
+                self._log_failure("ISR shrink")
 
     def _open_partitions(self, to_open) -> bool:
-        """Open [(tp, topic, epoch)]; failures are logged once per topic and remembered in
+        """Open [(tp, topic, partition state)]; failures are logged once per topic and remembered in
         open_failures; after running out of descriptors the rest is not even tried."""
         failed: dict[str, list] = {}  # topic -> [count, first error]
         out_of_descriptors = False
         opened = False
-        for tp, topic, epoch in to_open:
+        for tp, topic, state in to_open:
             if out_of_descriptors:
                 failed.setdefault(tp[0], [0, "no file descriptors left"])[0] += 1
                 self.open_failures[tp] = "no file descriptors left"
                 continue
             try:
-                self._open_partition(topic, tp[1], epoch)
+                self._open_partition(topic, tp[1], state)
             except (OSError, LogError) as e:
                 failed.setdefault(tp[0], [0, str(e)])[0] += 1
                 self.open_failures[tp] = str(e)
                 out_of_descriptors = isinstance(e, OSError) and e.errno in (errno.EMFILE, errno.ENFILE)
                 continue
             self.open_failures.pop(tp, None)
-            log.info("%s-%d: leader at epoch %d", tp[0], tp[1], epoch)
-            self._notify(tp[0], tp[1], True)
+            if state.leader == self.node_id:
+                log.info("%s-%d: leader at epoch %d", tp[0], tp[1], state.leader_epoch)
+                self._notify(tp[0], tp[1], True)
+            else:
+                log.info("%s-%d: follower of %d at epoch %d", tp[0], tp[1], state.leader, state.leader_epoch)
             opened = True
         for name, (count, first) in failed.items():
             # One line per topic, not per partition: thousands of partitions must not flood the log.
@@ -313,14 +512,16 @@ class ReplicaManager:
                     topic = self.store.image.topics.get(tp[0])  # still ours, in the current image?
                     assignment = (topic.assignment or ()) if topic is not None else ()
                     if (tp in self.partitions or tp[1] >= len(assignment) or tp[1] >= topic.partitions
-                            or assignment[tp[1]].leader != self.node_id):
+                            or (assignment[tp[1]].leader != self.node_id
+                                and self.node_id not in assignment[tp[1]].replicas)):
                         continue
-                    chunk.append((tp, topic, assignment[tp[1]].leader_epoch))
+                    chunk.append((tp, topic, assignment[tp[1]]))
                 self._open_partitions(chunk)
         finally:
             for tp, _, _ in pending:
                 self._opening.discard(tp)
             self.write_checkpoints()
+            self._follow_changed()
 
     async def wait_opened(self) -> None:
         """Wait until partitions being opened in the background are open (or failed)."""
@@ -337,6 +538,7 @@ class ReplicaManager:
         self._marks.pop(tp, None)
         self.cleaner.forget(tp)
         self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
 
     def leader_or_error(self, topic: str, partition: int) -> tuple[Partition | None, ErrorCode, object]:
         """The partition if this broker leads it, else why not: (None, error, the image's
@@ -352,7 +554,7 @@ class ReplicaManager:
         if state.leader == NO_LEADER:
             return None, ErrorCode.leader_not_available, state
         part = self.partitions.get((topic, partition))
-        if state.leader != self.node_id or part is None or part.topic_id != record.topic_id:
+        if state.leader != self.node_id or part is None or not part.is_leader or part.topic_id != record.topic_id:
             return None, ErrorCode.not_leader_or_follower, state
         return part, ErrorCode.none, state
 
@@ -373,7 +575,9 @@ class ReplicaManager:
 
     # -- data path ---------------------------------------------------------------------------
     def get(self, topic: str, partition: int) -> Partition | None:
-        return self.partitions.get((topic, partition))
+        """The partition if this broker leads it (followers' logs are the replica fetcher's)."""
+        part = self.partitions.get((topic, partition))
+        return part if part is not None and part.is_leader else None
 
     def append(self, part: Partition, payload: bytes, headers: list[BatchHeader]) -> AppendResult:
         d = part.log.directory.parent
@@ -384,7 +588,7 @@ class ReplicaManager:
         except StorageError as e:
             self.mark_offline(d, str(e), e)
             raise
-        part.log.high_watermark = part.log.log_end_offset
+        self._advance_high_watermark(part)
         self.fetch_purgatory.check_and_complete((part.topic, part.index))
         return result
 
@@ -406,12 +610,16 @@ class ReplicaManager:
         except StorageError as e:
             self.mark_offline(d, str(e), e)
             raise
-        part.log.high_watermark = max(part.log.high_watermark, part.log.log_end_offset)
+        self._advance_high_watermark(part)
         self.fetch_purgatory.check_and_complete((part.topic, part.index))
         return result
 
-    def read(self, part: Partition, offset: int, max_bytes: int, min_one: bool) -> FileRegion | None:
-        return part.log.read(offset, max_bytes, upper_bound=part.log.high_watermark, min_one=min_one)
+    def read(self, part: Partition, offset: int, max_bytes: int, min_one: bool,
+             upper_bound: int | None = None) -> FileRegion | None:
+        """Batches from `offset`: consumers read below the high watermark, followers (with
+        `upper_bound` = the log end) everything the leader has."""
+        bound = part.log.high_watermark if upper_bound is None else upper_bound
+        return part.log.read(offset, max_bytes, upper_bound=bound, min_one=min_one)
 
     # -- housekeeping ------------------------------------------------------------------------
     def mark_offline(self, d: Path, reason: str, exc: BaseException | None = None) -> None:

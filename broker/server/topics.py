@@ -118,9 +118,6 @@ class TopicManager:
             raise TopicError(ErrorCode.invalid_replication_factor,
                              f"replication factor {replication_factor} is larger than the {live} available broker"
                              + ("" if live == 1 else "s"))
-        if replication_factor > 1:
-            raise TopicError(ErrorCode.invalid_replication_factor,
-                             f"replication factor {replication_factor}: replication is not supported yet (use 1)")
         validate_topic_configs(configs)
         self.check_size(name, partitions, replication_factor)
         self.check_partition_budget(partitions)

@@ -178,7 +178,8 @@ class KafkaConnection:
         )
 
     def create_topic(
-        self, name: str, partitions: int = 1, configs: dict[str, str] | None = None, wait: bool = True
+        self, name: str, partitions: int = 1, configs: dict[str, str] | None = None, wait: bool = True,
+        replication_factor: int = 1,
     ) -> ErrorCode:
         from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 
@@ -187,7 +188,7 @@ class KafkaConnection:
                 CreatableTopic(
                     name=name,
                     num_partitions=i32(partitions),
-                    replication_factor=i16(1),
+                    replication_factor=i16(replication_factor),
                     assignments=(),
                     configs=tuple(CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()),
                 ),

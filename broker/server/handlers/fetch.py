@@ -46,8 +46,9 @@ class FetchHandler(Handler):
         """The partitions the request names, in request order, keyed as its session keys them."""
         image = self.broker.store.image
         out: dict[PartitionKey, CachedPartition] = {}
-        has_log_start = bool(request.topics) and bool(request.topics[0].partitions) and hasattr(
-            request.topics[0].partitions[0], "log_start_offset")  # v5+
+        first = request.topics[0].partitions[0] if request.topics and request.topics[0].partitions else None
+        has_log_start = hasattr(first, "log_start_offset")  # v5+
+        has_epoch = hasattr(first, "current_leader_epoch")  # v9+
         for t in request.topics:
             if uses_topic_ids:
                 rec = image.topic_by_id(t.topic_id)
@@ -59,7 +60,8 @@ class FetchHandler(Handler):
                 key = name
             for p in t.partitions:  # kio's integers are plain ints
                 out[(key, p.partition)] = CachedPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                                          p.log_start_offset if has_log_start else -1)
+                                                          p.log_start_offset if has_log_start else -1,
+                                                          p.current_leader_epoch if has_epoch else -1)
         return out
 
     @staticmethod
@@ -80,7 +82,7 @@ class FetchHandler(Handler):
 
     # -- reading ------------------------------------------------------------------------------
 
-    def read(self, partitions: Iterable[CachedPartition], skip_unchanged: bool, max_bytes: int):
+    def read(self, partitions: Iterable[CachedPartition], skip_unchanged: bool, max_bytes: int, replica_id: int = -1):
         """Read each partition from its fetch offset. Returns ([(partition, result)], record bytes,
         any error?, {(topic, index): bytes readable} for the partitions that had some).
 
@@ -88,6 +90,10 @@ class FetchHandler(Handler):
         offsets produces no result at all: that is what keeps an idle session of many partitions cheap.
         The partitions held here are exactly those this broker leads (the replica manager follows
         the image), so a partition found there needs no further leadership check.
+
+        A follower's fetch (`replica_id` >= 0) first tells the leader's replica state where the
+        follower's log ends (which may move the high watermark and the ISR), then reads up to the
+        log end, not the high watermark: followers copy everything, consumers only what is committed.
         """
         rm = self.broker.replicas
         held = rm.partitions
@@ -97,23 +103,33 @@ class FetchHandler(Handler):
         errors = False
         for cp in partitions:
             part = held.get(cp.tp)
-            if part is None or (cp.topic_id is not None and part.topic_id is not cp.topic_id
-                                and part.topic_id != cp.topic_id):
+            if part is None or not part.is_leader or (cp.topic_id is not None and part.topic_id is not cp.topic_id
+                                                      and part.topic_id != cp.topic_id):
                 results.append((cp, self.error_result(cp)))
                 errors = True
                 continue
             lg = part.log
+            if replica_id >= 0:
+                code = rm.follower_fetched(part, replica_id, cp.fetch_offset, cp.fetcher_log_start_offset,
+                                           cp.current_leader_epoch)
+                if code != ErrorCode.none:
+                    results.append((cp, PartitionResult(cp.partition, error_code=code)))
+                    errors = True
+                    continue
+                upper = lg.log_end_offset
+            else:
+                upper = lg.high_watermark
             hw, log_start = lg.high_watermark, lg.log_start_offset
-            if (skip_unchanged and cp.fetch_offset == hw and hw == cp.high_watermark
+            if (skip_unchanged and cp.fetch_offset == upper and hw == cp.high_watermark
                     and hw == cp.last_stable_offset and log_start == cp.log_start_offset):
                 continue  # CachedPartition.nothing_new, inlined: this is the loop over every idle partition
             pr = PartitionResult(cp.partition, 0, hw, hw, log_start, None, -1, b"")
-            if cp.fetch_offset == hw and log_start <= hw:
+            if cp.fetch_offset == upper and log_start <= upper:
                 results.append((cp, pr))  # caught up: nothing to read
                 continue
             try:
                 budget = min(cp.max_bytes, max_bytes - total)
-                region = rm.read(part, cp.fetch_offset, max(budget, 0), min_one=(total == 0))
+                region = rm.read(part, cp.fetch_offset, max(budget, 0), min_one=(total == 0), upper_bound=upper)
             except OffsetOutOfRange:
                 pr.error_code = ErrorCode.offset_out_of_range
                 errors = True
@@ -199,16 +215,18 @@ class FetchHandler(Handler):
         if quota_bytes is not None:
             max_bytes = max(1, min(max_bytes, int(quota_bytes)))
         partitions = context.partitions()
-        results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes)
+        replica_id = replica_id_of(request)
+        results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes, replica_id)
         max_wait_s = request.max_wait.total_seconds()
         if total < request.min_bytes and not errors and max_wait_s > 0 and context.kind != "session_error":
             keys, lookup = self.watcher(context, partitions)
             if keys:
-                op = DelayedFetch(self.broker.replicas, lookup, available, request.min_bytes)
+                op = DelayedFetch(self.broker.replicas, lookup, available, request.min_bytes, replica=replica_id >= 0)
                 parked = time.perf_counter_ns()
                 await self.broker.fetch_purgatory.wait(op, keys, max_wait_s)
                 ctx.waited_ns += time.perf_counter_ns() - parked  # not handler time (request quota)
-                results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes)
+                results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes,
+                                                              replica_id)
         if quotas.fetch.enabled or quotas.request.enabled:
             throttled = self.throttled_response(ctx, context, results)
             if throttled is not None:

@@ -1,8 +1,10 @@
 """Produce (key 0): validate record batches by their headers and append them.
 
 acks=0 gets no response, and on any error the connection is closed (as Kafka does) so that the
-producer notices and refreshes its metadata; acks=1 and acks=-1 answer once the batch is in the log (with one
-replica the ISR is this broker; replication will make acks=-1 wait in the purgatory).
+producer notices and refreshes its metadata; acks=1 answers once the batch is in the leader's log;
+acks=-1 (all) is refused with NOT_ENOUGH_REPLICAS while the ISR has fewer than min.insync.replicas
+members, and otherwise waits in the purgatory (server/delayed_produce.py) until the high watermark
+passes the batch (the whole ISR has it), or the request's timeout (REQUEST_TIMED_OUT).
 Idempotent producers' retries come back with their original offset instead of a second copy.
 A partition led by another broker answers NOT_LEADER_OR_FOLLOWER with that leader in the
 response (KIP-951, v10+), so the client can go there without a metadata round trip.
@@ -22,6 +24,7 @@ from broker.protocol import produce_response, records
 from broker.protocol.produce_response import PartitionResult
 from broker.server.handlers.base import (NO_THROTTLE, TRANSACTIONS_REFUSED, TRANSACTIONS_REFUSED_MESSAGE, Handler,
                                          RequestContext)
+from broker.server.delayed_produce import DelayedProduce
 from broker.server.new_leaders import NewLeaders
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,8 @@ class ProduceHandler(Handler):
         topics_out = []
         hints = {}
         leaders = NewLeaders(ctx, b.store.image)
+        waiting: dict[tuple[str, int], tuple[object, int, int]] = {}  # acks=all: what the ISR must reach
+        pending: dict[tuple[str, int], PartitionResult] = {}
         for topic_data in request.topic_data:
             name = topic_data.name
             record = b.store.image.topics.get(name)
@@ -47,12 +52,18 @@ class ProduceHandler(Handler):
                 if acks not in (0, 1, -1):
                     code, base, start, msg = ErrorCode.invalid_required_acks, -1, -1, f"acks={acks} is not 0, 1 or -1"
                 else:
-                    code, base, start, msg, append_time = await self._append(ctx, record, name, pd.index, pd.records,
-                                                                             request, leaders)
+                    code, base, start, msg, append_time, required = await self._append(
+                        ctx, record, name, pd.index, pd.records, request, leaders)
                     if code == ErrorCode.not_leader_or_follower and ctx.has("LeaderIdAndEpoch"):
                         hints[(name, pd.index)] = leaders.current_leader(name, pd.index)
+                    if required is not None:
+                        waiting[(name, pd.index)] = required
                 parts_out.append(PartitionResult(pd.index, code, base, start, msg, append_time))
+                if (name, pd.index) in waiting:
+                    pending[(name, pd.index)] = parts_out[-1]
             topics_out.append((name, parts_out))
+        if waiting:
+            await self._wait_for_replicas(ctx, request, waiting, pending)
         throttle_ms = self._quota_throttle_ms(ctx, acks)
         if acks == 0:
             errors = [f"{name}-{p.index}: {ErrorCode(p.error_code).name}" for name, parts in topics_out
@@ -67,6 +78,24 @@ class ProduceHandler(Handler):
             return Response([produce_response.encode_produce_response(
                 ctx.api_version, ctx.header.correlation_id, topics_out, throttle_ms)])
         return self._response_with_leader_hints(ctx, topics_out, hints, leaders)
+
+    async def _wait_for_replicas(self, ctx, request, waiting, pending) -> None:
+        """acks=all: wait until the ISR holds every appended batch, or the request times out."""
+        op = DelayedProduce(self.broker.replicas, waiting)
+        timeout_s = max(request.timeout.total_seconds(), 0.0)
+        await self.broker.produce_purgatory.wait(op, list(waiting), timeout_s)
+        for tp, result in pending.items():
+            code = op.results.get(tp, ErrorCode.request_timed_out)
+            if code != ErrorCode.none:
+                result.error_code = code
+                result.error_message = {
+                    ErrorCode.request_timed_out: f"the in-sync replicas did not confirm within {timeout_s:g}s",
+                    ErrorCode.not_enough_replicas_after_append: "the batch is written but fewer in-sync replicas "
+                                                                "than min.insync.replicas hold it",
+                    ErrorCode.not_leader_or_follower: "this broker stopped leading the partition",
+                }.get(code)
+                if code == ErrorCode.request_timed_out or code == ErrorCode.not_leader_or_follower:
+                    result.base_offset = -1
 
     def _quota_throttle_ms(self, ctx: RequestContext, acks: int) -> int:
         """KIP-13: the request's bytes count against its produce quota, its handler time against
@@ -100,54 +129,59 @@ class ProduceHandler(Handler):
         return ctx.build("ProduceResponse", responses=topics, throttle_time=NO_THROTTLE)
 
     async def _append(self, ctx, record, name, index, payload, request, leaders):
-        """(error, base offset, log start offset, message, log append time or -1)."""
+        """(error, base offset, log start offset, message, log append time or -1, what acks=all waits
+        for: (partition, leader epoch, offset the high watermark must reach) or None)."""
         b = self.broker
         if record is None:
-            return ErrorCode.unknown_topic_or_partition, -1, -1, f"unknown topic {name!r}", -1
+            return ErrorCode.unknown_topic_or_partition, -1, -1, f"unknown topic {name!r}", -1, None
         if record.is_internal:
-            return ErrorCode.invalid_topic_exception, -1, -1, f"{name} is an internal topic", -1
+            return ErrorCode.invalid_topic_exception, -1, -1, f"{name} is an internal topic", -1, None
         part, code, state = b.replicas.leader_or_error(name, index)
         if part is None:
-            return code, -1, -1, leaders.explain(code, name, index, state), -1
+            return code, -1, -1, leaders.explain(code, name, index, state), -1, None
         if payload is None:
-            return ErrorCode.corrupt_message, -1, -1, "no records", -1
+            return ErrorCode.corrupt_message, -1, -1, "no records", -1, None
         try:
             headers = records.validate_batches(payload, part.log.config.max_message_bytes)
         except records.RecordTooLargeError as e:
-            return ErrorCode.message_too_large, -1, -1, str(e), -1
+            return ErrorCode.message_too_large, -1, -1, str(e), -1, None
         except records.CorruptRecordError as e:
-            return ErrorCode.corrupt_message, -1, -1, str(e), -1
+            return ErrorCode.corrupt_message, -1, -1, str(e), -1, None
         except records.InvalidRecordError as e:
-            return ErrorCode.invalid_record, -1, -1, str(e), -1
+            return ErrorCode.invalid_record, -1, -1, str(e), -1, None
         if any(h.is_transactional for h in headers) or request.transactional_id is not None:
-            return TRANSACTIONS_REFUSED, -1, -1, TRANSACTIONS_REFUSED_MESSAGE, -1
-        if request.acks == -1 and state is not None:
-            # Kafka's effectiveMinIsr: min.insync.replicas, capped by the number of replicas.
-            min_isr = min(part.log.config.min_insync_replicas, len(state.replicas))
-            if len(state.isr) < min_isr:
-                return (ErrorCode.not_enough_replicas, -1, -1, f"{name}-{index} has {len(state.isr)} in-sync "
-                        f"replicas, fewer than {min_isr} (min.insync.replicas)", -1)
+            return TRANSACTIONS_REFUSED, -1, -1, TRANSACTIONS_REFUSED_MESSAGE, -1, None
+        if request.acks == -1:
+            # Kafka's effectiveMinIsr: min.insync.replicas, capped by the number of replicas; the
+            # ISR as this leader knows it (committed to the metadata).
+            rs = part.replica_state
+            min_isr = min(part.log.config.min_insync_replicas, len(rs.replicas))
+            if not rs.has_min_isr(min_isr):
+                return (ErrorCode.not_enough_replicas, -1, -1, f"{name}-{index} has {len(rs.isr)} in-sync "
+                        f"replicas, fewer than {min_isr} (min.insync.replicas)", -1, None)
         try:
             result = await b.replicas.append_async(part, payload, headers)
         except DuplicateSequence as e:
-            return ErrorCode.none, e.base_offset, part.log.log_start_offset, None, -1
+            required = (part, part.leader_epoch, e.base_offset + 1) if request.acks == -1 else None
+            return ErrorCode.none, e.base_offset, part.log.log_start_offset, None, -1, required
         except OutOfOrderSequence as e:
-            return ErrorCode.out_of_order_sequence_number, -1, -1, str(e), -1
+            return ErrorCode.out_of_order_sequence_number, -1, -1, str(e), -1, None
         except InvalidTimestamp as e:
-            return ErrorCode.invalid_timestamp, -1, -1, str(e), -1
+            return ErrorCode.invalid_timestamp, -1, -1, str(e), -1, None
         except (KeylessRecord, records.InvalidRecordError) as e:
-            return ErrorCode.invalid_record, -1, -1, str(e), -1
+            return ErrorCode.invalid_record, -1, -1, str(e), -1, None
         except ProducerFenced as e:
-            return ErrorCode.invalid_producer_epoch, -1, -1, str(e), -1
+            return ErrorCode.invalid_producer_epoch, -1, -1, str(e), -1, None
         except StorageError as e:
             if not isinstance(e, LogDirOffline):  # an offline dir was reported once, when it failed
                 log.error("%s", e)
-            return ErrorCode.kafka_storage_error, -1, -1, str(e), -1
+            return ErrorCode.kafka_storage_error, -1, -1, str(e), -1, None
         size = len(payload)
         topic_metrics = b.metrics.topic(name)
         topic_metrics.bytes_in.inc(size)
         topic_metrics.messages_in.inc(sum(h.records_count for h in headers))
-        return ErrorCode.none, result.base_offset, result.log_start_offset, None, result.log_append_time
+        required = (part, part.leader_epoch, result.last_offset + 1) if request.acks == -1 else None
+        return ErrorCode.none, result.base_offset, result.log_start_offset, None, result.log_append_time, required
 
 
 def _timestamp(ms: int) -> datetime.datetime | None:

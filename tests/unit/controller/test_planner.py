@@ -53,17 +53,55 @@ def test_no_live_broker_leaves_the_topic_unassigned_with_a_reason():
     assert "cannot assign 2 partition(s) of 't'" in plan.problem
 
 
-def test_replication_factor_above_one_is_not_assigned_until_replication_exists():
-    plan = plan_topic(new_topic("t", 1, replication_factor=3), LIVE)
-    assert plan.assignment is None and "replication factor 3 is not supported yet" in plan.problem
+def test_replication_factor_three_gets_three_replicas_all_in_sync_led_by_the_first():
+    plan = plan_topic(new_topic("t", 6, replication_factor=3), LIVE, random.Random(5))
+    assert plan.problem is None
+    for s in plan.assignment:
+        assert sorted(s.replicas) == [1, 2, 3] and s.isr == s.replicas and s.leader == s.replicas[0]
+    assert collections.Counter(s.leader for s in plan.assignment) == {1: 2, 2: 2, 3: 2}
 
 
-def test_replicas_prefer_first_live_in_sync_replica():
-    # (assignments with replicas come with replication; re-election already follows the ISR)
+def test_replication_factor_above_the_live_brokers_is_not_assigned():
+    plan = plan_topic(new_topic("t", 1, replication_factor=4), LIVE)
+    assert plan.assignment is None and "larger than the 3 available brokers" in plan.problem
+
+
+def test_replicas_prefer_first_live_in_sync_replica_and_the_dead_leave_the_isr():
     states = (PartitionState(1, 0, (1, 2, 3), (1, 2, 3)),)
     topic = dataclasses.replace(new_topic("t", 1, replication_factor=3), assignment=states)
     plan = plan_topic(topic, {2: None, 3: None})
-    assert plan.assignment[0].leader == 2 and plan.assignment[0].leader_epoch == 1
+    assert plan.assignment[0] == PartitionState(2, 1, (1, 2, 3), (2, 3))
+
+
+def test_a_dead_follower_leaves_the_isr_without_an_epoch_bump():
+    states = (PartitionState(1, 3, (1, 2, 3), (1, 2, 3)),)
+    topic = dataclasses.replace(new_topic("t", 1, replication_factor=3), assignment=states)
+    assert plan_topic(topic, {1: None, 2: None}).assignment[0] == PartitionState(1, 3, (1, 2, 3), (1, 2))
+
+
+def test_only_in_sync_replicas_are_elected_and_the_last_one_stays_in_the_isr():
+    # 3 is live but was not in sync: without unclean election the partition is offline
+    states = (PartitionState(1, 3, (1, 2, 3), (1,)),)
+    topic = dataclasses.replace(new_topic("t", 1, replication_factor=3), assignment=states)
+    down = plan_topic(topic, {3: None}).assignment[0]
+    assert down == PartitionState(-1, 4, (1, 2, 3), (1,))
+    # when 1 returns it leads again
+    back = plan_topic(dataclasses.replace(topic, assignment=(down,)), {1: None, 3: None}).assignment[0]
+    assert back == PartitionState(1, 5, (1, 2, 3), (1,))
+
+
+def test_unclean_election_elects_a_live_replica_outside_the_isr():
+    states = (PartitionState(1, 3, (1, 2, 3), (1,)),)
+    topic = dataclasses.replace(new_topic("t", 1, replication_factor=3, configs={
+        "unclean.leader.election.enable": "true"}), assignment=states)
+    assert plan_topic(topic, {3: None}).assignment[0] == PartitionState(3, 4, (1, 2, 3), (3,))
+    # the broker default applies when the topic does not say
+    plain = dataclasses.replace(new_topic("t", 1, replication_factor=3), assignment=states)
+    assert plan_topic(plain, {3: None}, unclean_default=True).assignment[0] == PartitionState(3, 4, (1, 2, 3), (3,))
+    # and the topic's own false wins over the broker's true
+    strict = dataclasses.replace(new_topic("t", 1, replication_factor=3, configs={
+        "unclean.leader.election.enable": "false"}), assignment=states)
+    assert plan_topic(strict, {3: None}, unclean_default=True).assignment[0].leader == -1
 
 
 def test_holding_brokers_keep_leadership_but_get_no_new_partitions():

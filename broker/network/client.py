@@ -1,0 +1,93 @@
+"""A Kafka-protocol client connection, for what brokers ask each other (the replica fetcher's
+Fetch and OffsetForLeaderEpoch): kio's request types written with the right request header,
+one request in flight at a time, responses read with kio's readers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import itertools
+import struct
+from typing import Any
+
+import kio.serial as kser
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.static.primitive import i16, i32
+
+from broker.protocol import codec
+
+_INT32 = struct.Struct(">i")
+
+
+class ClientError(ConnectionError):
+    """The peer could not be reached, closed the connection, or answered something unreadable."""
+
+
+class KafkaConnection:
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.host, self.port, self.client_id = host, port, client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._ids = itertools.count(1)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def connect(self, timeout_s: float) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), timeout_s)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise ClientError(f"cannot connect to {self.address}: {e or type(e).__name__}") from None
+
+    async def request(self, req: Any, timeout_s: float) -> Any:
+        """Send `req` (a kio request of some version) and return kio's response of that version."""
+        if self._writer is None:
+            raise ClientError(f"not connected to {self.address}")
+        t = type(req)
+        correlation_id = next(self._ids)
+        header_type = RequestHeaderV2 if t.__flexible__ else RequestHeaderV1
+        header = header_type(request_api_key=i16(t.__api_key__), request_api_version=i16(t.__version__),
+                             correlation_id=i32(correlation_id), client_id=self.client_id)
+        buf = io.BytesIO()
+        kser.entity_writer(header_type)(buf, header)
+        kser.entity_writer(t)(buf, req)
+        payload = buf.getvalue()
+        try:
+            self._writer.write(_INT32.pack(len(payload)) + payload)
+            await self._writer.drain()
+            size = _INT32.unpack(await asyncio.wait_for(self._reader.readexactly(4), timeout_s))[0]
+            frame = await asyncio.wait_for(self._reader.readexactly(size), timeout_s)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
+            self.close()
+            raise ClientError(f"{self.address} did not answer {t.__name__}: {e or type(e).__name__}") from None
+        (got,) = _INT32.unpack_from(frame, 0)
+        if got != correlation_id:
+            self.close()
+            raise ClientError(f"{self.address} answered correlation id {got}, expected {correlation_id}")
+        pos = 4
+        if t.__flexible__:  # response header v1: tagged fields after the correlation id
+            try:
+                count, pos = codec._read_uvarint(frame, pos)
+                for _ in range(count):
+                    _, pos = codec._read_uvarint(frame, pos)
+                    n, pos = codec._read_uvarint(frame, pos)
+                    pos += n
+            except codec.MalformedRequest as e:
+                self.close()
+                raise ClientError(f"{self.address}: unreadable response header: {e}") from None
+        response_type = codec.response_type(int(t.__api_key__), int(t.__version__))
+        try:
+            body, _ = kser.entity_reader(response_type)(frame, pos)
+        except Exception as e:
+            self.close()
+            raise ClientError(f"{self.address}: unreadable {response_type.__name__}: {e}") from None
+        return body
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = self._reader = None

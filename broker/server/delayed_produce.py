@@ -1,0 +1,52 @@
+"""An acks=all Produce waiting in the purgatory until the ISR has its batches (Kafka's DelayedProduce).
+
+Each partition the request appended to waits until the leader's high watermark passes the end of
+what was appended there; it is watched under that partition's (topic, partition) key, which the
+replica manager checks whenever the partition's high watermark moves, its ISR changes or its
+leadership ends. Kafka's answers:
+- the high watermark passed the batch and the ISR still has min.insync.replicas members: done;
+- it passed, but the ISR shrank below min.insync.replicas meanwhile: NOT_ENOUGH_REPLICAS_AFTER_APPEND
+  (the records are in the log; a retry may duplicate them unless the producer is idempotent);
+- this broker stopped leading the partition: NOT_LEADER_OR_FOLLOWER;
+- the request's timeout passed first: REQUEST_TIMED_OUT (decided by the caller).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Hashable
+
+from kio.schema.errors import ErrorCode
+
+from broker.server.purgatory import DelayedOperation
+
+if TYPE_CHECKING:
+    from broker.server.replica_manager import ReplicaManager
+
+
+class DelayedProduce(DelayedOperation):
+    def __init__(self, replicas: "ReplicaManager", required: dict[tuple[str, int], tuple[object, int, int]]) -> None:
+        """`required`: (topic, partition) -> (the partition object appended to, its leader epoch,
+        the offset the high watermark must reach: the last appended offset + 1)."""
+        super().__init__()
+        self.replicas = replicas
+        self.required = required
+        self.results: dict[tuple[str, int], ErrorCode] = {}
+
+    def can_complete(self, key: Hashable | None = None) -> bool:
+        keys = [key] if key is not None and key in self.required else list(self.required)
+        for tp in keys:
+            if tp not in self.results:
+                self._check(tp)  # type: ignore[arg-type]
+        return len(self.results) == len(self.required)
+
+    def _check(self, tp: tuple[str, int]) -> None:
+        part, epoch, offset = self.required[tp]
+        current = self.replicas.get(*tp)
+        state = current.replica_state if current is not None else None
+        if current is not part or state is None or current.leader_epoch != epoch:
+            self.results[tp] = ErrorCode.not_leader_or_follower
+            return
+        min_isr = min(current.log.config.min_insync_replicas, len(state.replicas))
+        done, enough = state.enough_replicas_reached(offset, min_isr)
+        if done:
+            self.results[tp] = ErrorCode.none if enough else ErrorCode.not_enough_replicas_after_append
