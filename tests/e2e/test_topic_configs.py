@@ -67,7 +67,7 @@ def test_unknown_topic_config_is_refused_naming_the_key(broker):
 @pytest.mark.parametrize("key,value", [
     ("compression.type", "gzip"), ("file.delete.delay.ms", "1000"), ("segment.index.bytes", "4096"),
     ("local.retention.ms", "1000"), ("remote.storage.enable", "true"), ("preallocate", "true"),
-    ("segment.jitter.ms", "100"), ("unclean.leader.election.enable", "true"),
+    ("segment.jitter.ms", "100"),
     ("message.downconversion.enable", "false"), ("message.timestamp.difference.max.ms", "1000"),
 ])
 def test_unimplemented_topic_configs_are_refused(broker, key, value):
@@ -76,8 +76,18 @@ def test_unimplemented_topic_configs_are_refused(broker, key, value):
         assert code == ErrorCode.invalid_config, f"{key}={value} was accepted"
         assert key in (message or "")
         # the value that describes what the broker does is fine where there is one
-        if key in ("preallocate", "unclean.leader.election.enable"):
+        if key == "preallocate":
             assert create(conn, kafka_wire.unique_topic("cfg"), {key: "false"})[0] == ErrorCode.none
+
+
+def test_unclean_leader_election_is_a_topic_key_in_force(broker):
+    """Replication (issue 11): the controller honours unclean.leader.election.enable per topic."""
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        for value in ("true", "false"):
+            assert create(conn, kafka_wire.unique_topic("cfg"), {"unclean.leader.election.enable": value})[0] == \
+                ErrorCode.none
+        code, message = create(conn, kafka_wire.unique_topic("cfg"), {"unclean.leader.election.enable": "maybe"})
+        assert code == ErrorCode.invalid_config and "unclean.leader.election.enable" in (message or "")
 
 
 def test_log_append_time_stamps_batches_with_the_broker_clock(broker):
