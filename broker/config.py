@@ -262,6 +262,10 @@ KEYS: tuple[Key, ...] = (
         "Largest session timeout a consumer may ask for."),
     Key("offsets.topic.num.partitions", "50", _int_at_least(1),
         "Partitions of the internal __consumer_offsets topic."),
+    Key("offsets.topic.replication.factor", "1", _int_at_least(1),
+        "Replication factor of __consumer_offsets. While fewer brokers are alive, FindCoordinator answers "
+        "COORDINATOR_NOT_AVAILABLE and the topic is not created, as in Kafka (whose default is 3; Flotilla's "
+        "is 1 so that a single broker serves groups without configuration)."),
     Key("offsets.topic.segment.bytes", str(100 * 1024 * 1024), _int_at_least(1),
         "Segment size of __consumer_offsets: small, so the log cleaner can compact it soon."),
     Key("offsets.retention.minutes", "10080", _int_at_least(1),

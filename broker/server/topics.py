@@ -195,13 +195,20 @@ class TopicManager:
                              f"topic {name!r} was created, but the controller has not assigned its partitions"
                              f" within {timeout_s:.1f}s")
 
-    async def ensure(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicRecord:
-        """Create an internal topic if it does not exist yet (coordinators' own topics)."""
+    async def ensure(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+                     replication_factor: int = 1) -> TopicRecord:
+        """Create an internal topic if it does not exist yet (coordinators' own topics). Fewer live
+        brokers than its replication factor: TopicError (Kafka refuses to create it then too)."""
         existing = self.store.image.topics.get(name)
         if existing is not None:
             return existing
+        live = self.live_brokers()
+        if replication_factor > live:
+            raise TopicError(ErrorCode.invalid_replication_factor,
+                             f"{name} needs {replication_factor} live brokers (its replication factor), "
+                             f"{live} are alive")
         try:
-            return await self.store.create_topic(new_topic(name, partitions, 1, configs))
+            return await self.store.create_topic(new_topic(name, partitions, replication_factor, configs))
         except TopicExists:
             return self.store.image.topics[name] if name in self.store.image.topics else existing
 

@@ -85,7 +85,8 @@ class OffsetsLog:
 
     async def ensure_topic(self) -> None:
         """Create the topic (the controller assigns its partitions across the live brokers)."""
-        await self.broker.topics.ensure(TOPIC, self.num_partitions, {
+        await self.broker.topics.ensure(TOPIC, self.num_partitions, replication_factor=self.broker.config[
+            "offsets.topic.replication.factor"], configs={
             "cleanup.policy": "compact", "segment.bytes": str(self.broker.config["offsets.topic.segment.bytes"])})
         self.refresh_partition_count()
 
@@ -142,7 +143,7 @@ class OffsetsLog:
 
     def _replay_partition(self, part: "Partition") -> Iterator[LoadedRecord]:
         offset = part.log.log_start_offset
-        end = part.log.high_watermark
+        end = part.log.log_end_offset  # as Kafka: a new leader loads all it has, committed or not yet
         while offset < end:
             region = part.log.read(offset, READ_CHUNK, upper_bound=end, min_one=True)
             if region is None:
