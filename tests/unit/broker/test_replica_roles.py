@@ -1,0 +1,144 @@
+"""ReplicaManager as leader and follower of replicated partitions (issue 11), on real logs in a
+temporary directory and a metadata image built in the test: which role each partition gets from
+the image, follower fetches moving the high watermark, ISR shrinks and expands written as a
+compare-and-set of the topic record, and acks=all waits completed by the high watermark."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from broker.config import parse_config
+from broker.metadata.store import Conflict, MetadataImage, PartitionState, TopicRecord
+from broker.protocol import records
+from broker.server.delayed_produce import DelayedProduce
+from broker.server.purgatory import Purgatory
+from broker.server.replica_manager import ReplicaManager
+from tests.support import kafka_wire
+
+TOPIC_ID = uuid.uuid4()
+
+
+class ImageStore:
+    """The part of a metadata store ReplicaManager uses: an image, and CAS writes of topics."""
+
+    def __init__(self, topic: TopicRecord, conflicts: int = 0) -> None:
+        self.image = MetadataImage.build("c", {}, 1, {topic.name: topic})
+        self.conflicts = conflicts
+        self.writes: list[TopicRecord] = []
+
+    def set(self, topic: TopicRecord) -> None:
+        self.image = MetadataImage.build("c", {}, 1, {topic.name: topic})
+
+    async def update_topic(self, rec: TopicRecord) -> TopicRecord:
+        if self.conflicts:
+            self.conflicts -= 1
+            raise Conflict("someone else wrote first")
+        rec = dataclasses.replace(rec, version=int(rec.version) + 1)
+        self.writes.append(rec)
+        self.set(rec)
+        return rec
+
+
+def topic(state: PartitionState, version: int = 0, **configs: str) -> TopicRecord:
+    return TopicRecord("t", TOPIC_ID, 1, 3, dict(configs), (state,), version)
+
+
+def manager(tmp_path, store, node_id: int = 1, lag_ms: int = 1000) -> ReplicaManager:
+    config = parse_config({"node.id": str(node_id), "log.dirs": str(tmp_path / "data"),
+                           "replica.lag.time.max.ms": str(lag_ms)})
+    return ReplicaManager(config, store, Purgatory("fetch"), Purgatory("produce"))
+
+
+def batch(n: int = 1) -> tuple[bytes, list]:
+    payload = kafka_wire.build_batch([kafka_wire.Msg(None, b"v%d" % i) for i in range(n)])
+    return payload, records.validate_batches(payload, 1 << 20)
+
+
+async def test_a_replica_that_does_not_lead_follows_and_becomes_leader_when_elected(tmp_path):
+    store = ImageStore(topic(PartitionState(2, 0, (2, 1, 3), (2, 1, 3))))
+    rm = manager(tmp_path, store)
+    follows, leads = [], []
+    rm.on_follow_change(follows.append)
+    rm.on_leadership_change(lambda t, p, leading: leads.append(leading))
+    rm.apply_image(store.image)
+    assert rm.get("t", 0) is None  # not led here: invisible to consumers and producers
+    assert rm.partitions[("t", 0)].is_leader is False
+    assert follows[-1] == {("t", 0): (2, 0)}
+    assert rm.leader_or_error("t", 0)[1] == ErrorCode.not_leader_or_follower
+    store.set(topic(PartitionState(1, 1, (2, 1, 3), (1, 3)), version=1))
+    rm.apply_image(store.image)
+    part = rm.get("t", 0)
+    assert part is not None and part.leader_epoch == 1 and leads == [True]
+    assert follows[-1] == {}
+    assert part.replica_state.isr == frozenset({1, 3})
+    rm.close()
+
+
+async def test_follower_fetches_move_the_high_watermark_and_complete_acks_all(tmp_path):
+    store = ImageStore(topic(PartitionState(1, 0, (1, 2, 3), (1, 2, 3))))
+    rm = manager(tmp_path, store)
+    rm.apply_image(store.image)
+    part = rm.get("t", 0)
+    payload, headers = batch(3)
+    result = rm.append(part, payload, headers)
+    assert part.log.log_end_offset == 3 and part.log.high_watermark == 0  # followers have nothing yet
+    op = DelayedProduce(rm, {("t", 0): (part, 0, result.last_offset + 1)})
+    waiting = asyncio.ensure_future(rm.produce_purgatory.wait(op, [("t", 0)], 5))
+    await asyncio.sleep(0)
+    assert rm.follower_fetched(part, 2, 3, 0, 0) == ErrorCode.none
+    assert part.log.high_watermark == 0 and not op.completed  # 3 is in the ISR and still at -1
+    assert rm.follower_fetched(part, 3, 3, 0, 0) == ErrorCode.none
+    assert part.log.high_watermark == 3
+    assert await waiting and op.results == {("t", 0): ErrorCode.none}
+    # epoch checks of the follower's fetch
+    assert rm.follower_fetched(part, 2, 3, 0, 1) == ErrorCode.unknown_leader_epoch
+    assert rm.follower_fetched(part, 4, 3, 0, 0) == ErrorCode.not_leader_or_follower
+    assert rm.follower_fetched(part, 2, 9, 0, 0) == ErrorCode.offset_out_of_range
+    rm.close()
+
+
+async def test_a_lagging_follower_is_shrunk_out_with_a_cas_write_and_rejoins_when_caught_up(tmp_path):
+    store = ImageStore(topic(PartitionState(1, 0, (1, 2, 3), (1, 2, 3))), conflicts=1)
+    rm = manager(tmp_path, store, lag_ms=50)
+    rm.apply_image(store.image)
+    part = rm.get("t", 0)
+    payload, headers = batch(2)
+    rm.append(part, payload, headers)
+    await asyncio.sleep(0.08)
+    rm.follower_fetched(part, 2, 2, 0, 0)  # 2 keeps up, 3 never fetches
+    rm.shrink_isrs()
+    for _ in range(50):
+        await asyncio.sleep(0.05)
+        if rm.isr_shrinks:
+            break
+    assert rm.isr_shrinks == 1
+    assert store.image.topics["t"].assignment[0].isr == (1, 2)  # written once, after one lost CAS
+    assert len(store.writes) == 1
+    assert part.log.high_watermark == 2
+    rm.follower_fetched(part, 3, 2, 0, 0)  # caught up: rejoins
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if rm.isr_expands:
+            break
+    assert store.image.topics["t"].assignment[0].isr == (1, 2, 3)
+    rm.close()
+
+
+async def test_no_isr_write_once_the_leader_epoch_moved(tmp_path):
+    store = ImageStore(topic(PartitionState(1, 0, (1, 2, 3), (1, 2, 3))))
+    rm = manager(tmp_path, store, lag_ms=10)
+    rm.apply_image(store.image)
+    part = rm.get("t", 0)
+    rm.append(part, *batch(1))
+    # the image moved on (another leader, epoch 1) before the leader's write
+    store.set(topic(PartitionState(2, 1, (1, 2, 3), (2, 3)), version=5))
+    await asyncio.sleep(0.03)
+    rm.shrink_isrs()
+    await asyncio.sleep(0.1)
+    assert store.writes == []
+    rm.close()
