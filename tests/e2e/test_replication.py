@@ -167,7 +167,7 @@ def test_min_insync_replicas_refuses_acks_all_and_nothing_above_the_high_waterma
     for b in cluster.brokers:
         if b is not leader:
             b.kill9()
-    with kafka_wire.connect(leader.bootstrap) as conn:
+    with kafka_wire.connect(leader.bootstrap, timeout=40) as conn:
         # Until the ISR shrinks, an acks=1 write is in the leader's log but not committed: the
         # high watermark stays at 2 and consumers read nothing past it.
         r = conn.produce(topic, 0, records_batch([b"uncommitted"]), acks=1)
