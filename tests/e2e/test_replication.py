@@ -126,6 +126,26 @@ def test_followers_copy_the_leaders_log_byte_for_byte(cluster):
     wait_replicas_identical(cluster, topic, 6)
     got = read_all(cluster.bootstrap, topic, 6, 600)
     assert sorted(v for recs in got.values() for _, v in recs) == sorted(f"v{i}".encode() for i in range(600))
+    assert all(segment_bytes(b, topic, p) for b in cluster.brokers for p in range(6))
+    # metrics: nothing under-replicated; every broker's fetchers fetched from the two others
+    for b in cluster.brokers:
+        assert metric(b, "flotilla_under_replicated_partitions") == 0.0
+        assert sum(1 for line in scrape(b).splitlines()
+                   if line.startswith("flotilla_replica_fetches_total{") and float(line.split()[-1]) > 0) == 2
+
+
+def scrape(broker: ClusterBroker) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(broker.metrics_url, timeout=10) as r:
+        return r.read().decode()
+
+
+def metric(broker: ClusterBroker, name: str) -> float:
+    for line in scrape(broker).splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{}"):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} not in {broker.metrics_url}")
 
 
 def leader_of(cluster: BrokerCluster, topic: str, partition: int) -> int:
@@ -191,6 +211,8 @@ def test_min_insync_replicas_refuses_acks_all_and_nothing_above_the_high_waterma
         # acks=1 is not bound by min.insync.replicas
         r = conn.produce(topic, 0, records_batch([b"acks-1"]), acks=1)
         assert r.error_code == ErrorCode.none
+    # the leader reports its partition under-replicated
+    assert metric(leader, "flotilla_under_replicated_partitions") == 1.0
 
 
 def fetch_values(conn, topic: str, partition: int, offset: int) -> list[bytes]:
