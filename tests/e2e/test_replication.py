@@ -119,7 +119,7 @@ def test_followers_copy_the_leaders_log_byte_for_byte(cluster):
     p = producer(cluster.bootstrap)
     acked = []
     for i in range(600):
-        p.produce(topic, key=str(i % 6).encode(), value=f"v{i}".encode(),
+        p.produce(topic, partition=i % 6, value=f"v{i}".encode(),
                   on_delivery=lambda err, msg: acked.append(msg) if err is None else None)
     assert p.flush(60) == 0
     assert len(acked) == 600
