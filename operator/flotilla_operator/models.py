@@ -13,6 +13,7 @@ messages, so that a unit test (or a user of the models) sees the same error as `
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -91,6 +92,57 @@ def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str
 # One rule per key: a map lookup is cheap for the API server's CEL cost estimate, and each
 # message names its key.
 OWNED_KEYS_RULES = [cel(f"!('{k}' in self)", owned_key_message(k)) for k in OPERATOR_OWNED_CONFIG_KEYS]
+
+
+REPLICATION_KEYS = ("default.replication.factor", "min.insync.replicas", "offsets.topic.replication.factor")
+MAX_DEFAULT_REPLICATION = 3
+
+
+@dataclass(frozen=True)
+class ReplicationSettings:
+    """The replication keys a fleet's brokers run with: spec.config's, else sized to the fleet."""
+
+    default_replication_factor: int
+    min_insync_replicas: int
+    offsets_topic_replication_factor: int
+
+
+def _whole(config: dict[str, Any], key: str) -> int | None:
+    if key not in config:
+        return None
+    value = config[key]
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"{key} must be a whole number, got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"{key} must be at least 1, got {number}")
+    return number
+
+
+def replication_settings(replicas: int, config: dict[str, Any]) -> ReplicationSettings:
+    """Replication factor min(3, replicas) and min.insync.replicas one fewer (at least 1), unless
+    spec.config sets them; ValueError naming the key when a set value cannot work with `replicas`
+    brokers (a replication factor above the broker count cannot be placed; min.insync.replicas
+    above it, or above the default replication factor, makes every acks=all produce fail)."""
+    rf = _whole(config, "default.replication.factor")
+    isr = _whole(config, "min.insync.replicas")
+    offsets_rf = _whole(config, "offsets.topic.replication.factor")
+    for key, value in (("default.replication.factor", rf), ("min.insync.replicas", isr),
+                       ("offsets.topic.replication.factor", offsets_rf)):
+        if value is not None and value > replicas:
+            raise ValueError(f"{key}={value} exceeds spec.replicas ({replicas}): the fleet has only {replicas} broker(s)")
+    fleet_rf = min(MAX_DEFAULT_REPLICATION, replicas)
+    rf = rf if rf is not None else fleet_rf
+    if isr is not None and isr > rf:
+        raise ValueError(
+            f"min.insync.replicas={isr} exceeds default.replication.factor ({rf}): acks=all produce to a "
+            "topic created with the default would always fail")
+    return ReplicationSettings(
+        default_replication_factor=rf,
+        min_insync_replicas=isr if isr is not None else max(1, rf - 1),
+        offsets_topic_replication_factor=offsets_rf if offsets_rf is not None else fleet_rf,
+    )
 
 
 class ApiModel(BaseModel):
@@ -292,7 +344,9 @@ class KafkaClusterSpec(ApiModel):
         description=(
             "Broker configuration with Kafka's key names, e.g. log.retention.ms: \"604800000\". Written to "
             "server.properties; a change rolls the brokers one at a time. Keys the operator sets itself "
-            "(" + ", ".join(OPERATOR_OWNED_CONFIG_KEYS) + ") are rejected."
+            "(" + ", ".join(OPERATOR_OWNED_CONFIG_KEYS) + ") are rejected. Unless set here, "
+            "default.replication.factor and offsets.topic.replication.factor are min(3, replicas) and "
+            "min.insync.replicas one fewer (at least 1); values above replicas are refused."
         ),
         json_schema_extra={
             "default": {},
@@ -331,6 +385,15 @@ class KafkaClusterSpec(ApiModel):
         if bad:
             raise ValueError(f"{CONFIG_KEY_MESSAGE}; got {', '.join(bad)}")
         return config
+
+    @model_validator(mode="after")
+    def _replication_fits(self) -> KafkaClusterSpec:
+        try:
+            replication_settings(self.replicas, self.config)
+        except ValueError as exc:
+            # Raised here (not in a field validator) so that it sees spec.replicas; named as a field.
+            raise ValueError(f"spec.config.{exc}") from None
+        return self
 
     @field_validator("listeners")
     @classmethod

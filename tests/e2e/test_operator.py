@@ -9,7 +9,7 @@ pods get Ready and so does the status (with observedGeneration); a config change
 at a time; scaling 3 -> 5 -> 3 (also through the scale subresource); drift is repaired; a config
 the broker would refuse rolls nothing; deletion garbage-collects every child; a scale-down stops
 above brokers that still hold replicas (KafkaTopics with status written by hand) and reports
-ScaleDownBlocked until they hold none.
+ScaleDownBlocked until they hold none; replication keys default to the fleet size and a min.insync.replicas above spec.replicas is refused naming the key.
 """
 
 from __future__ import annotations
@@ -502,4 +502,23 @@ def test_scale_down_waits_for_the_removed_brokers_to_hold_no_replicas(kube_env, 
     kc = wait_for("3 brokers Ready", ready_at_generation(kube_env, ns, name, 3), timeout=120)
     assert condition(kc, "ScaleDownBlocked") == {}
     assert get_json(kube_env, "statefulset", f"{name}-broker", "-n", ns)["spec"]["replicas"] == 3
+    kube_env.kubectl("delete", "kafkacluster", name, "-n", ns)
+
+
+def test_replication_defaults_and_a_min_isr_the_fleet_cannot_meet(kube_env, kube_namespace, operator):
+    ns, name = kube_namespace, "repl"
+    apply(kube_env, kafkacluster(name, ns, replicas=3))
+    wait_for("3 brokers Ready", ready_at_generation(kube_env, ns, name, 3), timeout=120)
+    props = get_json(kube_env, "configmap", f"{name}-config", "-n", ns)["data"]["server.properties"].splitlines()
+    assert {"default.replication.factor=3", "offsets.topic.replication.factor=3", "min.insync.replicas=2"} <= set(props)
+    sts_before = get_json(kube_env, "statefulset", f"{name}-broker", "-n", ns)
+    # More in-sync replicas than brokers: refused naming the key, and nothing changes.
+    kube_env.kubectl("patch", "kafkacluster", name, "-n", ns, "--type=merge",
+                     "-p", json.dumps({"spec": {"config": {"min.insync.replicas": "4"}}}))
+    kc = wait_for("InvalidSpec reported", lambda: (
+        lambda got: got if condition(got, "Degraded").get("reason") == "InvalidSpec" else None
+    )(get_json(kube_env, "kafkacluster", name, "-n", ns)))
+    assert "spec.config.min.insync.replicas=4 exceeds spec.replicas (3)" in condition(kc, "Degraded")["message"]
+    sts_after = get_json(kube_env, "statefulset", f"{name}-broker", "-n", ns)
+    assert sts_after["spec"]["template"] == sts_before["spec"]["template"]
     kube_env.kubectl("delete", "kafkacluster", name, "-n", ns)

@@ -7,7 +7,7 @@ import hashlib
 import uuid
 from typing import Any
 
-from ..models import METRICS_PORT, KafkaClusterSpec
+from ..models import METRICS_PORT, KafkaClusterSpec, replication_settings
 from .common import CONFIG_FILE, DATA_DIR, Owner, configmap_name, metadata
 
 
@@ -47,8 +47,23 @@ def operator_config(owner: Owner, spec: KafkaClusterSpec) -> dict[str, str]:
     return config
 
 
+def replication_defaults(spec: KafkaClusterSpec) -> dict[str, str]:
+    """Replication keys sized to the fleet, for those spec.config leaves unset (models.py checks the
+    ones it sets): topics and __consumer_offsets get min(3, brokers) replicas, and acks=all needs
+    one fewer in sync (at least 1), so that one broker restarting (a roll, a pod eviction) never
+    fails an acks=all produce."""
+    rf = replication_settings(spec.replicas, spec.config)
+    out = {
+        "default.replication.factor": str(rf.default_replication_factor),
+        "min.insync.replicas": str(rf.min_insync_replicas),
+        "offsets.topic.replication.factor": str(rf.offsets_topic_replication_factor),
+    }
+    return {k: v for k, v in out.items() if k not in spec.config}
+
+
 def server_properties(owner: Owner, spec: KafkaClusterSpec) -> str:
-    """server.properties: the operator's keys, then the user's spec.config, each block sorted."""
+    """server.properties: the operator's keys, the replication defaults, then the user's
+    spec.config, each block sorted."""
     lines = [
         f"# Rendered by the Flotilla operator for KafkaCluster {owner.namespace}/{owner.name}.",
         "# Per-broker keys are passed on the command line: --override node.id=<ordinal>",
@@ -56,6 +71,11 @@ def server_properties(owner: Owner, spec: KafkaClusterSpec) -> str:
         "# Set by the operator:",
     ]
     lines += [f"{k}={_value(v)}" for k, v in sorted(operator_config(owner, spec).items())]
+    defaults = replication_defaults(spec)
+    if defaults:
+        # Not the broker count itself: scaling beyond 3 brokers must not change the file (a roll).
+        lines.append("# Replication defaults for this fleet size (spec.config may set them):")
+        lines += [f"{k}={v}" for k, v in sorted(defaults.items())]
     if spec.config:
         lines.append("# From spec.config:")
         lines += [f"{k}={_value(v)}" for k, v in sorted(spec.config.items())]
