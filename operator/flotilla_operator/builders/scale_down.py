@@ -4,7 +4,7 @@ A StatefulSet scales down by deleting its highest ordinals, and a broker's node.
 so lowering spec.replicas from 5 to 3 removes nodes 3 and 4. If either is still a replica of a
 partition (a KafkaTopic's status.assignment), removing it would lose that copy, or the only one.
 The operator then keeps the StatefulSet at the smallest size that removes no replica holder and
-reports ScaleDownBlocked until the partitions have been reassigned elsewhere. Pure: no I/O.
+reports ScaleDownBlocked until they hold none (moved or deleted). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class ScaleDecision:
         nodes = ", ".join(str(n) for n in self.blocked_nodes)
         shown = ", ".join(self.held[:EXAMPLES]) + (", ..." if len(self.held) > EXAMPLES else "")
         return (f"not removing broker(s) {nodes}: they still hold replicas of {len(self.held)} "
-                f"partition(s) ({shown}); reassign them (kafka-reassign-partitions) and the scale-down "
-                f"continues; keeping {self.replicas} brokers")
+                f"partition(s) ({shown}); the scale-down continues once they hold none; keeping "
+                f"{self.replicas} brokers")
 
 
 def replica_holders(topics: list[dict[str, Any]]) -> dict[int, list[str]]:
