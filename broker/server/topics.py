@@ -263,6 +263,33 @@ class TopicManager:
         raise TopicError(ErrorCode.not_controller, f"topic {name!r} kept changing; try again")
 
 
+    # -- configs ------------------------------------------------------------------------------
+    async def alter_configs(self, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+                            validate_only: bool = False) -> TopicRecord:
+        """Sets a topic's own configs to `change(current)`, validated as CreateTopics validates
+        them (INVALID_CONFIG naming the key); a CAS of the topic's record, tried again when
+        another write came first. Brokers apply the new settings when the image shows them."""
+        for _ in range(5):
+            record = self.store.image.topics.get(name)
+            if record is None:
+                raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+            try:
+                configs = topic_config.validate(change(dict(record.configs)))
+            except topic_config.TopicConfigError as e:
+                raise TopicError(ErrorCode.invalid_config, str(e)) from None
+            if validate_only or configs == dict(record.configs):
+                return record
+            try:
+                return await self.store.update_topic(dataclasses.replace(record, configs=configs))
+            except Conflict:
+                await self.wait_for_image(lambda img: img.topics.get(name) is not record, 1.0)
+            except UnknownTopic:
+                raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist") from None
+            except StoreUnavailable as e:
+                raise store_unavailable(e) from None
+        raise TopicError(ErrorCode.not_controller, f"topic {name!r} kept changing; try again")
+
+
 def too_large(name: str, partitions: int, e: Exception) -> TopicError:
     return TopicError(ErrorCode.invalid_partitions,
                       f"topic {name!r} cannot have {partitions} partitions in this cluster's metadata store: {e}")

@@ -85,3 +85,26 @@ def test_a_client_created_topic_appears_as_a_kafkatopic(fleet, kube_env, kube_na
     assert ko.topic_id_text(md.topics[0].topic_id) == obj["status"]["topicId"]
     leaders = {int(p.partition_index): int(p.leader_id) for p in md.topics[0].partitions}
     assert {i: a["leader"] for i, a in enumerate(obj["status"]["assignment"])} == leaders
+
+
+def test_topic_configs_round_trip_between_kafka_clients_and_the_kafkatopic(fleet, kube_env, kube_namespace):
+    """IncrementalAlterConfigs through one broker lands in the KafkaTopic's spec.config (what a
+    GitOps repository holds), and a `kubectl patch` of spec.config is in force on every broker."""
+    from tests.e2e.test_alter_configs import SET, in_force, incremental
+
+    topic = kafka_wire.unique_topic("cfg")
+    with kafka_wire.connect(fleet.brokers[0].bootstrap) as conn:
+        assert int(conn.create_topic(topic, 1)) == 0
+    fleet.wait_leaders(topic, 1)
+    with kafka_wire.connect(fleet.brokers[1].bootstrap) as conn:
+        assert incremental(conn, topic, ("retention.ms", SET, "3600000")) == (0, None)
+    obj = wait_for("spec.config in the KafkaTopic", lambda: (lambda o: o if (o["spec"].get("config") or {}).get(
+        "retention.ms") is not None else None)(kafkatopics(kube_env, kube_namespace)[topic]), timeout=30)
+    assert str(obj["spec"]["config"]["retention.ms"]) == "3600000"
+
+    kube_env.kubectl("patch", "kafkatopic", obj["metadata"]["name"], "-n", kube_namespace, "--type=merge",
+                     "-p", json.dumps({"spec": {"config": {"retention.ms": "7200000"}}}))
+    for b in fleet.brokers:
+        with kafka_wire.connect(b.bootstrap) as conn:
+            wait_for(f"broker {b.node_id} in force", lambda: in_force(conn, topic)["retention.ms"][0] == "7200000",
+                     timeout=30)

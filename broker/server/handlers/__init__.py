@@ -6,7 +6,8 @@ import importlib
 
 _MODULES = (
     "api_versions", "metadata", "produce", "fetch", "list_offsets",
-    "create_topics", "delete_topics", "create_partitions", "describe_configs", "describe_cluster",
+    "create_topics", "delete_topics", "create_partitions", "describe_configs", "alter_configs",
+    "incremental_alter_configs", "describe_cluster",
     "init_producer_id",
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups",

@@ -72,7 +72,7 @@ class DescribeConfigsHandler(Handler):
         if resource.resource_type == BROKER:
             if resource.resource_name not in ("", str(b.node_id)):
                 return [], True, ErrorCode.invalid_request, f"this is broker {b.node_id}, not {resource.resource_name}"
-            # No dynamic broker configs (AlterConfigs is not served): every key is read-only.
+            # No dynamic broker configs (AlterConfigs refuses BROKER resources): every key is read-only.
             return broker_entries(b.config), True, ErrorCode.none, None
         return [], True, ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported"
 

@@ -1,0 +1,28 @@
+"""AlterConfigs (key 33): replace a topic's own configs with the given set (keys left out return
+to the broker's value), as Kafka's legacy API does; see broker/server/config_alteration.py."""
+
+from __future__ import annotations
+
+from broker.server import config_alteration
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+
+
+class AlterConfigsHandler(Handler):
+    api_key = 33
+    min_version = 0
+    max_version = 2
+
+    async def handle(self, ctx: RequestContext, request):
+        out = []
+        for r in request.resources:
+            entries = [(c.name, c.value) for c in r.configs]
+            outcome = await config_alteration.alter(
+                self.broker.topics, self.broker.node_id, int(r.resource_type), r.resource_name,
+                lambda entries=entries: config_alteration.replace_all(entries), bool(request.validate_only))
+            out.append(ctx.build("AlterConfigsResourceResponse", error_code=outcome.error_code,
+                                 error_message=outcome.error_message, resource_type=r.resource_type,
+                                 resource_name=r.resource_name))
+        return ctx.build("AlterConfigsResponse", throttle_time=NO_THROTTLE, responses=tuple(out))
+
+
+HANDLER = AlterConfigsHandler
