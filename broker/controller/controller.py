@@ -22,7 +22,7 @@ import random
 import time
 import uuid
 
-from broker.controller.planner import plan_topic
+from broker.controller.planner import PREFERRED, elect_on_request, imbalanced, plan_topic
 from broker.metadata.store import NO_TOPIC_ID, Conflict, MetadataImage, MetadataStore, StoreUnavailable, UnknownTopic
 
 log = logging.getLogger(__name__)
@@ -34,9 +34,13 @@ WRITES_IN_FLIGHT = 16
 class Controller:
     def __init__(self, store: MetadataStore, node_id: int, campaign_interval_s: float | None = None,
                  rng: random.Random | None = None, grace_s: float | None = None,
-                 unclean_default: bool = False) -> None:
+                 unclean_default: bool = False, rebalance_interval_s: float | None = None,
+                 imbalance_percent: int = 10) -> None:
         self.store = store
         self.unclean_default = unclean_default
+        # auto.leader.rebalance.enable: preferred leaders back every interval (None: off).
+        self.rebalance_interval_s = rebalance_interval_s
+        self.imbalance_percent = imbalance_percent
         self.node_id = node_id
         lease_s = float(getattr(store, "lease_duration_s", 0.0) or 0.0)
         # Renew well inside the renew deadline (2/3 of the Lease): a quarter of it, at most 2 s.
@@ -59,6 +63,8 @@ class Controller:
         self.store.subscribe(self._on_image)
         self._tasks = [asyncio.create_task(self._campaign_loop(), name="controller-campaign"),
                        asyncio.create_task(self._reconcile_loop(), name="controller-reconcile")]
+        if self.rebalance_interval_s:
+            self._tasks.append(asyncio.create_task(self._rebalance_loop(), name="controller-rebalance"))
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -158,3 +164,63 @@ class Controller:
                 if not self._store_down:
                     log.warning("controller: metadata store unavailable: %s", e)
                 return True
+
+    # -- elections asked for (ElectLeaders) and preferred-leader rebalance ------------------------
+    async def elect_leaders(self, wanted: dict[str, list[int]], election_type: int) -> dict[tuple[str, int], str]:
+        """Elect leaders of the named partitions (ElectLeaders): one CAS write per topic, planned
+        again from the newer image on a Conflict. Returns (topic, partition) -> Kafka error name."""
+        results: dict[tuple[str, int], str] = {}
+        for name, indexes in wanted.items():
+            for attempt in range(10):
+                if not self.store.is_controller(self.node_id):
+                    results.update({(name, i): "not_controller" for i in indexes})
+                    break
+                image = self.store.image
+                topic = image.topics.get(name)
+                if topic is None or topic.assignment is None:
+                    results.update({(name, i): "unknown_topic_or_partition" for i in indexes})
+                    break
+                electable = set(image.brokers)
+                assignment = list(topic.assignment)
+                changed = False
+                for i in indexes:
+                    if not 0 <= i < len(assignment):
+                        results[(name, i)] = "unknown_topic_or_partition"
+                        continue
+                    new, why = elect_on_request(assignment[i], electable, election_type)
+                    results[(name, i)] = why
+                    if new is not None:
+                        assignment[i] = new
+                        changed = True
+                if not changed:
+                    break
+                try:
+                    await self.store.update_topic(dataclasses.replace(topic, assignment=tuple(assignment)))
+                    self.writes += 1
+                    break
+                except Conflict:
+                    await asyncio.sleep(0.1 * (attempt + 1))
+                except (StoreUnavailable, UnknownTopic) as e:
+                    log.warning("controller: leader election for %s failed: %s", name, e)
+                    results.update({(name, i): "not_controller" if isinstance(e, StoreUnavailable)
+                                    else "unknown_topic_or_partition" for i in indexes})
+                    break
+        return results
+
+    async def _rebalance_loop(self) -> None:
+        """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, move
+        leadership back to preferred replicas of brokers over leader.imbalance.per.broker.percentage."""
+        while True:
+            await asyncio.sleep(self.rebalance_interval_s)
+            if not self.active:
+                continue
+            try:
+                image = self.store.image
+                wanted = imbalanced(image.topics.values(), set(image.brokers), self.imbalance_percent)
+                if wanted:
+                    done = await self.elect_leaders(wanted, PREFERRED)
+                    moved = sum(1 for why in done.values() if why == "none")
+                    if moved:
+                        log.info("controller: %d partition(s) moved back to their preferred leader", moved)
+            except Exception:
+                log.exception("controller: preferred leader rebalance failed")

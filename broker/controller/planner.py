@@ -82,3 +82,55 @@ def _reelect(state: PartitionState, electable: set[int], unclean: bool = False) 
         return state
     epoch = state.leader_epoch + 1 if leader != state.leader else state.leader_epoch
     return dataclasses.replace(state, leader=leader, leader_epoch=epoch, isr=isr)
+
+
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
+
+
+def elect_on_request(state: PartitionState, electable: set[int], election_type: int) -> tuple[PartitionState | None, str]:
+    """An election an admin asked for (ElectLeaders, or the controller's own preferred-leader
+    rebalance): (the new state, "none") or (None, the Kafka error name why not).
+
+    Preferred: the first replica leads if it is live and in the ISR. Unclean: only for a
+    partition without a live leader: the first live in-sync replica, else any live replica (whose
+    log becomes the truth; ISR just it)."""
+    if election_type == PREFERRED:
+        preferred = state.replicas[0] if state.replicas else NO_LEADER
+        if state.leader == preferred:
+            return None, "election_not_needed"
+        if preferred not in electable or preferred not in state.isr:
+            return None, "preferred_leader_not_available"
+        return dataclasses.replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1), "none"
+    if state.leader != NO_LEADER and state.leader in electable:
+        return None, "election_not_needed"
+    leader = elect_leader(state.replicas, state.isr, electable)
+    isr = tuple(r for r in state.isr if r in electable)
+    if leader == NO_LEADER:
+        leader = next((r for r in state.replicas if r in electable), NO_LEADER)
+        isr = (leader,)
+    if leader == NO_LEADER:
+        return None, "eligible_leaders_not_available"
+    return dataclasses.replace(state, leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr), "none"
+
+
+def imbalanced(topics, live: set[int], threshold_percent: int) -> dict[str, list[int]]:
+    """Kafka's auto leader rebalance: for each broker whose share of partitions it prefers (it is
+    the first replica) but does not lead exceeds `threshold_percent`, those partitions that can go
+    back to it (live, in the ISR). topic name -> partition indexes."""
+    preferred: dict[int, int] = {}
+    not_led: dict[int, list[tuple[str, int]]] = {}
+    for t in topics:
+        for i, s in enumerate(t.assignment or ()):
+            if not s.replicas:
+                continue
+            p = s.replicas[0]
+            preferred[p] = preferred.get(p, 0) + 1
+            if s.leader != p:
+                not_led.setdefault(p, []).append((t.name, i))
+    out: dict[str, list[int]] = {}
+    for broker, parts in not_led.items():
+        if broker not in live or 100 * len(parts) <= threshold_percent * preferred[broker]:
+            continue
+        for name, i in parts:
+            out.setdefault(name, []).append(i)
+    return out

@@ -79,8 +79,11 @@ class Broker:
         self.replicas.on_follow_change(self.replica_fetchers.update)
         self._leadership_follows_image = False
         self.store.subscribe(self._on_image)
-        self.controller = Controller(self.store, self.node_id,
-                                     unclean_default=config["unclean.leader.election.enable"])
+        self.controller = Controller(
+            self.store, self.node_id, unclean_default=config["unclean.leader.election.enable"],
+            rebalance_interval_s=config["leader.imbalance.check.interval.seconds"]
+            if config["auto.leader.rebalance.enable"] else None,
+            imbalance_percent=config["leader.imbalance.per.broker.percentage"])
         self.topics = TopicManager(config, self.store, self.replicas)
         self.producer_ids = ProducerIdManager(self.store)
         from broker.coordinator.group.coordinator import GroupCoordinator

@@ -429,3 +429,42 @@ def test_acks_all_idempotent_writes_survive_five_leader_kills(cluster):
         for key, v in snap.items():
             assert at.get(key) == v, f"{key} held {v!r} before a failover and {at.get(key)!r} at the end"
     assert sum(len(s) for s in snapshots) > 0
+
+
+@pytest.mark.timeout(240)
+def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster):
+    """ElectLeaders (API 43) after a failover: the controller moves leadership back to the first
+    replica once it is in sync again (epoch bumped); other brokers answer NOT_CONTROLLER."""
+    from kio.schema.errors import ErrorCode
+
+    from tests.e2e.test_elect_leaders import elect
+
+    topic = create_topic(cluster.brokers[0], 1)
+    cluster.wait_leaders(topic, 1)
+    wait_isr(cluster, topic, 1, {1, 2, 3})
+    leader, epoch, replicas, _ = partition_states(cluster, topic)[0]
+    assert leader == replicas[0]
+    preferred = cluster.broker(leader)
+    preferred.kill9()
+    others = [b for b in cluster.brokers if b is not preferred]
+    wait_for("another leader", lambda: partition_states(cluster, topic, others[0])[0][0] in
+             {b.node_id for b in others}, timeout=60)
+    preferred.start()
+    cluster.wait_formed(timeout=90)
+    wait_isr(cluster, topic, 1, {1, 2, 3}, timeout=60)
+    moved_epoch = partition_states(cluster, topic)[0][1]
+    controller = cluster.controller_id()
+    bystander = next(b for b in cluster.brokers if b.node_id != controller)
+    with kafka_wire.connect(bystander.bootstrap) as conn:
+        top, results = elect(conn, 0, {topic: [0]})
+    assert top == ErrorCode.not_controller and results == {(topic, 0): ErrorCode.not_controller}
+    with kafka_wire.connect(cluster.broker(controller).bootstrap) as conn:
+        top, results = elect(conn, 0, {topic: [0]})
+        assert (top, results) == (ErrorCode.none, {(topic, 0): ErrorCode.none})
+        top, results = elect(conn, 0, {topic: [0]})
+        assert results == {(topic, 0): ErrorCode.election_not_needed}
+    wait_for("the preferred replica to lead", lambda: partition_states(cluster, topic)[0][:2] ==
+             (preferred.node_id, moved_epoch + 1), timeout=30)
+    with kafka_wire.connect(preferred.bootstrap) as conn:
+        r = conn.produce(topic, 0, records_batch([b"back"]), acks=-1)
+        assert r.error_code == ErrorCode.none, r

@@ -110,3 +110,37 @@ def test_holding_brokers_keep_leadership_but_get_no_new_partitions():
     plan = plan_topic(topic, {2: None, 3: None}, random.Random(0), holding=frozenset({1}))
     assert plan.assignment[0] is states[0]
     assert {s.leader for s in plan.assignment[1:]} <= {2, 3}
+
+
+def test_preferred_election_on_request():
+    from broker.controller.planner import PREFERRED, elect_on_request
+
+    away = PartitionState(2, 4, (1, 2, 3), (1, 2, 3))
+    assert elect_on_request(away, {1, 2, 3}, PREFERRED) == (PartitionState(1, 5, (1, 2, 3), (1, 2, 3)), "none")
+    assert elect_on_request(PartitionState(1, 5, (1, 2, 3), (1, 2, 3)), {1, 2, 3}, PREFERRED)[1] == \
+        "election_not_needed"
+    assert elect_on_request(PartitionState(2, 4, (1, 2, 3), (2, 3)), {1, 2, 3}, PREFERRED)[1] == \
+        "preferred_leader_not_available"  # not in sync
+    assert elect_on_request(away, {2, 3}, PREFERRED)[1] == "preferred_leader_not_available"  # not live
+
+
+def test_unclean_election_on_request():
+    from broker.controller.planner import UNCLEAN, elect_on_request
+
+    assert elect_on_request(PartitionState(2, 4, (1, 2, 3), (2,)), {1, 2, 3}, UNCLEAN)[1] == "election_not_needed"
+    offline = PartitionState(-1, 4, (1, 2, 3), (2,))
+    assert elect_on_request(offline, {1, 3}, UNCLEAN) == (PartitionState(1, 5, (1, 2, 3), (1,)), "none")
+    assert elect_on_request(offline, {2, 3}, UNCLEAN) == (PartitionState(2, 5, (1, 2, 3), (2,)), "none")
+    assert elect_on_request(offline, set(), UNCLEAN)[1] == "eligible_leaders_not_available"
+
+
+def test_imbalance_counts_partitions_led_away_from_their_preferred_broker():
+    from broker.controller.planner import imbalanced
+
+    # broker 1 prefers 10 partitions, leads 8: 20% led elsewhere, over 10%; broker 2 is balanced
+    states = tuple(PartitionState(2 if i < 2 else 1, 1, (1, 2), (1, 2)) for i in range(10)) + \
+        tuple(PartitionState(2, 0, (2, 1), (2, 1)) for _ in range(10))
+    topic = dataclasses.replace(new_topic("t", 20, replication_factor=2), assignment=states)
+    assert imbalanced([topic], {1, 2}, 10) == {"t": [0, 1]}
+    assert imbalanced([topic], {1, 2}, 20) == {}  # not over the threshold
+    assert imbalanced([topic], {2}, 10) == {}  # the preferred broker is down
