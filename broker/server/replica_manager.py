@@ -421,6 +421,12 @@ class ReplicaManager:
         removed a broker whose Lease expired, or our own write came back)."""
         rs = part.replica_state
         if rs is not None and rs.pending_isr is None and frozenset(state.isr) != rs.isr:
+            for removed in rs.isr - frozenset(state.isr):
+                # Removed by the controller (its broker's Lease expired): it no longer counts as
+                # caught up for the high watermark, as Kafka leaves fenced brokers out.
+                follower = rs.followers.get(removed)
+                if follower is not None:
+                    follower.last_caught_up_time_ms = 0
             rs.isr_committed(frozenset(state.isr))
             self._advance_high_watermark(part)
             self.produce_purgatory.check_and_complete((part.topic, part.index))
