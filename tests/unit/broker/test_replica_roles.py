@@ -6,6 +6,7 @@ compare-and-set of the topic record, and acks=all waits completed by the high wa
 from __future__ import annotations
 
 import asyncio
+import datetime
 import dataclasses
 import uuid
 
@@ -141,4 +142,45 @@ async def test_no_isr_write_once_the_leader_epoch_moved(tmp_path):
     rm.shrink_isrs()
     await asyncio.sleep(0.1)
     assert store.writes == []
+    rm.close()
+
+
+class EpochAnswers:
+    """A leader's connection that answers OffsetForLeaderEpoch with a fixed epoch end."""
+
+    def __init__(self, epoch: int, end: int) -> None:
+        self.epoch, self.end = epoch, end
+        self.asked = []
+
+    async def request(self, req, timeout_s):
+        from kio.schema.offset_for_leader_epoch.v4 import response as r
+        from kio.static.primitive import i32, i64
+
+        self.asked.append(req)
+        return r.OffsetForLeaderEpochResponse(throttle_time=datetime.timedelta(0), topics=tuple(
+            r.OffsetForLeaderTopicResult(topic=t.topic, partitions=tuple(
+                r.EpochEndOffset(error_code=ErrorCode.none, partition=p.partition, leader_epoch=i32(self.epoch),
+                                 end_offset=i64(self.end)) for p in t.partitions)) for t in req.topics))
+
+
+async def test_a_former_leader_truncates_to_where_its_epoch_ended_on_the_new_leader(tmp_path):
+    from broker.server.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
+
+    store = ImageStore(topic(PartitionState(1, 0, (1, 2, 3), (1, 2, 3))))
+    rm = manager(tmp_path, store)
+    rm.apply_image(store.image)
+    part = rm.get("t", 0)
+    for _ in range(5):
+        rm.append(part, *batch(2))  # offsets 0..9 at epoch 0
+    store.set(topic(PartitionState(2, 1, (1, 2, 3), (2, 3)), version=1))
+    rm.apply_image(store.image)
+    assert rm.following() == {("t", 0): (2, 1)}
+    fetchers = ReplicaFetcherManager(rm.config, rm)
+    fetcher = ReplicaFetcher(fetchers, 2)
+    fetcher.set_partitions({("t", 0): 1})
+    fetcher.conn = EpochAnswers(epoch=0, end=6)  # the new leader had epoch 0 up to offset 6
+    await fetcher._truncate(rm)
+    asked = fetcher.conn.asked[0].topics[0].partitions[0]
+    assert (asked.current_leader_epoch, asked.leader_epoch) == (1, 0)
+    assert part.log.log_end_offset == 6 and fetcher.partitions[("t", 0)].truncated
     rm.close()
