@@ -464,7 +464,9 @@ def test_java_verifiable_producer_and_consumer_across_five_leader_kills(cluster,
     wait_isr(cluster, topic, partitions, {1, 2, 3})
     bootstrap = ",".join(b.bootstrap for b in cluster.brokers)
     config = tmp_path / "producer.properties"
-    config.write_text("enable.idempotence=true\nacks=all\ndelivery.timeout.ms=120000\nrequest.timeout.ms=15000\n"
+    # (VerifiableProducer sets retries=0 unless told: idempotence needs them.)
+    config.write_text("enable.idempotence=true\nacks=all\nretries=2147483647\nmax.in.flight.requests.per.connection=5\n"
+                      "delivery.timeout.ms=120000\nrequest.timeout.ms=15000\n"
                       "retry.backoff.ms=100\nmetadata.max.age.ms=1000\nlinger.ms=5\n")
     producer_proc = subprocess.Popen(kafka_tools.command(
         "VerifiableProducer", "--bootstrap-server", bootstrap, "--topic", topic, "--throughput", "200",
