@@ -43,3 +43,5 @@ else
   echo "java client: building tests/java/client-check with Maven (first run downloads kafka-clients)"
   "$PY" -m tests.support.java_client build
 fi
+# Kafka's VerifiableProducer/VerifiableConsumer (tests/e2e/test_replication.py), cached once.
+echo "kafka tools: $("$PY" -m tests.support.kafka_tools fetch)"
