@@ -8,8 +8,8 @@ that already hold a replica of the partition, until every rack has one.
 
 Leader election picks the first replica (in assignment order: the preferred leader comes first)
 that is both live and in the ISR. With one replica that is the replica itself or nobody (-1):
-the partition is offline until its broker returns. Replication (next) changes only who is in
-the ISR; this rule stays.
+the partition is offline until its broker returns. With more replicas the ISR decides who may
+lead (leaders and the controller change it; see planner.py).
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ watermark counts the larger of the two ISRs (Kafka's "maximal ISR"), so a follow
 already holds the high watermark back and one being removed still does until the write lands:
 the high watermark never passes an offset some replica that might be in the ISR lacks.
 
-Not yet wired in: the replica fetcher (followers' Fetch requests in privileged KIP-227 sessions)
-will call `update_follower` for each follower fetch, and acks=all Produce will wait on
-`enough_replicas_reached`.
+Used by server/replica_manager.py: followers' fetches (privileged KIP-227 sessions, handlers/fetch.py)
+call `update_follower`, ISR proposals are written by server/isr_updates.py, and acks=all produces
+wait on `enough_replicas_reached` (server/delayed_produce.py).
 """
 
 from __future__ import annotations
