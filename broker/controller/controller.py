@@ -57,6 +57,11 @@ class Controller:
         self._problems: dict[str, str] = {}
         self._store_down = False
         self.writes = 0  # assignments written while controller (for tests and metrics)
+        # What the next reconcile looks at: every topic, or only those changed since the last one
+        # (a create or an assignment; thousands of topics are not re-planned for each new one).
+        self._plan_all = True
+        self._dirty: set[str] = set()
+        self.planned = 0  # topics planned (tests check that a create does not re-plan them all)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -74,6 +79,16 @@ class Controller:
         self.active = False
 
     def _on_image(self, old: MetadataImage, new: MetadataImage) -> None:
+        changed = new.changed_since(old) if old is not None else None
+        if changed is None:
+            self._plan_all = True
+        elif not self._plan_all:
+            self._dirty |= changed
+        self._wake.set()
+
+    def _wake_all(self) -> None:
+        """Plan every topic at the next turn (a new controller, a retry, the end of the grace)."""
+        self._plan_all = True
         self._wake.set()
 
     async def _campaign_loop(self) -> None:
@@ -94,9 +109,9 @@ class Controller:
                 log.info("broker %d is now the controller", self.node_id)
                 self.active = True
                 self.active_since = time.monotonic()
-                self._wake.set()
+                self._wake_all()
                 if self.grace_s > 0:
-                    asyncio.get_running_loop().call_later(self.grace_s, self._wake.set)
+                    asyncio.get_running_loop().call_later(self.grace_s, self._wake_all)
             elif not won and self.active:
                 log.info("broker %d is no longer the controller", self.node_id)
                 self.active = False
@@ -116,17 +131,24 @@ class Controller:
                 again = True
             if again:
                 await asyncio.sleep(RETRY_S)
-                self._wake.set()
+                self._wake_all()
 
     async def reconcile(self) -> bool:
         """Bring every topic to its plan once; True if something must be tried again."""
         image = self.store.image
         live = {node: reg.rack for node, reg in image.brokers.items()}
         holding: frozenset[int] = frozenset()
-        if time.monotonic() - self.active_since < self.grace_s:
+        in_grace = time.monotonic() - self.active_since < self.grace_s
+        if in_grace:
             holding = frozenset(s.leader for t in image.topics.values() for s in t.assignment or () if s.leader >= 0)
+        if self._plan_all or in_grace:
+            topics = list(image.topics.values())
+        else:
+            topics = [image.topics[n] for n in self._dirty if n in image.topics]
+        self._plan_all, self._dirty = False, set()
+        self.planned += len(topics)
         writes = []
-        for topic in list(image.topics.values()):
+        for topic in topics:
             plan = plan_topic(topic, live, self.rng, holding, self.unclean_default)
             if plan.problem and self._problems.get(topic.name) != plan.problem:
                 log.warning("%s", plan.problem)

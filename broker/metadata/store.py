@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import itertools
 import logging
 import types
 import uuid
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 log = logging.getLogger(__name__)
 
 NO_TOPIC_ID = uuid.UUID(int=0)
+_SERIALS = itertools.count(1)  # MetadataImage.serial
 
 
 class MetadataError(Exception):
@@ -104,6 +106,12 @@ class MetadataImage:
     controller_id: int | None
     topics: Mapping[str, TopicRecord]
     _by_id: Mapping[uuid.UUID, TopicRecord] = field(default_factory=dict, repr=False)
+    # Which image this is, and, for one made by `with_topics`, the image it was made from and the
+    # topics written or removed since: subscribers then look at those alone (`changed_since`).
+    serial: int = field(default_factory=lambda: next(_SERIALS), compare=False, repr=False)
+    parent: int | None = field(default=None, compare=False, repr=False)
+    changed_topics: frozenset[str] | None = field(default=None, compare=False, repr=False)
+    _partitions: int | None = field(default=None, compare=False, repr=False)  # see partition_count
 
     @classmethod
     def build(cls, cluster_id, brokers, controller_id, topics: Mapping[str, TopicRecord]) -> "MetadataImage":
@@ -115,17 +123,39 @@ class MetadataImage:
         """This image with some topics written or removed, at the cost of the change: the two
         indexes are copied at C speed (`mappingproxy.copy`), not rebuilt record by record."""
         topics, by_id = self.topics.copy(), self._by_id.copy()
+        changed, partitions = set(), self._partitions
         for name in deletes:
             gone = topics.pop(name, None)
-            if gone is not None and by_id.get(gone.topic_id) is gone:
-                del by_id[gone.topic_id]
+            if gone is not None:
+                changed.add(name)
+                partitions = None if partitions is None else partitions - gone.partitions
+                if by_id.get(gone.topic_id) is gone:
+                    del by_id[gone.topic_id]
         for rec in puts:
             old = topics.get(rec.name)
             if old is not None and by_id.get(old.topic_id) is old:
                 del by_id[old.topic_id]
+            changed.add(rec.name)
+            if partitions is not None:
+                partitions += rec.partitions - (old.partitions if old is not None else 0)
             topics[rec.name] = rec
             by_id[rec.topic_id] = rec
-        return dataclasses.replace(self, topics=types.MappingProxyType(topics), _by_id=types.MappingProxyType(by_id))
+        return dataclasses.replace(self, topics=types.MappingProxyType(topics), _by_id=types.MappingProxyType(by_id),
+                                   serial=next(_SERIALS), parent=self.serial, changed_topics=frozenset(changed),
+                                   _partitions=partitions)
+
+    def changed_since(self, older: "MetadataImage") -> frozenset[str] | None:
+        """The topics that differ from `older` when this image was made from it by `with_topics`
+        (brokers and controller are then the same); None when unknown: compare everything."""
+        if self.parent is not None and self.parent == older.serial:
+            return self.changed_topics
+        return None
+
+    def partition_count(self) -> int:
+        """Partitions of all topics (computed once per image, or carried over by `with_topics`)."""
+        if self._partitions is None:
+            object.__setattr__(self, "_partitions", sum(t.partitions for t in self.topics.values()))
+        return self._partitions
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicRecord | None:
         return self._by_id.get(topic_id)

@@ -46,8 +46,12 @@ def limit() -> int:
 
 
 def in_use() -> int:
+    """Open descriptors. Since Linux 6.2 the size of /proc/self/fd is their count, read in
+    constant time; listing the directory (older kernels) costs as much as there are open, 30,000
+    with 10,000 partitions, and topic creation asks once per topic."""
     try:
-        return len(os.listdir("/proc/self/fd"))
+        counted = os.stat("/proc/self/fd").st_size
+        return counted if counted > 0 else len(os.listdir("/proc/self/fd"))
     except OSError:
         return 0
 

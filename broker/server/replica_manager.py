@@ -133,6 +133,7 @@ class ReplicaManager:
         self._marks: dict[TopicPartition, tuple[int, int, int]] = {}
         # The topic records the last apply_image saw (to look only at what changed).
         self._applied: dict[str, TopicRecord] = {}
+        self._applied_image = None  # the image those records are from
         self._listeners: list = []
         # Log dirs holding Kafka's clean-shutdown marker, while they are being loaded.
         self._clean_dirs: set[Path] = set()
@@ -261,10 +262,28 @@ class ReplicaManager:
 
         Only topics whose record changed since the last image are looked at (leadership lives in
         the topic record), plus those with partitions that failed to open, which are retried."""
-        touched = {name for name, t in image.topics.items() if self._applied.get(name) is not t}
-        touched |= {name for name in self._applied if name not in image.topics}
-        touched |= {tp[0] for tp in self.open_failures}
-        self._applied = dict(image.topics)
+        changed_names = None if self._applied_image is None else image.changed_since(self._applied_image)
+        if image is self._applied_image:
+            changed_names = frozenset()
+        self._applied_image = image
+        spans: dict[str, int] | None = None  # with changed_names: the partition indexes to look at
+        if changed_names is None:  # not made from the last image (start-up, a re-list): compare all
+            touched = {name for name, t in image.topics.items() if self._applied.get(name) is not t}
+            touched |= {name for name in self._applied if name not in image.topics}
+            self._applied = dict(image.topics)
+        else:  # a few topics changed: the cost of applying them does not grow with the topic count
+            touched, spans = set(changed_names), {}
+            for name in changed_names:
+                old, new = self._applied.get(name), image.topics.get(name)
+                spans[name] = max(old.partitions if old else 0, new.partitions if new else 0)
+                if new is None:
+                    self._applied.pop(name, None)
+                else:
+                    self._applied[name] = new
+        for tp in self.open_failures:
+            if spans is not None and tp[0] not in spans:
+                spans[tp[0]] = image.topics[tp[0]].partitions if tp[0] in image.topics else tp[1] + 1
+            touched.add(tp[0])
         if not touched:
             return
         held: dict[TopicPartition, tuple[TopicRecord, PartitionState]] = {}  # led or followed here
@@ -275,9 +294,12 @@ class ReplicaManager:
                     held[(topic.name, i)] = (topic, state)
         changed = False
         follow_changed = False
-        for tp, part in list(self.partitions.items()):
-            if tp[0] not in touched:
-                continue
+        if spans is None:
+            candidates = [(tp, part) for tp, part in self.partitions.items() if tp[0] in touched]
+        else:
+            candidates = [((n, i), self.partitions[(n, i)]) for n, k in spans.items() for i in range(k)
+                          if (n, i) in self.partitions]
+        for tp, part in candidates:
             topic = image.topics.get(tp[0])
             if topic is None or topic.topic_id != part.topic_id:
                 was_leader = part.is_leader
@@ -336,10 +358,9 @@ class ReplicaManager:
             self._opening_tasks.add(task)
             task.add_done_callback(self._opening_tasks.discard)
         opened = self._open_partitions(to_open)
-        changed = opened or changed
         for tp in [tp for tp in self.open_failures if tp[0] in touched and tp not in held]:
             del self.open_failures[tp]
-        if changed:
+        if changed:  # a partition closed or deleted; one just opened has nothing to checkpoint yet
             self.write_checkpoints()
         if follow_changed or opened:
             self._follow_changed()

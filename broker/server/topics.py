@@ -127,7 +127,7 @@ class TopicManager:
         """Refuse, before anything is recorded, partitions beyond flotilla.max.partitions or more
         than this broker has file descriptors left to open (INVALID_PARTITIONS, naming why)."""
         limit = self.config["flotilla.max.partitions"]
-        total = sum(t.partitions for t in self.store.image.topics.values())
+        total = self.store.image.partition_count()
         if total + adding > limit:
             raise TopicError(ErrorCode.invalid_partitions,
                              f"{adding} more partitions would make {total + adding} in the cluster, "
