@@ -259,8 +259,37 @@ class TopicManager:
                 raise store_unavailable(e) from None
             if timeout_s is not None:
                 await self._await_assignment(name, timeout_s)
+                await self._shrink_if_unopened(name, record.partitions)
             return self.store.image.topics.get(name, updated)
         raise TopicError(ErrorCode.not_controller, f"topic {name!r} kept changing; try again")
+
+    async def _shrink_if_unopened(self, name: str, before: int) -> None:
+        """If this broker could not open new partitions of a grown topic it leads, undo the grow
+        (back to `before` partitions and their assignment) instead of leaving partitions no one serves."""
+        await self.replicas.wait_opened()
+        failures = [why for (topic, index), why in self.replicas.open_failures.items() if topic == name and index >= before]
+        if not failures:
+            return
+        outcome = "the topic keeps partitions this broker cannot serve"
+        for _ in range(5):  # the controller may write in between (a CAS lost): read and try again
+            current = self.store.image.topics.get(name)
+            if current is None or current.partitions <= before:
+                outcome = "the topic changed meanwhile; nothing was undone"
+                break
+            try:
+                await self.store.update_topic(dataclasses.replace(
+                    current, partitions=before,
+                    assignment=None if current.assignment is None else tuple(current.assignment[:before])))
+                outcome = f"the topic was given back its {before} partitions"
+                break
+            except Conflict:
+                await self.wait_for_image(lambda img: img.topics.get(name) is not current, 1.0)
+            except Exception as e:  # the store is down: say so
+                outcome = f"undoing the grow failed too ({e})"
+                break
+        raise TopicError(ErrorCode.kafka_storage_error,
+                         f"topic {name!r}: this broker could not open {len(failures)} of its new partitions "
+                         f"({failures[0]}); {outcome}")
 
 
     # -- configs ------------------------------------------------------------------------------
