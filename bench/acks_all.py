@@ -305,10 +305,12 @@ def one_round(fleet: Fleet, partitions: int, records: int, rate: int, seconds: i
 def run(targets: list[str], rounds: int, partitions: int, records: int, rate: int, seconds: int,
         workdir: Path) -> dict[str, Any]:
     from bench import javatools
+    from bench.machine import OtherLoad, describe, load_snapshot
 
     javatools.ensure_tools(fetch=True)
     result: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": describe(),
         "settings": {"rounds": rounds, "partitions": partitions, "replication_factor": REPLICATION_FACTOR,
                      "min_insync_replicas": MIN_INSYNC, "record_size": RECORD_SIZE, "records": records,
                      "latency_rate": rate, "latency_seconds": seconds, "acks": "all", "idempotence": True,
@@ -323,9 +325,13 @@ def run(targets: list[str], rounds: int, partitions: int, records: int, rate: in
             if entry["unavailable"]:
                 continue
             print(f"acks-all: round {r + 1}/{rounds}, {LABELS[target]}", file=sys.stderr, flush=True)
+            load, other = load_snapshot(), OtherLoad()
             try:
                 with FLEETS[target](workdir / f"{target}-{r}") as fleet:
-                    entry["rounds"].append(one_round(fleet, partitions, records, rate, seconds))
+                    measured = one_round(fleet, partitions, records, rate, seconds)
+                # Cores used by other processes meanwhile (the brokers have been waited for now).
+                measured["machine"] = {"before": load, "other_cores": other.lap()}
+                entry["rounds"].append(measured)
             except TargetUnavailable as e:
                 entry["unavailable"] = str(e)
                 print(f"acks-all: {LABELS[target]} cannot run: {e}", file=sys.stderr, flush=True)
@@ -395,6 +401,13 @@ def render(result: dict[str, Any]) -> str:
             conv.append(f"{name} " + ", ".join("never (30 s)" if x is None else f"{x:.2f} s" for x in xs))
     if conv:
         lines += ["", "Followers caught up with the leaders after the full-speed load: " + "; ".join(conv) + "."]
+    busy = []
+    for name, entry in (("Flotilla", f), ("Apache Kafka", k)):
+        if entry and entry["rounds"]:
+            cores = [r["machine"]["other_cores"] for r in entry["rounds"] if "machine" in r]
+            busy.append(f"{name} rounds: " + ", ".join("?" if c is None else f"{c:.2f}" for c in cores))
+    if busy:
+        lines += ["", "Cores used by other processes on the machine during each round (of 2): " + "; ".join(busy) + "."]
     return "\n".join(lines) + "\n"
 
 
