@@ -405,7 +405,8 @@ def render(result: dict[str, Any]) -> str:
     for name, entry in (("Flotilla", f), ("Apache Kafka", k)):
         if entry and entry["rounds"]:
             cores = [r["machine"]["other_cores"] for r in entry["rounds"] if "machine" in r]
-            busy.append(f"{name} rounds: " + ", ".join("?" if c is None else f"{c:.2f}" for c in cores))
+            if cores:
+                busy.append(f"{name} rounds: " + ", ".join("?" if c is None else f"{c:.2f}" for c in cores))
     if busy:
         lines += ["", "Cores used by other processes on the machine during each round (of 2): " + "; ".join(busy) + "."]
     return "\n".join(lines) + "\n"
