@@ -277,10 +277,31 @@ LABELS = {"apache": "Apache Kafka", "flotilla": "Flotilla"}
 
 
 # -- the workload ----------------------------------------------------------------------------------
-def one_round(fleet: Fleet, partitions: int, records: int, rate: int, seconds: int) -> dict[str, Any]:
+def warm_up(fleet: Fleet, partitions: int, records: int) -> dict[str, Any]:
+    """Untimed acks=all traffic first, the same for both: a fresh JVM runs interpreted, then
+    C1-compiled, and only later C2-compiled code (the main bench's README shows a fresh Kafka broker
+    spending about four times the CPU of a warm one); without this, the cases would measure Kafka's
+    JIT warm-up. Python has no JIT; Flotilla gets the same traffic all the same."""
+    from bench import javatools
+
+    rounds = []
+    for _ in range(2):
+        topic = f"acks-all-warmup-{uuid.uuid4().hex[:8]}"
+        create_replicated_topic(fleet.bootstraps[0], topic, partitions)
+        wait_in_sync(fleet.bootstraps[0], topic, partitions)
+        cpu_before = fleet.cpu()
+        r = javatools.producer_performance(fleet.bootstrap, topic, records, RECORD_SIZE, acks="all", timeout=900)
+        rounds.append({"records_per_sec": r["records_per_sec"], "broker_cpu_s": fleet.cpu() - cpu_before})
+    return {"records": records, "rounds": rounds}
+
+
+def one_round(fleet: Fleet, partitions: int, records: int, rate: int, seconds: int,
+              warmup_records: int = 0) -> dict[str, Any]:
     from bench import javatools
 
     out: dict[str, Any] = {}
+    if warmup_records:
+        out["warmup"] = warm_up(fleet, partitions, warmup_records)
     for case, count, throughput in (("throughput", records, -1), ("latency", rate * seconds, rate)):
         topic = f"acks-all-{case}-{uuid.uuid4().hex[:8]}"
         create_replicated_topic(fleet.bootstraps[0], topic, partitions)
@@ -303,7 +324,7 @@ def one_round(fleet: Fleet, partitions: int, records: int, rate: int, seconds: i
 
 
 def run(targets: list[str], rounds: int, partitions: int, records: int, rate: int, seconds: int,
-        workdir: Path) -> dict[str, Any]:
+        workdir: Path, warmup_records: int = 0) -> dict[str, Any]:
     from bench import javatools
     from bench.machine import OtherLoad, describe, load_snapshot
 
@@ -314,7 +335,7 @@ def run(targets: list[str], rounds: int, partitions: int, records: int, rate: in
         "settings": {"rounds": rounds, "partitions": partitions, "replication_factor": REPLICATION_FACTOR,
                      "min_insync_replicas": MIN_INSYNC, "record_size": RECORD_SIZE, "records": records,
                      "latency_rate": rate, "latency_seconds": seconds, "acks": "all", "idempotence": True,
-                     "batch_size": 65536, "linger_ms": 5},
+                     "batch_size": 65536, "linger_ms": 5, "warmup_records": warmup_records},
         "targets": {t: {"rounds": [], "unavailable": None} for t in targets},
     }
     # Alternate which target goes first, so drift in the machine's load weighs on both alike.
@@ -328,7 +349,7 @@ def run(targets: list[str], rounds: int, partitions: int, records: int, rate: in
             load, other = load_snapshot(), OtherLoad()
             try:
                 with FLEETS[target](workdir / f"{target}-{r}") as fleet:
-                    measured = one_round(fleet, partitions, records, rate, seconds)
+                    measured = one_round(fleet, partitions, records, rate, seconds, warmup_records)
                 # Cores used by other processes meanwhile (the brokers have been waited for now).
                 measured["machine"] = {"before": load, "other_cores": other.lap()}
                 entry["rounds"].append(measured)
@@ -380,7 +401,9 @@ def render(result: dict[str, Any]) -> str:
         f"batch.size {s['batch_size']}, linger.ms {s['linger_ms']}; a fresh topic of {s['partitions']} partitions, "
         f"replication factor {s['replication_factor']}, min.insync.replicas {s['min_insync_replicas']} per case. "
         f"Throughput: {s['records']:,} records as fast as possible; latency: {s['latency_rate']:,} records/s for "
-        f"{s['latency_seconds']} s. Follower lag: leader minus follower log end offset over every partition, "
+        f"{s['latency_seconds']} s. Before the cases, untimed: {s.get('warmup_records', 0):,} records at full "
+        "speed, twice, on both (JIT warm-up of Kafka's JVMs; broker CPU of each warm-up run is in the JSON). "
+        "Follower lag: leader minus follower log end offset over every partition, "
         "sampled every 100 ms from the segment files. Median over rounds (min–max).", "",
     ]
     for name, entry in (("Flotilla", f), ("Apache Kafka", k)):
@@ -407,6 +430,14 @@ def render(result: dict[str, Any]) -> str:
             cores = [r["machine"]["other_cores"] for r in entry["rounds"] if "machine" in r]
             if cores:
                 busy.append(f"{name} rounds: " + ", ".join("?" if c is None else f"{c:.2f}" for c in cores))
+    warm = []
+    for name, entry in (("Flotilla", f), ("Apache Kafka", k)):
+        for i, rnd in enumerate((entry or {}).get("rounds") or []):
+            if "warmup" in rnd:
+                warm.append(f"{name} round {i + 1}: " + " then ".join(
+                    f"{w['broker_cpu_s']:.1f}" for w in rnd["warmup"]["rounds"]))
+    if warm:
+        lines += ["", "Broker CPU seconds of the two warm-up runs: " + "; ".join(warm) + "."]
     if busy:
         lines += ["", "Cores used by other processes on the machine during each round (of 2): " + "; ".join(busy) + "."]
     return "\n".join(lines) + "\n"
@@ -420,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=200_000, help="records of the throughput case")
     ap.add_argument("--rate", type=int, default=2_000, help="records/s of the latency case")
     ap.add_argument("--seconds", type=int, default=15, help="duration of the latency case")
+    ap.add_argument("--warmup-records", type=int, default=200_000,
+                    help="untimed acks=all records sent twice before the cases (0: none)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
@@ -427,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         if t not in FLEETS:
             ap.error(f"unknown target {t!r} (flotilla, apache)")
     with tempfile.TemporaryDirectory(prefix="bench-acks-all-") as tmp:
-        result = run(targets, args.rounds, args.partitions, args.records, args.rate, args.seconds, Path(tmp))
+        result = run(targets, args.rounds, args.partitions, args.records, args.rate, args.seconds, Path(tmp),
+                     args.warmup_records)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "acks-all.json").write_text(json.dumps(result, indent=1))
     (args.out / "acks-all.md").write_text(render(result))
