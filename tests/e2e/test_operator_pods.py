@@ -4,11 +4,13 @@ CoreDNS, `flotilla testenv up --kubelet`) running the Flotilla image built witho
     .venv/bin/pytest tests/e2e/test_operator_pods.py -x -q
 
 What kwok cannot show and these tests do: the image starts the broker with the rendered command line
-and config mount; readiness comes from brokers answering on their port; brokers find each other and
+and config mount; readiness comes from the brokers' /readyz (registered, in every ISR); brokers find each other and
 the API server (their ServiceAccount, Leases) from inside pods; a client on the host resolves the
 advertised `<pod>.<headless>.<ns>.svc` names through the cluster DNS and produces and consumes;
 a deleted broker pod comes back on its own PersistentVolumeClaim with its data; a config change rolls
-the brokers one at a time while the cluster keeps serving; the metrics endpoint answers on the pod IP.
+the brokers one at a time, each back in every ISR before the next, while an idempotent acks=all
+producer writes to a topic of the operator's default replication factor (3, min.insync.replicas 2)
+without a single failed delivery; the metrics endpoint answers on the pod IP.
 Skipped where the real node cannot run (not root, or scripts/setup.d/40-node.sh not run).
 """
 
@@ -74,8 +76,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 action, bootstrap, topic = sys.argv[1:4]
 if action == "create":
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    # Replication is not in the broker yet (it refuses a factor above 1): partitions spread over brokers.
-    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result(60)
+    # The brokers' default replication factor: what the operator rendered for 3 brokers (3).
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=-1)])[topic].result(60)
 elif action == "produce":
     count = int(sys.argv[4]); prefix = sys.argv[5]
     errors = []
@@ -192,10 +194,12 @@ def test_brokers_run_in_pods_on_claims_and_answer(kube_node_env, fleet):
         claim = next(v["persistentVolumeClaim"]["claimName"] for v in p["spec"]["volumes"] if v["name"] == "data")
         pvc = get_json(env, "pvc", claim, "-n", ns)
         assert pvc["status"]["phase"] == "Bound", pvc["status"]
-    # The readiness probe is a TCP connect to the Kafka port; check it from the host too.
+    # The readiness probe is /readyz on the metrics port; ask it from the host too.
     import socket
     for p in running:
         socket.create_connection((p["status"]["podIP"], 9092), timeout=5).close()
+        with urllib.request.urlopen(f"http://{p['status']['podIP']}:9404/readyz", timeout=10) as resp:
+            assert resp.status == 200 and resp.read().decode().startswith("ok: in the ISR of all")
 
 
 def test_host_client_produces_and_consumes_through_cluster_dns(kube_node_env, fleet):
@@ -293,6 +297,12 @@ def test_config_change_rolls_one_broker_at_a_time_while_serving(kube_node_env, f
         assert p["metadata"]["labels"]["controller-revision-hash"] != revision_before
     want = sorted(f"r-{i}" for i in range(result["sent"]))
     assert sorted(consume(env, ns, "rolling", len(want))) == want
+    # Every partition of the topic has three replicas, all back in the ISR after the roll.
+    topic = get_json(env, "kafkatopic", "rolling", "-n", ns)
+    assert [len(p["replicas"]) for p in topic["status"]["assignment"]] == [3, 3, 3], topic["status"]
+    wait_for("every replica back in the ISR", lambda: all(
+        sorted(p["isr"]) == sorted(p["replicas"])
+        for p in get_json(env, "kafkatopic", "rolling", "-n", ns)["status"]["assignment"]), timeout=60)
 
 
 PROBE = r'''
