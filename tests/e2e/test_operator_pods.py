@@ -298,11 +298,14 @@ def test_config_change_rolls_one_broker_at_a_time_while_serving(kube_node_env, f
     want = sorted(f"r-{i}" for i in range(result["sent"]))
     assert sorted(consume(env, ns, "rolling", len(want))) == want
     # Every partition of the topic has three replicas, all back in the ISR after the roll.
-    topic = get_json(env, "kafkatopic", "rolling", "-n", ns)
+    from broker.metadata.kube_objects import topic_object_name
+
+    topic_obj = topic_object_name(NAME, "rolling")
+    topic = get_json(env, "kafkatopic", topic_obj, "-n", ns)
     assert [len(p["replicas"]) for p in topic["status"]["assignment"]] == [3, 3, 3], topic["status"]
     wait_for("every replica back in the ISR", lambda: all(
         sorted(p["isr"]) == sorted(p["replicas"])
-        for p in get_json(env, "kafkatopic", "rolling", "-n", ns)["status"]["assignment"]), timeout=60)
+        for p in get_json(env, "kafkatopic", topic_obj, "-n", ns)["status"]["assignment"]), timeout=60)
 
 
 PROBE = r'''
