@@ -561,3 +561,67 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster):
     with kafka_wire.connect(preferred.bootstrap) as conn:
         r = conn.produce(topic, 0, records_batch([b"back"]), acks=-1)
         assert r.error_code == ErrorCode.none, r
+
+
+@pytest.fixture
+def cluster_rf3_offsets(tmp_path, kube_env, kube_namespace):
+    c = BrokerCluster(tmp_path, kube_env, kube_namespace, size=3,
+                      overrides={**OVERRIDES, "offsets.topic.replication.factor": "3"})
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.mark.timeout(300)
+def test_committed_offsets_survive_killing_the_coordinator_at_replication_factor_3(cluster_rf3_offsets):
+    """`__consumer_offsets` at replication factor 3: a commit is answered once the ISR holds it, so
+    when the coordinator's broker is killed the group's new coordinator (the partition's new
+    leader) has it, and the group resumes where it committed."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from tests.e2e.test_cluster import coordinator_of
+
+    cluster = cluster_rf3_offsets
+    topic = create_topic(cluster.brokers[0], 3)
+    cluster.wait_leaders(topic, 3)
+    group = f"g-{topic}"
+    p = producer(cluster.bootstrap)
+    for i in range(60):
+        p.produce(topic, partition=i % 3, value=f"first-{i}".encode())
+    assert p.flush(30) == 0
+
+    def consume(n: int) -> list[bytes]:
+        c = Consumer({"bootstrap.servers": ",".join(b.bootstrap for b in cluster.running()), "group.id": group,
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "topic.metadata.refresh.interval.ms": 1000})
+        got: list[bytes] = []
+        try:
+            c.subscribe([topic])
+            deadline = time.monotonic() + 90
+            while len(got) < n and time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None and not m.error():
+                    got.append(m.value())
+            c.commit(asynchronous=False)
+            committed = c.committed([TopicPartition(topic, i) for i in range(3)], timeout=30)
+            assert sum(tp.offset for tp in committed) == 60 + (len(got) if n == 10 else 0), committed
+        finally:
+            c.close()
+        return got
+
+    assert sorted(consume(60)) == sorted(f"first-{i}".encode() for i in range(60))
+    states = partition_states(cluster, "__consumer_offsets")
+    assert all(len(s[2]) == 3 for s in states.values())
+    coordinator = coordinator_of(cluster.bootstrap, group)
+    cluster.broker(coordinator).kill9()
+    survivors = [b for b in cluster.brokers if b.node_id != coordinator]
+    wait_for("a new coordinator", lambda: (lambda c: c if c != coordinator else None)(
+        coordinator_of(",".join(b.bootstrap for b in survivors), group)), timeout=60, interval=1)
+    p = producer(",".join(b.bootstrap for b in survivors))
+    for i in range(10):
+        p.produce(topic, partition=i % 3, value=f"second-{i}".encode())
+    assert p.flush(60) == 0
+    # the group resumes at its commit: only the new records
+    assert sorted(consume(10)) == sorted(f"second-{i}".encode() for i in range(10))
