@@ -614,11 +614,11 @@ def test_committed_offsets_survive_killing_the_coordinator_at_replication_factor
     assert sorted(consume(60)) == sorted(f"first-{i}".encode() for i in range(60))
     states = partition_states(cluster, "__consumer_offsets")
     assert all(len(s[2]) == 3 for s in states.values())
-    coordinator = coordinator_of(cluster.bootstrap, group)
+    coordinator = coordinator_of(cluster.brokers[0].bootstrap, group)
     cluster.broker(coordinator).kill9()
     survivors = [b for b in cluster.brokers if b.node_id != coordinator]
     wait_for("a new coordinator", lambda: (lambda c: c if c != coordinator else None)(
-        coordinator_of(",".join(b.bootstrap for b in survivors), group)), timeout=60, interval=1)
+        coordinator_of(survivors[0].bootstrap, group)), timeout=60, interval=1)
     p = producer(",".join(b.bootstrap for b in survivors))
     for i in range(10):
         p.produce(topic, partition=i % 3, value=f"second-{i}".encode())
