@@ -276,8 +276,8 @@ KEYS: tuple[Key, ...] = (
     Key("offsets.topic.segment.bytes", str(100 * 1024 * 1024), _int_at_least(1),
         "Segment size of __consumer_offsets: small, so the log cleaner can compact it soon."),
     Key("offsets.commit.timeout.ms", "5000", _int_at_least(1),
-        "How long an offset commit waits for the in-sync replicas of its __consumer_offsets partition "
-        "(REQUEST_TIMED_OUT after)."),
+        "An offset commit waits this long for the in-sync replicas of its __consumer_offsets partition "
+        "(as acks=all) before it answers REQUEST_TIMED_OUT."),
     Key("offsets.retention.minutes", "10080", _int_at_least(1),
         "Keep committed offsets of empty groups this long."),
     Key("producer.id.expiration.ms", "86400000", _int_at_least(1),

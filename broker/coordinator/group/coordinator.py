@@ -34,7 +34,8 @@ from broker.coordinator.group.group_metadata import (
     MemberMetadata,
     OffsetAndMetadata,
 )
-from broker.coordinator.group.offsets_log import TOPIC, OffsetsLog, StoreError
+from broker.coordinator.group.offsets_log import TOPIC, Appended, OffsetsLog, StoreError
+from broker.server.delayed_produce import DelayedProduce
 
 if TYPE_CHECKING:
     from broker.server.broker import Broker
@@ -109,6 +110,23 @@ class LeaveMember:
     group_instance_id: str | None
 
 
+@dataclass
+class PendingCommit:
+    """Offsets appended to __consumer_offsets, applied to the group once acknowledged (Kafka's
+    pending offset commits)."""
+
+    group: GroupMetadata
+    offsets: dict[tuple[str, int], OffsetAndMetadata]
+    appended: Appended
+
+    def apply(self) -> None:
+        written_at = self.group.offset_written_at
+        for tp, om in self.offsets.items():
+            if written_at.get(tp, -1) <= self.appended.end_offset:
+                self.group.offsets[tp] = om
+                written_at[tp] = self.appended.end_offset
+
+
 def _resolve(waiter: Any, result: Any) -> None:
     if waiter is not None and not waiter.done():
         waiter.set_result(result)
@@ -127,6 +145,7 @@ class GroupCoordinator:
         self.min_session_timeout_ms: int = config["group.min.session.timeout.ms"]
         self.max_session_timeout_ms: int = config["group.max.session.timeout.ms"]
         self.offsets_retention_ms: int = config["offsets.retention.minutes"] * 60 * 1000
+        self.commit_timeout_ms: int = config["offsets.commit.timeout.ms"]
         self.groups: dict[str, GroupMetadata] = {}
         self.store = OffsetsLog(broker)
         # __consumer_offsets partitions this broker leads and has loaded: its coordinator shards.
@@ -731,8 +750,50 @@ class GroupCoordinator:
     # -- offsets -----------------------------------------------------------------------------
     def commit_offsets(self, *, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
                        offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], ErrorCode]:
-        def all_(code: ErrorCode) -> dict[tuple[str, int], ErrorCode]:
-            return {tp: code for tp in offsets}
+        """Commit without waiting for the in-sync replicas (the offsets apply at once)."""
+        results, pending = self._commit(group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
+                                        generation_id=generation_id, offsets=offsets)
+        if pending is not None:
+            pending.apply()
+        return results
+
+    async def commit_offsets_replicated(self, *, group_id: str, member_id: str, group_instance_id: str | None,
+                                        generation_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]
+                                        ) -> dict[tuple[str, int], ErrorCode]:
+        """OffsetCommit as Kafka's GroupMetadataManager.storeOffsets: the commit is appended to
+        the group's __consumer_offsets partition and answered once its in-sync replicas hold it
+        (acks=all, bounded by offsets.commit.timeout.ms); only then do the offsets apply, so an
+        acknowledged commit survives the loss of its coordinator's broker. Failures answer as
+        Kafka maps them: COORDINATOR_NOT_AVAILABLE (too few in-sync replicas), NOT_COORDINATOR
+        (leadership moved), REQUEST_TIMED_OUT."""
+        results, pending = self._commit(group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
+                                        generation_id=generation_id, offsets=offsets)
+        if pending is None:
+            return results
+        code = await self._await_in_sync_replicas(pending.appended)
+        if code == ErrorCode.none:
+            pending.apply()
+        else:
+            results.update({tp: code for tp in pending.offsets})
+        return results
+
+    async def _await_in_sync_replicas(self, appended: Appended) -> ErrorCode:
+        tp = (TOPIC, appended.part.index)
+        op = DelayedProduce(self.broker.replicas, {tp: (appended.part, appended.leader_epoch, appended.end_offset)})
+        await self.broker.produce_purgatory.wait(op, [tp], self.commit_timeout_ms / 1000)
+        code = op.results.get(tp, ErrorCode.request_timed_out)
+        if code in (ErrorCode.none, ErrorCode.request_timed_out):
+            return code
+        if code == ErrorCode.not_leader_or_follower:
+            return ErrorCode.not_coordinator
+        return ErrorCode.coordinator_not_available  # NOT_ENOUGH_REPLICAS(_AFTER_APPEND), as Kafka maps it
+
+    def _commit(self, *, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                offsets: dict[tuple[str, int], OffsetAndMetadata]
+                ) -> tuple[dict[tuple[str, int], ErrorCode], "PendingCommit | None"]:
+        """Validates and appends a commit; the caller applies it (`PendingCommit.apply`)."""
+        def all_(code: ErrorCode) -> tuple[dict[tuple[str, int], ErrorCode], None]:
+            return {tp: code for tp in offsets}, None
 
         if (error := self.not_here(group_id)) is not None:
             return all_(error)
@@ -742,9 +803,10 @@ class GroupCoordinator:
                    if tp[0] not in image.topics or not 0 <= tp[1] < image.topics[tp[0]].partitions}
         if unknown:
             known = {tp: om for tp, om in offsets.items() if tp not in unknown}
-            results = self.commit_offsets(group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
-                                          generation_id=generation_id, offsets=known) if known else {}
-            return {**results, **unknown}
+            results, pending = self._commit(group_id=group_id, member_id=member_id,
+                                            group_instance_id=group_instance_id, generation_id=generation_id,
+                                            offsets=known) if known else ({}, None)
+            return {**results, **unknown}, pending
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -767,17 +829,19 @@ class GroupCoordinator:
             entries.append((codec.encode_offset_key(codec.OffsetKey(group_id, tp[0], tp[1])),
                             codec.encode_offset_value(om)))
             accepted[tp] = om
+        appended = None
         if entries:
             try:
-                self.store.append(group_id, entries)
+                appended = self.store.append(group_id, entries)
             except StoreError as e:
                 for tp in accepted:
                     results[tp] = e.code
                 accepted = {}
         for tp in accepted:
-            group.offsets[tp] = accepted[tp]
             results[tp] = ErrorCode.none
-        return results
+        if not accepted or appended is None:
+            return results, None
+        return results, PendingCommit(group, accepted, appended)
 
     def _validate_commit(self, group: GroupMetadata, member_id: str, instance_id: str | None,
                          generation_id: int) -> ErrorCode | None:

@@ -137,6 +137,9 @@ class GroupMetadata:
         self.pending_sync: set[str] = set()
         self.new_member_added = False
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        # Where in __consumer_offsets each applied offset was written: a commit acknowledged
+        # after a later one (both waiting for the in-sync replicas) must not undo it.
+        self.offset_written_at: dict[tuple[str, int], int] = {}
         # Timers the coordinator keeps for this group (opaque here).
         self.join_timer: Any = None
         self.sync_timer: Any = None

@@ -78,6 +78,16 @@ def iter_batch_records(buf: bytes) -> Iterator[tuple[bytes | None, bytes | None]
             yield rec.key, rec.value
 
 
+@dataclass(frozen=True)
+class Appended:
+    """A batch the coordinator wrote: its partition (as led then), the leader epoch, and the
+    offset the high watermark must reach for the in-sync replicas to hold it."""
+
+    part: "Partition"
+    leader_epoch: int
+    end_offset: int
+
+
 class OffsetsLog:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
@@ -115,12 +125,14 @@ class OffsetsLog:
         return part
 
     # -- writing -----------------------------------------------------------------------------
-    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
-        """Write records for one group (same partition) as one batch; raises StoreError."""
+    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> "Appended | None":
+        """Write records for one group (same partition) as one batch; raises StoreError. Returns
+        where the batch ends, for a caller that waits for the in-sync replicas to hold it."""
         if not entries:
-            return
+            return None
         part = self._partition(self.partition_for(group_id))
         self._append(part, entries)
+        return Appended(part, part.leader_epoch, part.log.log_end_offset)
 
     def _append(self, part: "Partition", entries: list[tuple[bytes, bytes | None]]) -> None:
         payload = build_batch(entries)

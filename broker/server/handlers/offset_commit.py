@@ -4,8 +4,8 @@ v10 names topics by id; ids are resolved through the metadata store (UNKNOWN_TOP
 `retention_time` (v2-v4) is ignored: offsets expire by `offsets.retention.minutes`, as in
 Kafka 2.1+ for clients that send the default.
 As in Kafka, the answer waits (up to `offsets.commit.timeout.ms`) until the in-sync replicas of the
-group's `__consumer_offsets` partition hold the commit (server/delayed_produce.py; immediate at
-replication factor 1); if they do not, Kafka's mapping of the append's error is answered.
+group's `__consumer_offsets` partition hold the commit (GroupCoordinator.commit_offsets_replicated;
+immediate at replication factor 1); if they do not, Kafka's mapping of the append's error is answered.
 """
 
 from __future__ import annotations
@@ -15,14 +15,7 @@ import time
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group.group_metadata import OffsetAndMetadata
-from broker.coordinator.group.offsets_log import TOPIC
-from broker.server.delayed_produce import DelayedProduce
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
-
-# GroupMetadataManager.storeOffsets: what a commit answers when its append was not replicated.
-_APPEND_ERRORS = {ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
-                  ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator}
-
 
 class OffsetCommitHandler(Handler):
     api_key = 8
@@ -47,14 +40,10 @@ class OffsetCommitHandler(Handler):
                 offsets[(name, p.partition_index)] = OffsetAndMetadata(
                     offset=p.committed_offset, leader_epoch=getattr(p, "committed_leader_epoch", -1),
                     metadata=p.committed_metadata or "", commit_timestamp_ms=now)
-        results = self.broker.groups.commit_offsets(
+        results = await self.broker.groups.commit_offsets_replicated(
             group_id=request.group_id, member_id=request.member_id,
             group_instance_id=getattr(request, "group_instance_id", None),
             generation_id=request.generation_id_or_member_epoch, offsets=offsets)
-        if any(code == ErrorCode.none for code in results.values()):
-            code = await self.replicated(request.group_id)
-            if code != ErrorCode.none:
-                results = {tp: code if c == ErrorCode.none else c for tp, c in results.items()}
         topics = []
         for t, name in zip(request.topics, names):
             parts = tuple(ctx.build("OffsetCommitResponsePartition", partition_index=p.partition_index,
@@ -64,19 +53,6 @@ class OffsetCommitHandler(Handler):
             topics.append(ctx.build("OffsetCommitResponseTopic", name=getattr(t, "name", None),
                                     topic_id=getattr(t, "topic_id", None), partitions=parts))
         return ctx.build("OffsetCommitResponse", throttle_time=NO_THROTTLE, topics=tuple(topics))
-
-    async def replicated(self, group_id: str) -> ErrorCode:
-        """Wait until the high watermark of the group's partition passes what is written there now."""
-        b = self.broker
-        index = b.groups.store.partition_for(group_id)
-        part = b.replicas.get(TOPIC, index)
-        if part is None or part.replica_state is None or part.log.high_watermark >= part.log.log_end_offset:
-            return ErrorCode.none
-        tp = (TOPIC, index)
-        op = DelayedProduce(b.replicas, {tp: (part, part.leader_epoch, part.log.log_end_offset)})
-        await b.produce_purgatory.wait(op, [tp], b.config["offsets.commit.timeout.ms"] / 1000)
-        code = op.results.get(tp, ErrorCode.request_timed_out)
-        return _APPEND_ERRORS.get(code, code)
 
 
 HANDLER = OffsetCommitHandler

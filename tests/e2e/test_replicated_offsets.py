@@ -1,0 +1,121 @@
+"""Committed offsets are replicated writes (issue 11): an OffsetCommit is answered only once the
+in-sync replicas of its `__consumer_offsets` partition hold it, as Kafka's coordinator appends
+with acks=all, so an acknowledged commit survives a kill -9 of its coordinator's broker.
+
+Three broker processes on the test API server, offsets.topic.replication.factor=3.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import time
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from tests.e2e.test_cluster import coordinator_of
+from tests.support import kafka_wire
+from tests.support.cluster import BrokerCluster
+from tests.support.waiting import wait_for
+
+pytestmark = [
+    pytest.mark.kube,
+    pytest.mark.flotilla_only("replication on a Flotilla cluster on Kubernetes metadata"),
+]
+
+COMMIT_TIMEOUT_MS = 3000
+OVERRIDES = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "6",
+             "min.insync.replicas": "2", "offsets.commit.timeout.ms": str(COMMIT_TIMEOUT_MS),
+             "replica.lag.time.max.ms": "60000", "replica.fetch.backoff.ms": "200"}
+
+
+@pytest.fixture
+def cluster(tmp_path, kube_env, kube_namespace):
+    c = BrokerCluster(tmp_path, kube_env, kube_namespace, size=3, overrides=OVERRIDES)
+    try:
+        c.start()
+        yield c
+    finally:
+        for b in c.brokers:  # never leave a stopped process behind
+            if b.is_running():
+                os.kill(b.pid, signal.SIGCONT)
+        c.close()
+
+
+def commit(bootstrap: str, group: str, topic: str, offset: int) -> ErrorCode:
+    from kio.schema.offset_commit.v8.request import (OffsetCommitRequest, OffsetCommitRequestPartition,
+                                                     OffsetCommitRequestTopic)
+    from kio.static.primitive import i32, i64
+
+    with kafka_wire.connect(bootstrap, timeout=30) as conn:
+        resp = conn.request(OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=i32(-1), member_id="", group_instance_id=None,
+            topics=(OffsetCommitRequestTopic(name=topic, partitions=(OffsetCommitRequestPartition(
+                partition_index=i32(0), committed_offset=i64(offset), committed_leader_epoch=i32(-1),
+                committed_metadata=""),)),)))
+    return resp.topics[0].partitions[0].error_code
+
+
+def committed(bootstrap: str, group: str, topic: str) -> tuple[ErrorCode, int]:
+    from kio.schema.offset_fetch.v8.request import (OffsetFetchRequest, OffsetFetchRequestGroup,
+                                                    OffsetFetchRequestTopics)
+
+    with kafka_wire.connect(bootstrap) as conn:
+        resp = conn.request(OffsetFetchRequest(require_stable=False, groups=(OffsetFetchRequestGroup(
+            group_id=group, topics=(OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),)))
+    g = resp.groups[0]
+    if g.error_code != ErrorCode.none:
+        return g.error_code, -1
+    return g.topics[0].partitions[0].error_code, int(g.topics[0].partitions[0].committed_offset)
+
+
+def offsets_partition_state(cluster: BrokerCluster, group: str) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """(leader, replicas, isr) of the group's __consumer_offsets partition."""
+    from broker.coordinator.group import codec
+
+    md = cluster.metadata(cluster.running()[0], ["__consumer_offsets"])
+    parts = {int(p.partition_index): p for p in md.topics[0].partitions}
+    p = parts[codec.partition_for(group, len(parts))]
+    return int(p.leader_id), tuple(int(r) for r in p.replica_nodes), tuple(int(r) for r in p.isr_nodes)
+
+
+def test_a_commit_is_acknowledged_only_once_its_replicas_hold_it(cluster):
+    via = cluster.brokers[0]
+    topic = kafka_wire.unique_topic("committed")
+    with kafka_wire.connect(via.bootstrap) as conn:
+        assert int(conn.create_topic(topic, 1, replication_factor=3)) == 0
+    group = kafka_wire.unique_topic("g")
+    coordinator = coordinator_of(via.bootstrap, group)
+    leader, replicas, _ = wait_for("the offsets partition fully in sync",
+                                   lambda: (s := offsets_partition_state(cluster, group))[2] and
+                                   len(s[2]) == 3 and s, timeout=60)
+    assert leader == coordinator and len(replicas) == 3
+    coord = cluster.broker(coordinator)
+    followers = [cluster.broker(n) for n in replicas if n != coordinator]
+
+    # Followers frozen: the commit is in the coordinator's log but not in its replicas', so it is
+    # not acknowledged (offsets.commit.timeout.ms), and OffsetFetch does not show it.
+    for f in followers:
+        os.kill(f.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    try:
+        code = commit(coord.bootstrap, group, topic, 41)
+    finally:
+        for f in followers:
+            os.kill(f.pid, signal.SIGCONT)
+    assert code == ErrorCode.request_timed_out, code
+    assert time.monotonic() - started >= COMMIT_TIMEOUT_MS / 1000 * 0.9
+    assert committed(coord.bootstrap, group, topic) == (ErrorCode.none, -1)
+
+    # With the replicas back, a commit is acknowledged, and survives its coordinator's kill -9.
+    wait_for("an acknowledged commit", lambda: commit(coord.bootstrap, group, topic, 42) == ErrorCode.none,
+             timeout=60)
+    coord.kill9()
+    survivor = next(b for b in cluster.brokers if b.node_id != coordinator)
+    new = wait_for("a new coordinator", lambda: (n := coordinator_of(survivor.bootstrap, group)) != coordinator
+                   and n, timeout=60)
+    assert wait_for("the commit at the new coordinator", lambda: (r := committed(cluster.broker(new).bootstrap,
+                                                                                 group, topic))[0]
+                    == ErrorCode.none and r, timeout=60) == (ErrorCode.none, 42)
