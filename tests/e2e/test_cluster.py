@@ -36,12 +36,8 @@ CAMPAIGN_S = 2.0  # Controller.campaign_interval_s
 
 @pytest.fixture
 def cluster(tmp_path, kube_env, kube_namespace):
-    c = BrokerCluster(tmp_path, kube_env, kube_namespace, size=3)
-    try:
-        c.start()
+    with BrokerCluster(tmp_path, kube_env, kube_namespace, size=3) as c:
         yield c
-    finally:
-        c.close()
 
 
 def create_topic(broker: ClusterBroker, partitions: int, prefix: str = "fleet") -> str:

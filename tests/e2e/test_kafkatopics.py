@@ -23,12 +23,8 @@ pytestmark = [pytest.mark.kube, pytest.mark.timeout(300)]
 
 @pytest.fixture
 def fleet(tmp_path, kube_env, kube_namespace):
-    c = BrokerCluster(tmp_path, kube_env, kube_namespace, size=2)
-    try:
-        c.start()
+    with BrokerCluster(tmp_path, kube_env, kube_namespace, size=2) as c:
         yield c
-    finally:
-        c.close()
 
 
 def kafkatopics(kube_env, ns: str) -> dict[str, dict]:

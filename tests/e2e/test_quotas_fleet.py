@@ -22,12 +22,8 @@ pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("a Flotilla cluster on
 
 @pytest.fixture
 def cluster(tmp_path, kube_env, kube_namespace):
-    c = BrokerCluster(tmp_path, kube_env, kube_namespace, size=3)
-    try:
-        c.start()
+    with BrokerCluster(tmp_path, kube_env, kube_namespace, size=3) as c:
         yield c
-    finally:
-        c.close()
 
 
 def seen_within(bootstrap: str, expected, seconds: float) -> float:

@@ -7,7 +7,6 @@ Three broker processes on the test API server, offsets.topic.replication.factor=
 
 from __future__ import annotations
 
-import datetime
 import os
 import signal
 import time
@@ -33,15 +32,8 @@ OVERRIDES = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partiti
 
 @pytest.fixture
 def cluster(tmp_path, kube_env, kube_namespace):
-    c = BrokerCluster(tmp_path, kube_env, kube_namespace, size=3, overrides=OVERRIDES)
-    try:
-        c.start()
+    with BrokerCluster(tmp_path, kube_env, kube_namespace, size=3, overrides=OVERRIDES) as c:
         yield c
-    finally:
-        for b in c.brokers:  # never leave a stopped process behind
-            if b.is_running():
-                os.kill(b.pid, signal.SIGCONT)
-        c.close()
 
 
 def commit(bootstrap: str, group: str, topic: str, offset: int) -> ErrorCode:

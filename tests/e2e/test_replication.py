@@ -28,12 +28,8 @@ OVERRIDES = {"replica.lag.time.max.ms": str(LAG_MS), "replica.fetch.backoff.ms":
 
 @pytest.fixture
 def cluster(tmp_path, kube_env, kube_namespace):
-    c = BrokerCluster(tmp_path, kube_env, kube_namespace, size=3, overrides=OVERRIDES)
-    try:
-        c.start()
+    with BrokerCluster(tmp_path, kube_env, kube_namespace, size=3, overrides=OVERRIDES) as c:
         yield c
-    finally:
-        c.close()
 
 
 def create_topic(broker: ClusterBroker, partitions: int, rf: int = 3, configs: dict[str, str] | None = None,
@@ -565,13 +561,9 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster):
 
 @pytest.fixture
 def cluster_rf3_offsets(tmp_path, kube_env, kube_namespace):
-    c = BrokerCluster(tmp_path, kube_env, kube_namespace, size=3,
-                      overrides={**OVERRIDES, "offsets.topic.replication.factor": "3"})
-    try:
-        c.start()
+    with BrokerCluster(tmp_path, kube_env, kube_namespace, size=3,
+                      overrides={**OVERRIDES, "offsets.topic.replication.factor": "3"}) as c:
         yield c
-    finally:
-        c.close()
 
 
 @pytest.mark.timeout(300)

@@ -89,7 +89,12 @@ class BrokerCluster:
             b.close()
 
     def __enter__(self) -> "BrokerCluster":
-        return self.start()
+        """Started; a start that fails part-way closes the brokers it had started."""
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.close()
