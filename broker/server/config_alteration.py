@@ -10,6 +10,7 @@ INVALID_REQUEST saying to set the key in the broker's properties.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -39,8 +40,7 @@ class AlterationError(Exception):
 
 
 def _no_duplicates(names: Iterable[str]) -> None:
-    seen: set[str] = set()
-    dupes = sorted({n for n in names if n in seen or seen.add(n)})
+    dupes = sorted(n for n, count in Counter(names).items() if count > 1)
     if dupes:
         raise AlterationError(ErrorCode.invalid_request, f"duplicate config keys: {', '.join(dupes)}")
 
@@ -98,7 +98,7 @@ def incremental(entries: list[tuple[str, int, str | None]],
     return change
 
 
-async def alter(topics: TopicManager, node_id: int, resource_type: int, resource_name: str,
+async def alter(topics: TopicManager, resource_type: int, resource_name: str,
                 change: Callable[[], Callable[[dict[str, str]], dict[str, str]]], validate_only: bool) -> Outcome:
     """One resource of either request; `change` builds the config transformation (it may refuse)."""
     try:

@@ -13,8 +13,9 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
-from tests.e2e.test_topic_configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, create, describe_topic
+from tests.e2e.test_topic_configs import DYNAMIC_TOPIC_CONFIG, create, describe_topic
 from tests.support import kafka_wire
+from tests.support.waiting import wait_for
 
 TOPIC = 2
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -37,17 +38,6 @@ def in_force(conn, topic: str) -> dict[str, tuple[str, int]]:
     return {name: (c.value, c.config_source) for name, c in describe_topic(conn, topic, False, False).items()}
 
 
-def eventually(what: str, check, timeout: float = 15.0):
-    """A config change is in force once every broker's metadata shows it (Kafka's is asynchronous too)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def test_incremental_set_append_subtract_delete_as_kafka_configs_does(broker):
     topic = kafka_wire.unique_topic("alter")
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -62,16 +52,16 @@ def test_incremental_set_append_subtract_delete_as_kafka_configs_does(broker):
         ])
         for fut in admin.incremental_alter_configs([resource]).values():
             fut.result(timeout=30)
-        now = eventually("the SET and APPEND", lambda: (c := in_force(conn, topic))["retention.ms"][0] == "123456"
-                         and c)
+        now = wait_for("the SET and APPEND", lambda: (c := in_force(conn, topic))["retention.ms"][0] == "123456"
+                         and c, timeout=15)
         assert now["retention.ms"] == ("123456", DYNAMIC_TOPIC_CONFIG)
         policy, source = now["cleanup.policy"]
         assert set(policy.split(",")) == {"delete", "compact"} and source == DYNAMIC_TOPIC_CONFIG  # appended to the default
 
         assert incremental(conn, topic, ("cleanup.policy", SUBTRACT, "delete"),
                            ("retention.ms", DELETE, None)) == (ErrorCode.none, None)
-        now = eventually("the SUBTRACT and DELETE", lambda: (c := in_force(conn, topic))["cleanup.policy"][0]
-                         == "compact" and c)
+        now = wait_for("the SUBTRACT and DELETE", lambda: (c := in_force(conn, topic))["cleanup.policy"][0]
+                         == "compact" and c, timeout=15)
         assert now["retention.ms"] == default_retention  # back to the broker's value
         # validate_only changes nothing
         assert incremental(conn, topic, ("retention.ms", SET, "999"), validate_only=True)[0] == ErrorCode.none
@@ -91,8 +81,8 @@ def test_a_changed_config_is_in_force_on_the_live_partition(broker):
     producer.flush(30)
     with kafka_wire.connect(broker.bootstrap) as conn:
         assert incremental(conn, topic, ("message.timestamp.type", SET, "LogAppendTime")) == (ErrorCode.none, None)
-        eventually("LogAppendTime in force",
-                   lambda: in_force(conn, topic)["message.timestamp.type"][0] == "LogAppendTime")
+        wait_for("LogAppendTime in force",
+                   lambda: in_force(conn, topic)["message.timestamp.type"][0] == "LogAppendTime", timeout=15)
     time.sleep(1.0)  # every broker applies the image it now serves from
     producer.produce(topic, b"after", timestamp=old_ms)
     producer.flush(30)
@@ -137,13 +127,15 @@ def test_legacy_alter_configs_replaces_the_whole_set(broker):
     finally:
         admin.close()
     with kafka_wire.connect(broker.bootstrap) as conn:
-        now = eventually("the new set", lambda: (c := in_force(conn, topic))["segment.bytes"][0] == "1048576" and c)
+        now = wait_for("the new set", lambda: (c := in_force(conn, topic))["segment.bytes"][0] == "1048576" and c,
+                       timeout=15)
         assert now["segment.bytes"] == ("1048576", DYNAMIC_TOPIC_CONFIG)
         assert now["retention.ms"] == ("7777", DYNAMIC_TOPIC_CONFIG)
 
         assert legacy(conn, topic, {"max.message.bytes": "65536"}) == (ErrorCode.none, None)
-        now = eventually("the replaced set",
-                         lambda: (c := in_force(conn, topic))["max.message.bytes"][0] == "65536" and c)
+        now = wait_for("the replaced set",
+                         lambda: (c := in_force(conn, topic))["max.message.bytes"][0] == "65536" and c,
+                         timeout=15)
         assert now["retention.ms"][1] != DYNAMIC_TOPIC_CONFIG and now["segment.bytes"][1] != DYNAMIC_TOPIC_CONFIG
         assert legacy(conn, topic, {"no.such.config": "1"})[0] == ErrorCode.invalid_config
 

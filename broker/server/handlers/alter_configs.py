@@ -17,7 +17,7 @@ class AlterConfigsHandler(Handler):
         for r in request.resources:
             entries = [(c.name, c.value) for c in r.configs]
             outcome = await config_alteration.alter(
-                self.broker.topics, self.broker.node_id, int(r.resource_type), r.resource_name,
+                self.broker.topics, int(r.resource_type), r.resource_name,
                 lambda entries=entries: config_alteration.replace_all(entries), bool(request.validate_only))
             out.append(ctx.build("AlterConfigsResourceResponse", error_code=outcome.error_code,
                                  error_message=outcome.error_message, resource_type=r.resource_type,

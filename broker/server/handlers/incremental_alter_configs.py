@@ -20,7 +20,7 @@ class IncrementalAlterConfigsHandler(Handler):
         for r in request.resources:
             entries = [(c.name, int(c.config_operation), c.value) for c in r.configs]
             outcome = await config_alteration.alter(
-                self.broker.topics, self.broker.node_id, int(r.resource_type), r.resource_name,
+                self.broker.topics, int(r.resource_type), r.resource_name,
                 lambda entries=entries: config_alteration.incremental(
                     entries, lambda current: topic_config.in_force(config, current)),
                 bool(request.validate_only))
