@@ -208,12 +208,8 @@ class GroupCoordinator:
         if leading:
             if index in self.shards or index in self._loading:
                 return
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # no loop (a unit test driving the coordinator directly)
-                asyncio.run(self._load_shard(index))
-                return
-            self._loading[index] = loop.create_task(self._load_shard(index), name=f"load-{TOPIC}-{index}")
+            self._loading[index] = asyncio.get_running_loop().create_task(self._load_shard(index),
+                                                                          name=f"load-{TOPIC}-{index}")
         else:
             task = self._loading.pop(index, None)
             if task is not None:
@@ -748,18 +744,9 @@ class GroupCoordinator:
         return ErrorCode.none
 
     # -- offsets -----------------------------------------------------------------------------
-    def commit_offsets(self, *, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                       offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], ErrorCode]:
-        """Commit without waiting for the in-sync replicas (the offsets apply at once)."""
-        results, pending = self._commit(group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
-                                        generation_id=generation_id, offsets=offsets)
-        if pending is not None:
-            pending.apply()
-        return results
-
-    async def commit_offsets_replicated(self, *, group_id: str, member_id: str, group_instance_id: str | None,
-                                        generation_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]
-                                        ) -> dict[tuple[str, int], ErrorCode]:
+    async def commit_offsets(self, *, group_id: str, member_id: str, group_instance_id: str | None,
+                             generation_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]
+                             ) -> dict[tuple[str, int], ErrorCode]:
         """OffsetCommit as Kafka's GroupMetadataManager.storeOffsets: the commit is appended to
         the group's __consumer_offsets partition and answered once its in-sync replicas hold it
         (acks=all, bounded by offsets.commit.timeout.ms); only then do the offsets apply, so an

@@ -4,7 +4,7 @@ v10 names topics by id; ids are resolved through the metadata store (UNKNOWN_TOP
 `retention_time` (v2-v4) is ignored: offsets expire by `offsets.retention.minutes`, as in
 Kafka 2.1+ for clients that send the default.
 As in Kafka, the answer waits (up to `offsets.commit.timeout.ms`) until the in-sync replicas of the
-group's `__consumer_offsets` partition hold the commit (GroupCoordinator.commit_offsets_replicated;
+group's `__consumer_offsets` partition hold the commit (GroupCoordinator.commit_offsets;
 immediate at replication factor 1); if they do not, Kafka's mapping of the append's error is answered.
 """
 
@@ -40,7 +40,7 @@ class OffsetCommitHandler(Handler):
                 offsets[(name, p.partition_index)] = OffsetAndMetadata(
                     offset=p.committed_offset, leader_epoch=getattr(p, "committed_leader_epoch", -1),
                     metadata=p.committed_metadata or "", commit_timestamp_ms=now)
-        results = await self.broker.groups.commit_offsets_replicated(
+        results = await self.broker.groups.commit_offsets(
             group_id=request.group_id, member_id=request.member_id,
             group_instance_id=getattr(request, "group_instance_id", None),
             generation_id=request.generation_id_or_member_epoch, offsets=offsets)

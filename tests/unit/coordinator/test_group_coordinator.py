@@ -201,23 +201,23 @@ async def test_offset_commit_validation(broker):
     await broker.topics.create("t", 2, timeout_s=10)
     off = {("t", 0): OffsetAndMetadata(5, metadata="m"), ("nope", 0): OffsetAndMetadata(1)}
     # Standalone commit on an unknown group.
-    res = broker.groups.commit_offsets(group_id="simple", member_id="", group_instance_id=None, generation_id=-1,
+    res = await broker.groups.commit_offsets(group_id="simple", member_id="", group_instance_id=None, generation_id=-1,
                                        offsets=off)
     assert res == {("t", 0): E.none, ("nope", 0): E.unknown_topic_or_partition}
     a, gen = await single_member_group(broker)
     ok = {("t", 1): OffsetAndMetadata(9)}
-    assert broker.groups.commit_offsets(group_id="g", member_id="", group_instance_id=None, generation_id=-1,
+    assert await broker.groups.commit_offsets(group_id="g", member_id="", group_instance_id=None, generation_id=-1,
                                         offsets=ok) == {("t", 1): E.unknown_member_id}
-    assert broker.groups.commit_offsets(group_id="g", member_id="x", group_instance_id=None, generation_id=gen,
+    assert await broker.groups.commit_offsets(group_id="g", member_id="x", group_instance_id=None, generation_id=gen,
                                         offsets=ok) == {("t", 1): E.unknown_member_id}
-    assert broker.groups.commit_offsets(group_id="g", member_id=a, group_instance_id=None, generation_id=gen + 5,
+    assert await broker.groups.commit_offsets(group_id="g", member_id=a, group_instance_id=None, generation_id=gen + 5,
                                         offsets=ok) == {("t", 1): E.illegal_generation}
-    assert broker.groups.commit_offsets(group_id="g", member_id=a, group_instance_id=None, generation_id=gen,
+    assert await broker.groups.commit_offsets(group_id="g", member_id=a, group_instance_id=None, generation_id=gen,
                                         offsets=ok) == {("t", 1): E.none}
-    assert broker.groups.commit_offsets(group_id="other", member_id="m", group_instance_id=None, generation_id=3,
+    assert await broker.groups.commit_offsets(group_id="other", member_id="m", group_instance_id=None, generation_id=3,
                                         offsets=ok) == {("t", 1): E.illegal_generation}
     big = {("t", 0): OffsetAndMetadata(1, metadata="x" * 5000)}
-    assert broker.groups.commit_offsets(group_id="simple", member_id="", group_instance_id=None,
+    assert await broker.groups.commit_offsets(group_id="simple", member_id="", group_instance_id=None,
                                         generation_id=-1, offsets=big) == {("t", 0): E.offset_metadata_too_large}
     err, got = broker.groups.fetch_offsets("g", [("t", 1), ("t", 0)])
     assert err == E.none and got[("t", 1)].offset == 9 and got[("t", 0)] is None
@@ -228,7 +228,7 @@ async def test_offset_commit_validation(broker):
 async def test_list_describe_delete(broker):
     a, gen = await single_member_group(broker)
     await broker.topics.create("t", 1, timeout_s=10)
-    broker.groups.commit_offsets(group_id="empty", member_id="", group_instance_id=None, generation_id=-1,
+    await broker.groups.commit_offsets(group_id="empty", member_id="", group_instance_id=None, generation_id=-1,
                                  offsets={("t", 0): OffsetAndMetadata(1)})
     err, groups = broker.groups.list_groups()
     assert sorted((g.group_id, g.protocol_type, g.state) for g in groups) == [
@@ -248,10 +248,10 @@ async def test_state_survives_restart(tmp_path):
         await b.topics.create("t", 2, timeout_s=10)
         first = await asyncio.wait_for(join(b, instance="inst"), 5)
         await sync(b, first.member_id, first.generation_id, assignments={first.member_id: b"ASSIGN"}, instance="inst")
-        assert b.groups.commit_offsets(group_id="g", member_id=first.member_id, group_instance_id="inst",
+        assert await b.groups.commit_offsets(group_id="g", member_id=first.member_id, group_instance_id="inst",
                                        generation_id=first.generation_id,
                                        offsets={("t", 1): OffsetAndMetadata(17, 2, "meta")}) == {("t", 1): E.none}
-        b.groups.commit_offsets(group_id="gone", member_id="", group_instance_id=None, generation_id=-1,
+        await b.groups.commit_offsets(group_id="gone", member_id="", group_instance_id=None, generation_id=-1,
                                 offsets={("t", 0): OffsetAndMetadata(3)})
         assert b.groups.delete_groups(["gone"]) == {"gone": E.none}
     finally:
@@ -281,7 +281,7 @@ async def test_state_survives_restart(tmp_path):
 
 async def test_expired_offsets_of_empty_groups(broker):
     await broker.topics.create("t", 1, timeout_s=10)
-    broker.groups.commit_offsets(group_id="old", member_id="", group_instance_id=None, generation_id=-1,
+    await broker.groups.commit_offsets(group_id="old", member_id="", group_instance_id=None, generation_id=-1,
                                  offsets={("t", 0): OffsetAndMetadata(1, commit_timestamp_ms=1)})
     assert broker.groups.expire_offsets(now=10**13) == 1
     assert "old" not in broker.groups.groups
@@ -295,14 +295,14 @@ async def test_log_cleaner_compacts_consumer_offsets_and_state_survives_restart(
         await b.topics.create("t", 3, timeout_s=10)
         for i in range(60):
             for p in range(3):
-                b.groups.commit_offsets(group_id="g", member_id="", group_instance_id=None, generation_id=-1,
+                await b.groups.commit_offsets(group_id="g", member_id="", group_instance_id=None, generation_id=-1,
                                         offsets={("t", p): OffsetAndMetadata(i * 10 + p)})
-        b.groups.commit_offsets(group_id="gone", member_id="", group_instance_id=None, generation_id=-1,
+        await b.groups.commit_offsets(group_id="gone", member_id="", group_instance_id=None, generation_id=-1,
                                 offsets={("t", 0): OffsetAndMetadata(1)})
         assert b.groups.delete_groups(["gone"]) == {"gone": E.none}
         part = b.replicas.get("__consumer_offsets", 0)
         part.log.roll()  # everything written so far becomes cleanable
-        b.groups.commit_offsets(group_id="other", member_id="", group_instance_id=None, generation_id=-1,
+        await b.groups.commit_offsets(group_id="other", member_id="", group_instance_id=None, generation_id=-1,
                                 offsets={("t", 1): OffsetAndMetadata(7)})
         records_before = sum(s.size for s in part.log.segments)
         stats = b.replicas.cleaner.clean_filthiest()
@@ -330,7 +330,7 @@ async def test_a_shard_unloads_when_leadership_moves_and_reloads_its_groups_from
     NOT_COORDINATOR for its groups and wakes their pending joins; leading it again replays it."""
     await broker.topics.create("t", 1, timeout_s=10)
     member, generation = await single_member_group(broker, "g")
-    assert broker.groups.commit_offsets(group_id="g", member_id=member, group_instance_id=None,
+    assert await broker.groups.commit_offsets(group_id="g", member_id=member, group_instance_id=None,
                                         generation_id=generation,
                                         offsets={("t", 0): OffsetAndMetadata(42)}) == {("t", 0): E.none}
     shard = broker.groups.store.partition_for("g")
@@ -387,7 +387,7 @@ async def test_a_shard_loads_in_the_background_answering_load_in_progress(broker
     monkeypatch.setattr(coordinator_module, "LOAD_YIELD_RECORDS", 50)
     await broker.topics.create("t", 1, timeout_s=10)
     for i in range(2000):  # 2,000 commit records in the group's shard
-        assert broker.groups.commit_offsets(group_id="big", member_id="", group_instance_id=None, generation_id=-1,
+        assert await broker.groups.commit_offsets(group_id="big", member_id="", group_instance_id=None, generation_id=-1,
                                             offsets={("t", 0): OffsetAndMetadata(i)}) == {("t", 0): E.none}
     shard = broker.groups.store.partition_for("big")
     await broker.controller.stop()
