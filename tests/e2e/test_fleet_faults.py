@@ -202,12 +202,10 @@ def test_no_acknowledged_record_is_lost_or_moved_under_a_sequence_of_faults(clus
     assert not writer.is_alive() and writer.unflushed == 0, f"producer did not finish: {writer.unflushed}"
     assert len(writer.acked) > 500, f"only {len(writer.acked)} acknowledged after {steps}; {writer.failed[:5]}"
     final = read_all(cluster.bootstrap, topic, PARTITIONS, len(writer.acked), timeout=180)
-    check_after_failovers(writer.acked, final, [])
-    at = {(p, o): v for p, recs in final.items() for o, v in recs}
     assert not reader.conflicts, reader.conflicts[:5]
-    missing = {k: v for k, v in reader.seen.items() if at.get(k) != v}
-    assert not missing, f"the reader saw {len(missing)} records the final log does not hold: {list(missing.items())[:5]}"
-    assert len(reader.seen) > 0
+    assert reader.seen, "the reader read nothing"
+    # what the reader was given is a snapshot: every offset it saw holds the same value at the end
+    check_after_failovers(writer.acked, final, [reader.seen])
 
     # a clean stop of every broker, then every replica of every partition holds the same bytes
     for broker in cluster.brokers:
