@@ -50,12 +50,22 @@ def create(cp: ControlPlane, count: int) -> None:
 
 
 def all_ready(cp: ControlPlane, count: int) -> bool:
-    out = cp.kubectl("get", "nodes", "-o", "json").stdout
-    ready = 0
-    for node in json.loads(out)["items"]:
-        if node["metadata"]["name"] not in node_names(count):
+    return not not_ready(cp, count)
+
+
+def not_ready(cluster, count: int) -> dict[str, str]:
+    """The fake nodes whose Ready condition is not True, with what it is ("absent" if no node).
+
+    `cluster` is anything with the ControlPlane's `kubectl(*args, check=...)`."""
+    out = cluster.kubectl("get", "nodes", "-o", "json").stdout
+    seen = {node["metadata"]["name"]: node for node in json.loads(out)["items"]}
+    missing = {}
+    for name in node_names(count):
+        if name not in seen:
+            missing[name] = "absent"
             continue
-        conditions = node.get("status", {}).get("conditions", [])
-        if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
-            ready += 1
-    return ready == count
+        conditions = seen[name].get("status", {}).get("conditions", [])
+        ready = next((c for c in conditions if c["type"] == "Ready"), None)
+        if ready is None or ready["status"] != "True":
+            missing[name] = f"Ready={ready['status']} ({ready.get('reason')})" if ready else "no Ready condition"
+    return missing
