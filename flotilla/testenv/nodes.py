@@ -7,6 +7,8 @@ carry no taint: they are the only nodes, so every pod should land on them withou
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -69,3 +71,23 @@ def not_ready(cluster, count: int) -> dict[str, str]:
         if ready is None or ready["status"] != "True":
             missing[name] = f"Ready={ready['status']} ({ready.get('reason')})" if ready else "no Ready condition"
     return missing
+
+
+class NodesNotReady(RuntimeError):
+    pass
+
+
+def wait_ready(cluster, count: int, timeout: float) -> None:
+    """Until every fake node is Ready; raises NodesNotReady naming the others and their condition.
+    A failing kubectl (an API server hiccup) is retried and, at the end, reported as what was seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            missing: object = not_ready(cluster, count)
+        except (subprocess.SubprocessError, ValueError) as exc:
+            missing = exc
+        if not missing:
+            return
+        if time.monotonic() >= deadline:
+            raise NodesNotReady(f"fake nodes not Ready after {timeout:.0f}s: {missing!r}")
+        time.sleep(0.5)

@@ -25,7 +25,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -166,17 +165,10 @@ def kube_nodes_ready(kube_env: KubeEnv) -> None:
     cp = kube_env.control_plane
     if cp is None or cp.node_count == 0:
         return
-    deadline = time.monotonic() + NODES_READY_TIMEOUT
-    while True:
-        try:
-            missing: object = nodes.not_ready(kube_env, cp.node_count)
-        except (subprocess.SubprocessError, ValueError) as exc:  # an API hiccup: retried
-            missing = exc
-        if not missing:
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"fake nodes not Ready after {NODES_READY_TIMEOUT:.0f}s: {missing!r}", pytrace=False)
-        time.sleep(0.5)
+    try:
+        nodes.wait_ready(kube_env, cp.node_count, NODES_READY_TIMEOUT)
+    except nodes.NodesNotReady as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture

@@ -80,6 +80,9 @@ def test_pods_of_a_lapsed_node_are_ready_again_and_an_ordered_statefulset_goes_o
         wait_for(f"the node controller to mark ordered-0 NotReady (grace period {GRACE_S}s)",
                  lambda: pod_ready(cp, "ordered-0"), until=lambda r: r == "False", timeout=GRACE_S + 5 + 60)
         assert list(nodes.not_ready(cp, 1)) == [NODE]
+        # What each test of the suite checks first (kube_nodes_ready) names the node.
+        with pytest.raises(nodes.NodesNotReady, match=f"{NODE}.*Ready=Unknown"):
+            nodes.wait_ready(cp, 1, timeout=1)
         # OrderedReady: a second pod waits for the first to be Ready again.
         cp.kubectl("scale", "statefulset", "ordered", "-n", "lapse", "--replicas=2")
         wait_for("the StatefulSet controller to see the scale",
