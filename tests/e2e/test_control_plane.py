@@ -146,6 +146,30 @@ def test_statefulset_pods_are_created_scheduled_and_ready(kube_env, kube_namespa
         assert pod["status"].get("podIP")
 
 
+def test_a_pod_marked_not_ready_as_the_node_controller_does_is_ready_again(kube_env, kube_namespace):
+    """What the node controller does to the pods of a lapsed node (Ready=False, nothing else), done
+    by hand: kwok's pod-ready-again stage (flotilla/testenv/kwok_stages.py) makes the pod Ready
+    again, keeping its IP. (tests/e2e/test_kwok_node_lapse.py lapses a node for real.)"""
+    ns = kube_namespace
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lapsed", "namespace": ns},
+           "spec": {"containers": [{"name": "broker", "image": IMAGE}]}}
+    kube_env.kubectl("apply", "-f", "-", input=json.dumps(pod))
+
+    def ready_and_ip():
+        got = get_json(kube_env, "pod", "lapsed", "-n", ns)
+        ready = {c["type"]: c["status"] for c in got["status"].get("conditions", [])}.get("Ready")
+        return ready, got["status"].get("podIP"), got["metadata"]["uid"]
+
+    before = wait_for("the pod Ready", ready_and_ip, until=lambda r: r[0] == "True", timeout=60)
+    patched = json.loads(kube_env.kubectl(
+        "patch", "pod", "lapsed", "-n", ns, "--subresource=status", "--type=strategic", "-o", "json",
+        "-p", json.dumps({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "NodeNotReady"}]}}),
+    ).stdout)
+    assert {c["type"]: c["status"] for c in patched["status"]["conditions"]}["Ready"] == "False"
+    wait_for("the pod Ready again, same IP, same pod", ready_and_ip,
+             until=lambda r: r == ("True", before[1], before[2]), timeout=60)
+
+
 def test_garbage_collector_deletes_dependents(kube_env, kube_namespace):
     ns = kube_namespace
     kube_env.kubectl("create", "configmap", "owner", "-n", ns)
