@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -26,7 +27,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import certs, kubeconfig, node, nodes, processes
+from . import certs, kubeconfig, kwok_stages, node, nodes, processes
 from .processes import ProcessRecord
 
 STATE_FILE = "state.json"
@@ -85,6 +86,10 @@ class ControlPlane:
     directory: Path
     bin_dir: Path
     node_count: int = 2
+    #: How long the node controller waits for a node's Lease or status before it marks the node
+    #: NotReady (Unknown) and its pods NotReady. Long by default: kwok's heartbeats can lag on a
+    #: loaded 2-core machine, and a longer grace period keeps the fake nodes from flapping.
+    node_monitor_grace_period: str = "2m"
     #: Also run a real node (containerd + kubelet + kube-proxy + cluster DNS), see node.py.
     kubelet: bool = False
     #: OCI image tarballs to import into the real node's containerd (the pause image first).
@@ -303,6 +308,20 @@ class ControlPlane:
         self.records.remove(record)
         self.save_state()
 
+    def pause(self, name: str) -> None:
+        """SIGSTOP one component (e.g. kwok: its nodes' Leases and statuses stop, as when it is
+        starved of CPU); `resume` continues it."""
+        self._signal(name, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        self._signal(name, signal.SIGCONT)
+
+    def _signal(self, name: str, sig: int) -> None:
+        record = next(r for r in self.records if r.name == name)
+        if not processes.is_running(record.pid, record.start_time or None):
+            raise ControlPlaneError(f"{name} is not running")
+        os.kill(record.pid, sig)
+
     def start_apiserver(self) -> None:
         """Start the kube-apiserver again on the same port and certificates; wait until ready."""
         self._start_apiserver(self.ports, self._paths)
@@ -331,9 +350,8 @@ class ControlPlane:
             f"--cluster-signing-cert-file={paths.ca_cert}",
             f"--cluster-signing-key-file={paths.ca_key}",
             "--use-service-account-credentials=true",
-            # kwok's heartbeats can lag on a loaded 2-core machine; a longer grace period keeps the
-            # fake nodes from flapping NotReady (and their pods from being tainted for eviction).
-            "--node-monitor-grace-period=2m",
+            # Longer than kwok's Lease renewal interval (kwok_stages.NODE_LEASE_DURATION_SECONDS / 4).
+            f"--node-monitor-grace-period={self.node_monitor_grace_period}",
             "--leader-elect=false",
             "--controllers=*",
             "--v=1",
@@ -353,10 +371,11 @@ class ControlPlane:
         ])
 
     def _start_kwok(self, ports: Ports) -> None:
-        # Our own (empty) configuration, so a ~/.kwok/kwok.yaml cannot change behaviour; with no
-        # Stage objects in it kwok uses its built-in node and pod lifecycle stages.
+        # Our own configuration, so a ~/.kwok/kwok.yaml cannot change behaviour: kwok's built-in node
+        # stages, and our pod stages, which also bring pods back to Ready after their node was
+        # NotReady for a while (kwok_stages.py).
         config = self.directory / "kwok.yaml"
-        config.write_text("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n")
+        config.write_text(kwok_stages.config())
         self._start("kwok", [
             str(self.bin_dir / "kwok"),
             f"--config={config}",

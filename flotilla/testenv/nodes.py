@@ -7,6 +7,8 @@ carry no taint: they are the only nodes, so every pod should land on them withou
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,12 +52,42 @@ def create(cp: ControlPlane, count: int) -> None:
 
 
 def all_ready(cp: ControlPlane, count: int) -> bool:
-    out = cp.kubectl("get", "nodes", "-o", "json").stdout
-    ready = 0
-    for node in json.loads(out)["items"]:
-        if node["metadata"]["name"] not in node_names(count):
+    return not not_ready(cp, count)
+
+
+def not_ready(cluster, count: int) -> dict[str, str]:
+    """The fake nodes whose Ready condition is not True, with what it is ("absent" if no node).
+
+    `cluster` is anything with the ControlPlane's `kubectl(*args, check=...)`."""
+    out = cluster.kubectl("get", "nodes", "-o", "json").stdout
+    seen = {node["metadata"]["name"]: node for node in json.loads(out)["items"]}
+    missing = {}
+    for name in node_names(count):
+        if name not in seen:
+            missing[name] = "absent"
             continue
-        conditions = node.get("status", {}).get("conditions", [])
-        if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
-            ready += 1
-    return ready == count
+        conditions = seen[name].get("status", {}).get("conditions", [])
+        ready = next((c for c in conditions if c["type"] == "Ready"), None)
+        if ready is None or ready["status"] != "True":
+            missing[name] = f"Ready={ready['status']} ({ready.get('reason')})" if ready else "no Ready condition"
+    return missing
+
+
+class NodesNotReady(RuntimeError):
+    pass
+
+
+def wait_ready(cluster, count: int, timeout: float) -> None:
+    """Until every fake node is Ready; raises NodesNotReady naming the others and their condition.
+    A failing kubectl (an API server hiccup) is retried and, at the end, reported as what was seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            missing: object = not_ready(cluster, count)
+        except (subprocess.SubprocessError, ValueError) as exc:
+            missing = exc
+        if not missing:
+            return
+        if time.monotonic() >= deadline:
+            raise NodesNotReady(f"fake nodes not Ready after {timeout:.0f}s: {missing!r}")
+        time.sleep(0.5)

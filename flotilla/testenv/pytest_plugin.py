@@ -11,6 +11,11 @@
 
 Missing binaries make `kube_env` fail (not skip), saying to run `flotilla testenv build`.
 
+Before each test that takes `kube_namespace`, every fake node must be Ready (`kube_nodes_ready`).
+A test that used a cluster and failed carries in its report what explains it (failure_report.py):
+`kubectl get pods,nodes,events -A`, the operator's log lines of the test, and the tails of the
+kube-controller-manager, kube-scheduler and kwok/kubelet logs.
+
 Enable with `pytest_plugins = ["flotilla.testenv.pytest_plugin"]` or `-p flotilla.testenv.pytest_plugin`.
 """
 
@@ -27,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from . import build, versions
+from . import build, failure_report, nodes, versions
 from .control_plane import ControlPlane, client_env
 
 EXTERNAL_KUBECONFIG = "FLOTILLA_KUBECONFIG"
@@ -76,6 +81,26 @@ class KubeEnv:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kube: needs the test control plane (kube-apiserver + etcd)")
     config.addinivalue_line("markers", "kube_node: needs the real test node (kubelet + containerd), root")
+    failure_report.OPERATOR_LOG.install()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item._flotilla_operator_log_mark = failure_report.OPERATOR_LOG.mark()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed or report.when not in ("setup", "call"):
+        return
+    envs = [v for v in getattr(item, "funcargs", {}).values() if isinstance(v, (KubeEnv, ControlPlane))]
+    for env in envs:
+        report.sections.extend(failure_report.cluster_sections(env))
+    if envs:
+        lines = failure_report.OPERATOR_LOG.since(getattr(item, "_flotilla_operator_log_mark", 0))
+        if lines:
+            report.sections.append(("operator log (this test)", "\n".join(lines[-150:])))
 
 
 @pytest.fixture(scope="session")
@@ -128,8 +153,26 @@ def _namespace_name(test_name: str) -> str:
     return f"{base}-{uuid.uuid4().hex[:8]}"
 
 
+#: How long a test waits for NotReady fake nodes before failing: kwok's node stage marks a node whose
+#: Ready is not True Ready again at once, so only a stopped or starved kwok takes this long.
+NODES_READY_TIMEOUT = 60.0
+
+
 @pytest.fixture
-def kube_namespace(kube_env: KubeEnv, request: pytest.FixtureRequest) -> Iterator[str]:
+def kube_nodes_ready(kube_env: KubeEnv) -> None:
+    """Every fake node of our control plane is Ready before the test starts (a test's pods land on
+    any of them); fails naming the nodes that are not, and how."""
+    cp = kube_env.control_plane
+    if cp is None or cp.node_count == 0:
+        return
+    try:
+        nodes.wait_ready(kube_env, cp.node_count, NODES_READY_TIMEOUT)
+    except nodes.NodesNotReady as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+def kube_namespace(kube_env: KubeEnv, kube_nodes_ready: None, request: pytest.FixtureRequest) -> Iterator[str]:
     name = _namespace_name(request.node.name)
     kube_env.kubectl("create", "namespace", name)
     try:

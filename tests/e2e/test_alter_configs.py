@@ -83,7 +83,11 @@ def test_a_changed_config_is_in_force_on_the_live_partition(broker):
         assert incremental(conn, topic, ("message.timestamp.type", SET, "LogAppendTime")) == (ErrorCode.none, None)
         wait_for("LogAppendTime in force",
                    lambda: in_force(conn, topic)["message.timestamp.type"][0] == "LogAppendTime", timeout=15)
-    time.sleep(1.0)  # every broker applies the image it now serves from
+        # The partition itself applies it: a Produce answer carries the log append time (-1 before).
+        wait_for("a Produce answer with a log append time",
+                 lambda: conn.produce(topic, 0, kafka_wire.build_batch([(None, b"probe")])),
+                 until=lambda answer: answer.error_code == ErrorCode.none and answer.log_append_time is not None,
+                 timeout=15)
     producer.produce(topic, b"after", timestamp=old_ms)
     producer.flush(30)
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": kafka_wire.unique_topic("g"),
@@ -91,7 +95,7 @@ def test_a_changed_config_is_in_force_on_the_live_partition(broker):
     consumer.subscribe([topic])
     got = {}
     deadline = time.monotonic() + 30
-    while len(got) < 2 and time.monotonic() < deadline:
+    while not {b"before", b"after"} <= got.keys() and time.monotonic() < deadline:
         m = consumer.poll(0.5)
         if m is not None and not m.error():
             got[m.value()] = m.timestamp()

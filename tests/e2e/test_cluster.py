@@ -185,11 +185,12 @@ def test_kill9_of_the_controller_elects_another_and_the_broker_rejoins_with_its_
     def new_controller_named():
         named = {int(cluster.metadata(cluster.broker(n), []).controller_id) for n in survivors}
         return len(named) == 1 and named.pop() in survivors
+    # A survivor takes the Lease over at its next campaign after expiry (the wait bounds that), and
+    # never before the Lease could have expired: the dead controller renewed it at most one
+    # campaign interval (2 s) before it died. (A loaded machine can only make this later.)
     wait_for("a surviving broker to become controller", new_controller_named, timeout=3 * LEASE_S, interval=0.1)
     took = time.monotonic() - killed_at
-    # The dead controller renewed its Lease at most one campaign interval (2 s) before it died;
-    # a survivor takes it over at its next campaign after expiry.
-    assert took < LEASE_S + 2 * CAMPAIGN_S + 1, f"new controller after {took:.1f}s"
+    assert took >= LEASE_S - CAMPAIGN_S, f"new controller {took:.1f}s after the kill, before the Lease expired"
     new_controller = cluster.wait_formed(timeout=3 * LEASE_S, expect=survivors)
     assert new_controller != controller
     # partitions of the dead broker go offline (RF=1; after the new controller's grace of one

@@ -146,6 +146,30 @@ def test_statefulset_pods_are_created_scheduled_and_ready(kube_env, kube_namespa
         assert pod["status"].get("podIP")
 
 
+def test_a_pod_marked_not_ready_as_the_node_controller_does_is_ready_again(kube_env, kube_namespace):
+    """What the node controller does to the pods of a lapsed node (Ready=False, nothing else), done
+    by hand: kwok's pod-ready-again stage (flotilla/testenv/kwok_stages.py) makes the pod Ready
+    again, keeping its IP. (tests/e2e/test_kwok_node_lapse.py lapses a node for real.)"""
+    ns = kube_namespace
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lapsed", "namespace": ns},
+           "spec": {"containers": [{"name": "broker", "image": IMAGE}]}}
+    kube_env.kubectl("apply", "-f", "-", input=json.dumps(pod))
+
+    def ready_and_ip():
+        got = get_json(kube_env, "pod", "lapsed", "-n", ns)
+        ready = {c["type"]: c["status"] for c in got["status"].get("conditions", [])}.get("Ready")
+        return ready, got["status"].get("podIP"), got["metadata"]["uid"]
+
+    before = wait_for("the pod Ready", ready_and_ip, until=lambda r: r[0] == "True", timeout=60)
+    patched = json.loads(kube_env.kubectl(
+        "patch", "pod", "lapsed", "-n", ns, "--subresource=status", "--type=strategic", "-o", "json",
+        "-p", json.dumps({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "NodeNotReady"}]}}),
+    ).stdout)
+    assert {c["type"]: c["status"] for c in patched["status"]["conditions"]}["Ready"] == "False"
+    wait_for("the pod Ready again, same IP, same pod", ready_and_ip,
+             until=lambda r: r == ("True", before[1], before[2]), timeout=60)
+
+
 def test_garbage_collector_deletes_dependents(kube_env, kube_namespace):
     ns = kube_namespace
     kube_env.kubectl("create", "configmap", "owner", "-n", ns)
@@ -223,3 +247,40 @@ def test_cli_up_prints_one_line_and_down_leaves_no_process(kube_env, tmp_path):
         assert not processes.is_running(p["pid"]), p
         assert processes.group_members(p["pid"]) == []
     assert not (state / "state.json").exists()
+
+
+INNER_FAILING_TEST = '''
+import logging
+
+from tests.support.waiting import wait_for
+
+
+def test_waits_for_what_never_happens(kube_env, kube_namespace):
+    logging.getLogger("flotilla_operator").warning("the operator said this during the test")
+    wait_for("pod never-there", lambda: kube_env.kubectl("get", "pod", "never-there", "-n", kube_namespace),
+             timeout=2, interval=0.5)
+'''
+
+
+def test_a_failed_wait_names_its_last_observation_and_the_report_shows_the_cluster(kube_env, tmp_path):
+    """A test on the cluster that fails: its wait names the last error it saw (not None), and the
+    report carries the cluster's pods, nodes and events and the operator's log of that test."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "test_inner.py").write_text(INNER_FAILING_TEST)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.support.pytest_plugin", "-p", "flotilla.testenv.pytest_plugin",
+         "-p", "no:cacheprovider", "-q", "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_inner.py")],
+        capture_output=True, text=True, timeout=180, cwd=root,
+        env={**os.environ, "FLOTILLA_KUBECONFIG": str(kube_env.kubeconfig),
+             "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))},
+    )
+    out = proc.stdout
+    assert proc.returncode == 1 and "1 failed" in out, out + proc.stderr
+    assert "waiting for pod never-there; last: CommandError" in out and 'pods "never-there" not found' in out, out
+    assert "kubectl get pods,nodes -A -o wide" in out and "node/kwok-node-0" in out, out
+    assert "kubectl get events -A" in out, out
+    assert "operator log (this test)" in out and "the operator said this during the test" in out, out

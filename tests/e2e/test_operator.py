@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 from tests.support.crds import install_crds, remove_crds
-from tests.support.waiting import wait_for
+from tests.support.waiting import wait_for, wait_for_async
 
 pytestmark = pytest.mark.kube
 
@@ -236,6 +236,9 @@ def test_defaults_are_applied_by_the_api_server(kube_env, kube_namespace, crds):
 # the operator at work
 
 
+# Longer than the sum of its waits (each child and each garbage collection waited for in turn),
+# so that a wait, not pytest-timeout, names what did not happen.
+@pytest.mark.timeout(2400)
 def test_kafkacluster_lifecycle(kube_env, kube_namespace, operator, metrics_port):
     ns, name = kube_namespace, "demo"
     apply(kube_env, kafkacluster(name, ns, replicas=3, config={"log.retention.ms": "3600000"}))
@@ -431,12 +434,11 @@ async def test_status_counts_registered_brokers_and_names_the_controller(kube_en
               for _ in range(2)]
 
     async def status_becomes(check, what):
-        for _ in range(300):
-            status = (get_json(kube_env, "kafkacluster", name, "-n", ns) or {}).get("status") or {}
-            if check(status):
-                return status
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"status never showed {what}: {status}")
+        # kubectl in a thread: the stores renew their Leases on this event loop meanwhile.
+        async def status():
+            kc = await asyncio.to_thread(get_json, kube_env, "kafkacluster", name, "-n", ns)
+            return (kc or {}).get("status") or {}
+        return await wait_for_async(f"status showing {what}", status, until=check, timeout=60)
 
     try:
         for node, s in enumerate(stores):
@@ -445,7 +447,8 @@ async def test_status_counts_registered_brokers_and_names_the_controller(kube_en
         assert await stores[1].campaign(1)
         await status_becomes(lambda st: st.get("registeredBrokers") == 2 and st.get("controller") == 1,
                              "2 brokers and controller 1")
-        wide = kube_env.kubectl("get", "kafkacluster", name, "-n", ns, "-o", "wide", "--no-headers").stdout
+        wide = (await asyncio.to_thread(kube_env.kubectl, "get", "kafkacluster", name, "-n", ns, "-o", "wide",
+                                        "--no-headers")).stdout
         assert wide.split()[3] == "2"  # the Registered column
         await stores[1].close()  # a clean stop: its Lease is deleted and the controller Lease released
         await status_becomes(lambda st: st.get("registeredBrokers") == 1 and "controller" not in st,
@@ -466,6 +469,7 @@ def kafkatopic(cluster: str, name: str, replicas: list[list[int]]) -> dict:
     }
 
 
+@pytest.mark.timeout(450)  # longer than the sum of its waits (364 s)
 def test_scale_down_waits_for_the_removed_brokers_to_hold_no_replicas(kube_env, kube_namespace, operator):
     ns, name = kube_namespace, "shrink"
     apply(kube_env, kafkacluster(name, ns, replicas=5))
