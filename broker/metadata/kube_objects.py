@@ -9,8 +9,9 @@ Pure functions, no I/O:
 - a KafkaTopic (flotilla.io/v1alpha1) per topic: `spec` is what was asked for (topicName,
   partitions, replicas, config), `status` what the controller decided (topicId, one assignment entry
   per partition: leader, leaderEpoch, replicas, isr) and a Ready condition derived from it.
-  Spec and status are one object without a status subresource, so a TopicRecord is written with
-  a single compare-and-swap on resourceVersion.
+  The CRD has the status subresource: a user's write of the resource (kubectl replace or edit,
+  a GitOps sync) cannot change status, and the brokers write status through /status
+  (kube_store.update_topic: spec and status are each written only when they change).
 
 Every object carries the label app.kubernetes.io/instance=<cluster name>; the store lists and
 watches by it, so several clusters can share a namespace. A KafkaTopic made with kubectl needs
@@ -155,6 +156,16 @@ def record_from_topic(obj: dict[str, Any], default_partitions: int = 1,
         assignment=assignment,
         version=obj["metadata"]["resourceVersion"],
     )
+
+
+def asked_part(rec: TopicRecord) -> tuple:
+    """What a KafkaTopic's spec holds of a record: what users (or CreateTopics) asked for."""
+    return rec.name, rec.partitions, rec.replication_factor, dict(rec.configs)
+
+
+def brokers_part(rec: TopicRecord) -> tuple:
+    """What its status holds: what the brokers decided, theirs alone to write."""
+    return rec.topic_id, rec.assignment
 
 
 def _assignment_json(assignment: tuple[PartitionState, ...]) -> list[dict[str, Any]]:
