@@ -48,6 +48,15 @@ ENDPOINTS_ANNOTATION = "flotilla.io/endpoints"
 RACK_ANNOTATION = "flotilla.io/rack"
 CLUSTER_ID_ANNOTATION = "flotilla.io/cluster-id"
 PRODUCER_ID_BLOCK_END_ANNOTATION = "flotilla.io/producer-id-block-end"
+# On a KafkaTopic a broker creates: its topic id, until status.topicId holds it (status cannot be
+# written by a create once the CRD has the status subresource).
+TOPIC_ID_ANNOTATION = "flotilla.io/topic-id"
+# On a KafkaTopic: "false" detaches the topic from the resource; deleting the resource then keeps
+# the topic (the brokers write a KafkaTopic of their own for it). Strimzi's strimzi.io/managed.
+MANAGED_ANNOTATION = "flotilla.io/managed"
+# On the controller Lease: the controller's delete.topic.enable, read by the admission policy that
+# refuses deleting KafkaTopics while it is false (crds/, docs/operator.md).
+DELETE_TOPIC_ENABLE_ANNOTATION = "flotilla.io/delete-topic-enable"
 
 ETCD_OBJECT_LIMIT = 1536 * 1024
 TOPIC_OBJECT_BUDGET = 1024 * 1024
@@ -129,6 +138,12 @@ def config_text(value: Any) -> str:
     return str(value)
 
 
+def is_detached(obj: dict[str, Any] | None) -> bool:
+    """A KafkaTopic annotated flotilla.io/managed: "false": its deletion is not the topic's."""
+    ann = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    return str(ann.get(MANAGED_ANNOTATION, "")).strip().lower() == "false"
+
+
 def topic_name_of(obj: dict[str, Any]) -> str:
     return (obj.get("spec") or {}).get("topicName") or obj["metadata"]["name"]
 
@@ -136,7 +151,8 @@ def topic_name_of(obj: dict[str, Any]) -> str:
 def record_from_topic(obj: dict[str, Any], default_partitions: int = 1,
                       default_replicas: int = 1) -> TopicRecord:
     """The TopicRecord a KafkaTopic describes; one made with kubectl (no status yet) has the nil
-    topic id and no assignment, for the controller to complete."""
+    topic id and no assignment, for the controller to complete. The id is status.topicId, else
+    the annotation a broker's create carries (see TOPIC_ID_ANNOTATION)."""
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     raw_assignment = status.get("assignment")
@@ -147,20 +163,16 @@ def record_from_topic(obj: dict[str, Any], default_partitions: int = 1,
                                           replicas=tuple(int(r) for r in p.get("replicas") or ()),
                                           isr=tuple(int(r) for r in p.get("isr") or ()))
                            for p in raw_assignment)
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
     return TopicRecord(
         name=topic_name_of(obj),
-        topic_id=parse_topic_id(status.get("topicId")),
+        topic_id=parse_topic_id(status.get("topicId") or annotations.get(TOPIC_ID_ANNOTATION)),
         partitions=int(spec.get("partitions") or default_partitions),
         replication_factor=int(spec.get("replicas") or default_replicas),
         configs={str(k): config_text(v) for k, v in (spec.get("config") or {}).items()},
         assignment=assignment,
         version=obj["metadata"]["resourceVersion"],
     )
-
-
-def asked_part(rec: TopicRecord) -> tuple:
-    """What a KafkaTopic's spec holds of a record: what users (or CreateTopics) asked for."""
-    return rec.name, rec.partitions, rec.replication_factor, dict(rec.configs)
 
 
 def brokers_part(rec: TopicRecord) -> tuple:
@@ -199,6 +211,8 @@ def topic_object(cluster: str, rec: TopicRecord, base: dict[str, Any] | None = N
     obj: dict[str, Any] = json.loads(json.dumps(base)) if base else {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": TOPIC_KIND,
         "metadata": {"name": topic_object_name(cluster, rec.name), "labels": labels(cluster)}}
+    if not base and rec.topic_id != NO_TOPIC_ID:
+        obj["metadata"]["annotations"] = {TOPIC_ID_ANNOTATION: topic_id_text(rec.topic_id)}
     meta = obj["metadata"]
     for k in ("managedFields", "creationTimestamp", "generation", "uid", "selfLink"):
         meta.pop(k, None)
@@ -279,14 +293,16 @@ def registration_from_lease(obj: dict[str, Any]) -> BrokerRegistration | None:
 
 
 def controller_lease(cluster: str, node_id: int | None, duration_s: int,
-                     base: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The controller Lease held (renewed now) by `node_id`, or released when node_id is None."""
+                     base: dict[str, Any] | None = None, delete_topic_enable: bool = True) -> dict[str, Any]:
+    """The controller Lease held (renewed now) by `node_id`, or released when node_id is None; it
+    carries the controller's delete.topic.enable for the KafkaTopic deletion policy."""
     now = micro_time()
     spec = lease_spec(base) if base else {}
     holder = "" if node_id is None else str(node_id)
     taking_over = spec.get("holderIdentity") != holder
     metadata: dict[str, Any] = {"name": controller_lease_name(cluster),
-                                "labels": labels(cluster, **{LEASE_ROLE_LABEL: "controller"})}
+                                "labels": labels(cluster, **{LEASE_ROLE_LABEL: "controller"}),
+                                "annotations": {DELETE_TOPIC_ENABLE_ANNOTATION: "true" if delete_topic_enable else "false"}}
     if base:
         metadata["resourceVersion"] = base["metadata"]["resourceVersion"]
     new_spec: dict[str, Any] = {

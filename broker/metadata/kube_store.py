@@ -71,7 +71,7 @@ def _rv_newer(new: str, old: str | None) -> bool:
 class KubernetesMetadataStore(MetadataStore):
     def __init__(self, *, cluster_id: str, cluster_name: str, namespace: str | None = None,
                  lease_duration_s: float = 15.0, default_partitions: int = 1,
-                 default_replication_factor: int = 1) -> None:
+                 default_replication_factor: int = 1, delete_topic_enable: bool = True) -> None:
         super().__init__()
         self.cluster_id = cluster_id
         self.cluster_name = cluster_name
@@ -81,6 +81,7 @@ class KubernetesMetadataStore(MetadataStore):
         self._contact_s = max(1.0, self.lease_duration_s / 3)
         self.default_partitions = default_partitions
         self.default_replication_factor = default_replication_factor
+        self.delete_topic_enable = delete_topic_enable  # published on the controller Lease
         self.image = MetadataImage.build(cluster_id, {}, None, {})
         self._api: client.ApiClient | None = None
         self._objects: client.CustomObjectsApi | None = None
@@ -110,6 +111,10 @@ class KubernetesMetadataStore(MetadataStore):
         # Topics whose KafkaTopic lost what the brokers own (see _kept); the controller writes it back.
         self._repairs: set[str] = set()
         self._repair_tasks: set[asyncio.Task] = set()
+        # Topics whose KafkaTopic annotated flotilla.io/managed=false was deleted: kept in the image
+        # until a KafkaTopic holds them again (the controller writes one, `_recreate`).
+        self._detached: dict[str, TopicRecord] = {}
+        self._deleting: set[str] = set()  # objects our own delete_topic is deleting (never a detach)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -180,7 +185,8 @@ class KubernetesMetadataStore(MetadataStore):
             cur = self._leases.get(name)
             if cur and ko.controller_from_lease(cur) == self._controller_node:
                 self._controller_until = 0.0
-                body = ko.controller_lease(self.cluster_name, None, 1, base=cur)
+                body = ko.controller_lease(self.cluster_name, None, 1, base=cur,
+                                           delete_topic_enable=self.delete_topic_enable)
                 try:
                     await self._write_lease("replace", name, body)
                 except (Conflict, ApiException):
@@ -313,7 +319,7 @@ class KubernetesMetadataStore(MetadataStore):
                                     float(spec.get("leaseDurationSeconds") or self.lease_duration_s),
                                     ko.parse_time(spec.get("renewTime")))
         elif event == "DELETED":
-            self._drop_topic_object(name)
+            self._drop_topic_object(name, detach=name not in self._deleting)
         else:
             self._put_topic_object(name, obj)
         return True
@@ -325,6 +331,8 @@ class KubernetesMetadataStore(MetadataStore):
             self._drop_topic_object(name)  # spec.topicName was edited: the old name is gone
         elif old is not None:
             rec = self._kept(name, old, obj, rec)
+        elif rec.name in self._detached:
+            rec = self._adopt(name, rec)
         holder = self._object_of.get(rec.name)
         if holder is not None and holder != name:
             # Two KafkaTopics claim one topic name: the older object keeps it.
@@ -365,8 +373,21 @@ class KubernetesMetadataStore(MetadataStore):
         self._repair_soon()
         return dataclasses.replace(rec, topic_id=known.topic_id, assignment=known.assignment)
 
+    def _adopt(self, name: str, rec: TopicRecord) -> TopicRecord:
+        """A KafkaTopic for a detached topic (the one the controller writes, or a user's): it holds
+        the topic, with its id and assignment; a different topic id is another topic."""
+        det = self._detached.pop(rec.name)
+        if rec.topic_id not in (NO_TOPIC_ID, det.topic_id):
+            return rec
+        if rec.topic_id == NO_TOPIC_ID or rec.assignment is None:
+            self._repairs.add(rec.name)  # its status is written next (`_kept` protects it meanwhile)
+            self._repair_soon()
+        log.info("KafkaTopic %s holds detached topic %r (id %s) again", name, rec.name, ko.topic_id_text(det.topic_id))
+        return dataclasses.replace(rec, topic_id=det.topic_id, assignment=rec.assignment or det.assignment)
+
     def _repair_soon(self) -> None:
-        """The controller (only it, so brokers do not race) writes back kept statuses."""
+        """The controller (only it, so brokers do not race) writes back kept statuses and writes
+        KafkaTopics for detached topics."""
         if not self._repairs or self._controller_node is None or not self.is_controller(self._controller_node):
             return
         try:
@@ -374,7 +395,8 @@ class KubernetesMetadataStore(MetadataStore):
         except RuntimeError:
             return
         for topic in list(self._repairs):
-            task = loop.create_task(self._repair_status(topic), name=f"metadata-repair-{topic}")
+            work = self._recreate(topic) if topic in self._detached else self._repair_status(topic)
+            task = loop.create_task(work, name=f"metadata-repair-{topic}")
             self._repair_tasks.add(task)
             task.add_done_callback(self._repair_tasks.discard)
         self._repairs.clear()
@@ -392,7 +414,10 @@ class KubernetesMetadataStore(MetadataStore):
             log.warning("KafkaTopic status of %r not written back yet: %s", topic, e)
             self._repairs.add(topic)  # tried again at the next campaign
 
-    def _drop_topic_object(self, name: str) -> None:
+    def _drop_topic_object(self, name: str, detach: bool = False) -> None:
+        """Forget a KafkaTopic. With `detach` (a deletion seen by the watch), one annotated
+        flotilla.io/managed=false leaves its topic in the image, detached: the resource went,
+        the topic stays, and the controller writes a KafkaTopic of its own for it."""
         obj = self._topic_objs.pop(name, None)
         self._shadowed.discard(name)
         if obj is None:
@@ -401,12 +426,38 @@ class KubernetesMetadataStore(MetadataStore):
         if self._object_of.get(topic) != name:
             return
         del self._object_of[topic]
-        del self._topics[topic]
+        rec = self._topics.pop(topic)
         # The oldest other object claiming the same name (see _put_topic_object) takes over.
         claims = sorted((self._topic_objs[o]["metadata"].get("creationTimestamp", ""), o) for o in self._shadowed
                         if ko.topic_name_of(self._topic_objs[o]) == topic)
         if claims:
             self._put_topic_object(claims[0][1], self._topic_objs[claims[0][1]])
+        elif detach and ko.is_detached(obj) and rec.topic_id != NO_TOPIC_ID:
+            log.info("KafkaTopic %s (flotilla.io/managed=false) deleted: topic %r is kept, detached", name, topic)
+            self._topics[topic] = self._detached[topic] = rec
+            self._repairs.add(topic)
+            self._repair_soon()
+
+    async def _recreate(self, topic: str) -> None:
+        """Write a KafkaTopic of the brokers' own for a detached topic (spec first; its status
+        follows once the object is seen, see _adopt). 409: an object of that name exists already."""
+        rec = self._detached.get(topic)
+        if rec is None:
+            return
+        body = ko.topic_object(self.cluster_name, dataclasses.replace(rec, version=0))
+        try:
+            obj = await self._call(self._objects.create_namespaced_custom_object(
+                *TOPICS[:2], self.namespace, TOPICS[2], body, _request_timeout=REQUEST_TIMEOUT_S))
+        except ApiException as e:
+            if e.status != 409:
+                log.warning("KafkaTopic for detached topic %r not written yet: %s %s", topic, e.status, e.reason)
+                self._repairs.add(topic)
+            return
+        except StoreUnavailable as e:
+            log.warning("KafkaTopic for detached topic %r not written yet: %s", topic, e)
+            self._repairs.add(topic)
+            return
+        self._applied("topics", obj)
 
     # -- list and watch ----------------------------------------------------------------------
     def _list_call(self, kind: str):
@@ -494,9 +545,9 @@ class KubernetesMetadataStore(MetadataStore):
         return ko.record_from_topic(obj, self.default_partitions, self.default_replication_factor)
 
     async def create_topic(self, rec: TopicRecord) -> TopicRecord:
-        """POST the KafkaTopic, then its status (the API server drops status from a create when the
-        CRD has the status subresource). The controller may complete the object first (it gives any
-        KafkaTopic without a topic id one): then its id stands and our status write loses the CAS."""
+        """One POST. The API server drops status from a create (the status subresource), so the
+        topic id goes in the annotation flotilla.io/topic-id too: every broker reads it from there
+        until the controller's first assignment writes status.topicId (the same id)."""
         if rec.name in self._topics:
             raise TopicExists(rec.name)
         self._check_size(rec)
@@ -508,13 +559,6 @@ class KubernetesMetadataStore(MetadataStore):
             if e.status == 409:
                 raise TopicExists(rec.name) from None
             raise MetadataError(f"creating KafkaTopic for {rec.name!r}: {e.status} {e.reason}: {e.body}") from None
-        if ko.brokers_part(self._record(obj)) != ko.brokers_part(rec):
-            status = ko.topic_object(self.cluster_name, dataclasses.replace(rec, version=obj["metadata"]["resourceVersion"]),
-                                     base=obj)
-            try:
-                obj = await self._write_topic(obj["metadata"]["name"], status, subresource=True)
-            except (Conflict, UnknownTopic):
-                pass  # completed (or deleted) by someone else first: the watch brings it
         self._applied("topics", obj)
         return self._record(obj)
 
@@ -528,10 +572,9 @@ class KubernetesMetadataStore(MetadataStore):
             raise UnknownTopic(rec.name)
         self._check_size(rec)
         stored = self._topic_objs[name]
-        current = self._record(stored)  # what the object says (the image may hold more: _kept)
         body = ko.topic_object(self.cluster_name, rec, base=stored)
         obj = None
-        if ko.asked_part(rec) != ko.asked_part(current):
+        if body.get("spec") != stored.get("spec"):  # also fills in a user's spec (topicName, defaults)
             obj = await self._write_topic(name, body)
             # The API server kept the old status (unless the CRD lacks the subresource): write it now.
             if ko.brokers_part(self._record(obj)) != ko.brokers_part(rec):
@@ -571,14 +614,24 @@ class KubernetesMetadataStore(MetadataStore):
         if obj_name is None:
             raise UnknownTopic(name)
         rec = self._topics[name]
+        self._deleting.add(obj_name)
         try:
+            if ko.is_detached(self._topic_objs.get(obj_name)):
+                # DeleteTopics deletes a detached topic too: drop the annotation first, so that no
+                # broker takes this deletion for a detach (JSON patch: no compare-and-set needed).
+                await self._call(self._objects.patch_namespaced_custom_object(
+                    *TOPICS[:2], self.namespace, TOPICS[2], obj_name,
+                    [{"op": "remove", "path": "/metadata/annotations/" + ko.MANAGED_ANNOTATION.replace("/", "~1")}],
+                    _request_timeout=REQUEST_TIMEOUT_S))
             await self._call(self._objects.delete_namespaced_custom_object(
                 *TOPICS[:2], self.namespace, TOPICS[2], obj_name, _request_timeout=REQUEST_TIMEOUT_S))
         except ApiException as e:
             if e.status != 404:
-                raise MetadataError(f"deleting KafkaTopic {obj_name}: {e.status} {e.reason}") from None
+                raise MetadataError(f"deleting KafkaTopic {obj_name}: {e.status} {e.reason}: {e.body}") from None
             if self._object_of.get(name) != obj_name:  # deleted by someone else meanwhile
                 raise UnknownTopic(name) from None
+        finally:
+            self._deleting.discard(obj_name)
         # Unless the watch got there first: drop it now, remembering the version we deleted so that
         # a late event of an older version cannot revive it.
         if self._object_of.get(name) == obj_name:
@@ -688,7 +741,8 @@ class KubernetesMetadataStore(MetadataStore):
         if cur is not None and holder is not None and holder != node_id and self._clock.live(name):
             self._controller_until = 0.0
             return False
-        body = ko.controller_lease(self.cluster_name, node_id, self.lease_seconds, base=cur)
+        body = ko.controller_lease(self.cluster_name, node_id, self.lease_seconds, base=cur,
+                                   delete_topic_enable=self.delete_topic_enable)
         try:
             await self._write_lease("create" if cur is None else "replace", name, body)
         except Conflict:

@@ -26,7 +26,8 @@ def stored(rec, rv: int, uid: str = "uid-1") -> dict:
 def without_status(obj: dict, rv: int) -> dict:
     """What `kubectl replace` of a manifest with spec and labels only leaves (no status subresource)."""
     out = {k: v for k, v in obj.items() if k != "status"}
-    out["metadata"] = dict(obj["metadata"], resourceVersion=str(rv))
+    out["metadata"] = {k: v for k, v in obj["metadata"].items() if k != "annotations"}
+    out["metadata"]["resourceVersion"] = str(rv)
     return out
 
 
@@ -67,3 +68,34 @@ def test_a_recreated_object_is_a_new_topic_and_a_kubectl_made_one_is_completed()
     fresh = store()
     fresh._apply("topics", "ADDED", without_status(stored(rec, 20), 20))
     assert fresh._topics["orders"].topic_id == NO_TOPIC_ID and not fresh._repairs
+
+
+def detached(obj: dict) -> dict:
+    out = dict(obj, metadata=dict(obj["metadata"], annotations={ko.MANAGED_ANNOTATION: "false"}))
+    return out
+
+
+def test_deleting_a_detached_kafkatopic_keeps_its_topic_for_the_next_object_to_hold():
+    s, rec = store(), complete()
+    s._apply("topics", "MODIFIED", detached(stored(rec, 10)))
+    s._apply("topics", "DELETED", {"metadata": {"name": "fleet-orders", "resourceVersion": "11"}})
+    kept = s._topics["orders"]  # still in the image: no broker deletes its partitions
+    assert kept.topic_id == rec.topic_id and kept.assignment == ASSIGNMENT
+    assert s._detached["orders"] == kept and "orders" in s._repairs  # the controller writes a KafkaTopic
+    # The brokers' new object, before its status is written: it holds the topic with its id.
+    s._apply("topics", "ADDED", without_status(stored(rec, 12, uid="uid-2"), 12))
+    held = s._topics["orders"]
+    assert held.topic_id == rec.topic_id and held.assignment == ASSIGNMENT and held.version == "12"
+    assert "orders" not in s._detached and "orders" in s._repairs
+
+
+def test_a_managed_kafkatopic_deleted_or_one_deleted_by_delete_topics_ends_its_topic():
+    s, rec = store(), complete()
+    s._apply("topics", "MODIFIED", stored(rec, 10))
+    s._apply("topics", "DELETED", {"metadata": {"name": "fleet-orders", "resourceVersion": "11"}})
+    assert "orders" not in s._topics and not s._detached
+    # DeleteTopics of a detached topic: this store's own delete is never taken for a detach.
+    s._apply("topics", "MODIFIED", detached(stored(rec, 12, uid="uid-3")))
+    s._deleting.add("fleet-orders")
+    s._apply("topics", "DELETED", {"metadata": {"name": "fleet-orders", "resourceVersion": "13"}})
+    assert "orders" not in s._topics and not s._detached
