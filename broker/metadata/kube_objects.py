@@ -54,6 +54,9 @@ TOPIC_ID_ANNOTATION = "flotilla.io/topic-id"
 # On a KafkaTopic: "false" detaches the topic from the resource; deleting the resource then keeps
 # the topic (the brokers write a KafkaTopic of their own for it). Strimzi's strimzi.io/managed.
 MANAGED_ANNOTATION = "flotilla.io/managed"
+# On a KafkaTopic a broker deletes for DeleteTopics: the deletion is Kafka's own (the admission
+# policy refusing users' deletions of internal topics lets it through).
+DELETE_TOPICS_ANNOTATION = "flotilla.io/delete-topics"
 # On the controller Lease: the controller's delete.topic.enable, read by the admission policy that
 # refuses deleting KafkaTopics while it is false (crds/, docs/operator.md).
 DELETE_TOPIC_ENABLE_ANNOTATION = "flotilla.io/delete-topic-enable"
@@ -142,6 +145,26 @@ def is_detached(obj: dict[str, Any] | None) -> bool:
     """A KafkaTopic annotated flotilla.io/managed: "false": its deletion is not the topic's."""
     ann = ((obj or {}).get("metadata") or {}).get("annotations") or {}
     return str(ann.get(MANAGED_ANNOTATION, "")).strip().lower() == "false"
+
+
+def _pointer(key: str) -> str:
+    return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+
+
+def delete_topics_marks(obj: dict[str, Any] | None, rec: TopicRecord) -> list[dict[str, Any]]:
+    """The JSON patch a broker applies before deleting a KafkaTopic for DeleteTopics: a detached
+    one loses flotilla.io/managed (its deletion is the topic's), an internal one is marked as
+    DeleteTopics' (which Kafka allows). Empty: nothing to say, delete at once."""
+    ops: list[dict[str, Any]] = []
+    if obj is None:
+        return ops
+    if is_detached(obj):
+        ops.append({"op": "remove", "path": _pointer(MANAGED_ANNOTATION)})
+    if rec.is_internal:
+        if not (obj.get("metadata") or {}).get("annotations"):
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+        ops.append({"op": "add", "path": _pointer(DELETE_TOPICS_ANNOTATION), "value": "true"})
+    return ops
 
 
 def topic_name_of(obj: dict[str, Any]) -> str:

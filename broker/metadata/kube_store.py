@@ -616,13 +616,13 @@ class KubernetesMetadataStore(MetadataStore):
         rec = self._topics[name]
         self._deleting.add(obj_name)
         try:
-            if ko.is_detached(self._topic_objs.get(obj_name)):
-                # DeleteTopics deletes a detached topic too: drop the annotation first, so that no
-                # broker takes this deletion for a detach (JSON patch: no compare-and-set needed).
+            marks = ko.delete_topics_marks(self._topic_objs.get(obj_name), rec)
+            if marks:
+                # DeleteTopics deletes a detached topic too, and an internal one (as Kafka does):
+                # say so on the object first, so that no broker takes the deletion for a detach and
+                # the admission policy on internal topics lets it through (JSON patch: no CAS needed).
                 await self._call(self._objects.patch_namespaced_custom_object(
-                    *TOPICS[:2], self.namespace, TOPICS[2], obj_name,
-                    [{"op": "remove", "path": "/metadata/annotations/" + ko.MANAGED_ANNOTATION.replace("/", "~1")}],
-                    _request_timeout=REQUEST_TIMEOUT_S))
+                    *TOPICS[:2], self.namespace, TOPICS[2], obj_name, marks, _request_timeout=REQUEST_TIMEOUT_S))
             await self._call(self._objects.delete_namespaced_custom_object(
                 *TOPICS[:2], self.namespace, TOPICS[2], obj_name, _request_timeout=REQUEST_TIMEOUT_S))
         except ApiException as e:

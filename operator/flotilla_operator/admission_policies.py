@@ -5,7 +5,8 @@ Deleting a KafkaTopic deletes its topic (every broker removes the partitions onc
 gone), so the API server refuses, before anything happens, the deletions a broker would refuse to
 DeleteTopics:
 - internal topics (`__consumer_offsets`, later `__transaction_state`): never through the resource
-  (`kubectl delete kafkatopics --all`, a GitOps prune), as Kafka keeps them for its coordinators;
+  (`kubectl delete kafkatopics --all`, a GitOps prune), as Kafka keeps them for its coordinators
+  (DeleteTopics may, as in Kafka: the broker serving it marks the object flotilla.io/delete-topics);
 - any topic while the cluster's controller runs with delete.topic.enable=false: the controller
   publishes its setting as an annotation of the controller Lease, the policy's parameter.
 Never refused: a KafkaTopic annotated flotilla.io/managed=false (detached: its deletion keeps the
@@ -23,6 +24,7 @@ from . import GROUP
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 MANAGED_ANNOTATION = f"{GROUP}/managed"  # broker/metadata/kube_objects.py spells the same
 DELETE_TOPIC_ENABLE_ANNOTATION = f"{GROUP}/delete-topic-enable"
+DELETE_TOPICS_ANNOTATION = f"{GROUP}/delete-topics"  # a broker serving DeleteTopics marks the object
 
 INTERNAL_POLICY = f"kafkatopic-internal-deletion.{GROUP}"
 DISABLED_POLICY = f"kafkatopic-deletion-disabled.{GROUP}"
@@ -51,7 +53,11 @@ def internal_topics_policy() -> dict[str, Any]:
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": _RULES,
-            "matchConditions": _EXEMPT,
+            "matchConditions": [*_EXEMPT, {
+                # DeleteTopics (which Kafka allows for internal topics too), by a broker.
+                "name": "not-delete-topics", "expression":
+                    f"!has(oldObject.metadata.annotations) || "
+                    f"oldObject.metadata.annotations[?'{DELETE_TOPICS_ANNOTATION}'].orValue('') != 'true'"}],
             "validations": [{
                 "expression": f"{_NAMESPACE_GOING} || !{_TOPIC_NAME}.startsWith('__')",
                 "messageExpression": f"'KafkaTopic ' + oldObject.metadata.name + ' holds the internal topic ' + "

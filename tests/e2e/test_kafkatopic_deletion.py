@@ -2,6 +2,7 @@
 processes with the admission policies of crds/ installed on the test API server:
 - `kubectl delete kafkatopics --all` deletes the users' topics but not `__consumer_offsets`
   (internal topics cannot be deleted through their resource): committed offsets survive it;
+  DeleteTopics still deletes it, as Kafka does;
 - with delete.topic.enable=false a KafkaTopic's deletion is refused, naming the setting, and the
   topic's data stays;
 - a KafkaTopic annotated flotilla.io/managed=false can be deleted and its topic stays (same id,
@@ -113,6 +114,13 @@ def test_deleting_every_kafkatopic_keeps_the_internal_topic_and_never_blocks_the
         int(fleet.metadata(b, [topic]).topics[0].error_code) == 3 for b in fleet.brokers), timeout=30)
     # The group's offsets (in __consumer_offsets) are still there.
     assert committed(fleet.bootstrap, "g1", topic, 3) == {0: 7, 1: 8, 2: 9}
+    # DeleteTopics may delete it, as Kafka allows (the broker marks the object for the policy).
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": fleet.bootstrap})
+    admin.delete_topics(["__consumer_offsets"])["__consumer_offsets"].result(30)
+    wait_for("the __consumer_offsets KafkaTopic gone", lambda: "__consumer_offsets" not in kafkatopics(kube_env, ns),
+             timeout=30)
 
     # The namespace goes, internal topic and running brokers notwithstanding.
     kube_env.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=120s", timeout=150)
