@@ -19,7 +19,8 @@ def open_store(config: BrokerConfig, cluster_id: str, directory: Path) -> Metada
             cluster_id=cluster_id, cluster_name=config["flotilla.cluster.name"],
             namespace=config["flotilla.kubernetes.namespace"] or None, lease_duration_s=lease_s,
             default_partitions=config["num.partitions"],
-            default_replication_factor=config["default.replication.factor"])
+            default_replication_factor=config["default.replication.factor"],
+            delete_topic_enable=config["delete.topic.enable"])
     from broker.metadata.file_store import FileMetadataStore
 
     return FileMetadataStore(directory, cluster_id)

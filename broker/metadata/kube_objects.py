@@ -9,8 +9,9 @@ Pure functions, no I/O:
 - a KafkaTopic (flotilla.io/v1alpha1) per topic: `spec` is what was asked for (topicName,
   partitions, replicas, config), `status` what the controller decided (topicId, one assignment entry
   per partition: leader, leaderEpoch, replicas, isr) and a Ready condition derived from it.
-  Spec and status are one object without a status subresource, so a TopicRecord is written with
-  a single compare-and-swap on resourceVersion.
+  The CRD has the status subresource: a user's write of the resource (kubectl replace or edit,
+  a GitOps sync) cannot change status, and the brokers write status through /status
+  (kube_store.update_topic: spec and status are each written only when they change).
 
 Every object carries the label app.kubernetes.io/instance=<cluster name>; the store lists and
 watches by it, so several clusters can share a namespace. A KafkaTopic made with kubectl needs
@@ -47,6 +48,18 @@ ENDPOINTS_ANNOTATION = "flotilla.io/endpoints"
 RACK_ANNOTATION = "flotilla.io/rack"
 CLUSTER_ID_ANNOTATION = "flotilla.io/cluster-id"
 PRODUCER_ID_BLOCK_END_ANNOTATION = "flotilla.io/producer-id-block-end"
+# On a KafkaTopic a broker creates: its topic id, until status.topicId holds it (status cannot be
+# written by a create once the CRD has the status subresource).
+TOPIC_ID_ANNOTATION = "flotilla.io/topic-id"
+# On a KafkaTopic: "false" detaches the topic from the resource; deleting the resource then keeps
+# the topic (the brokers write a KafkaTopic of their own for it). Strimzi's strimzi.io/managed.
+MANAGED_ANNOTATION = "flotilla.io/managed"
+# On a KafkaTopic a broker deletes for DeleteTopics: the deletion is Kafka's own (the admission
+# policy refusing users' deletions of internal topics lets it through).
+DELETE_TOPICS_ANNOTATION = "flotilla.io/delete-topics"
+# On the controller Lease: the controller's delete.topic.enable, read by the admission policy that
+# refuses deleting KafkaTopics while it is false (crds/, docs/operator.md).
+DELETE_TOPIC_ENABLE_ANNOTATION = "flotilla.io/delete-topic-enable"
 
 ETCD_OBJECT_LIMIT = 1536 * 1024
 TOPIC_OBJECT_BUDGET = 1024 * 1024
@@ -128,6 +141,32 @@ def config_text(value: Any) -> str:
     return str(value)
 
 
+def is_detached(obj: dict[str, Any] | None) -> bool:
+    """A KafkaTopic annotated flotilla.io/managed: "false": its deletion is not the topic's."""
+    ann = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    return str(ann.get(MANAGED_ANNOTATION, "")).strip().lower() == "false"
+
+
+def _pointer(key: str) -> str:
+    return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+
+
+def delete_topics_marks(obj: dict[str, Any] | None, rec: TopicRecord) -> list[dict[str, Any]]:
+    """The JSON patch a broker applies before deleting a KafkaTopic for DeleteTopics: a detached
+    one loses flotilla.io/managed (its deletion is the topic's), an internal one is marked as
+    DeleteTopics' (which Kafka allows). Empty: nothing to say, delete at once."""
+    ops: list[dict[str, Any]] = []
+    if obj is None:
+        return ops
+    if is_detached(obj):
+        ops.append({"op": "remove", "path": _pointer(MANAGED_ANNOTATION)})
+    if rec.is_internal:
+        if not (obj.get("metadata") or {}).get("annotations"):
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+        ops.append({"op": "add", "path": _pointer(DELETE_TOPICS_ANNOTATION), "value": "true"})
+    return ops
+
+
 def topic_name_of(obj: dict[str, Any]) -> str:
     return (obj.get("spec") or {}).get("topicName") or obj["metadata"]["name"]
 
@@ -135,7 +174,8 @@ def topic_name_of(obj: dict[str, Any]) -> str:
 def record_from_topic(obj: dict[str, Any], default_partitions: int = 1,
                       default_replicas: int = 1) -> TopicRecord:
     """The TopicRecord a KafkaTopic describes; one made with kubectl (no status yet) has the nil
-    topic id and no assignment, for the controller to complete."""
+    topic id and no assignment, for the controller to complete. The id is status.topicId, else
+    the annotation a broker's create carries (see TOPIC_ID_ANNOTATION)."""
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     raw_assignment = status.get("assignment")
@@ -146,15 +186,21 @@ def record_from_topic(obj: dict[str, Any], default_partitions: int = 1,
                                           replicas=tuple(int(r) for r in p.get("replicas") or ()),
                                           isr=tuple(int(r) for r in p.get("isr") or ()))
                            for p in raw_assignment)
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
     return TopicRecord(
         name=topic_name_of(obj),
-        topic_id=parse_topic_id(status.get("topicId")),
+        topic_id=parse_topic_id(status.get("topicId") or annotations.get(TOPIC_ID_ANNOTATION)),
         partitions=int(spec.get("partitions") or default_partitions),
         replication_factor=int(spec.get("replicas") or default_replicas),
         configs={str(k): config_text(v) for k, v in (spec.get("config") or {}).items()},
         assignment=assignment,
         version=obj["metadata"]["resourceVersion"],
     )
+
+
+def brokers_part(rec: TopicRecord) -> tuple:
+    """What its status holds: what the brokers decided, theirs alone to write."""
+    return rec.topic_id, rec.assignment
 
 
 def _assignment_json(assignment: tuple[PartitionState, ...]) -> list[dict[str, Any]]:
@@ -188,6 +234,8 @@ def topic_object(cluster: str, rec: TopicRecord, base: dict[str, Any] | None = N
     obj: dict[str, Any] = json.loads(json.dumps(base)) if base else {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": TOPIC_KIND,
         "metadata": {"name": topic_object_name(cluster, rec.name), "labels": labels(cluster)}}
+    if not base and rec.topic_id != NO_TOPIC_ID:
+        obj["metadata"]["annotations"] = {TOPIC_ID_ANNOTATION: topic_id_text(rec.topic_id)}
     meta = obj["metadata"]
     for k in ("managedFields", "creationTimestamp", "generation", "uid", "selfLink"):
         meta.pop(k, None)
@@ -268,14 +316,16 @@ def registration_from_lease(obj: dict[str, Any]) -> BrokerRegistration | None:
 
 
 def controller_lease(cluster: str, node_id: int | None, duration_s: int,
-                     base: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The controller Lease held (renewed now) by `node_id`, or released when node_id is None."""
+                     base: dict[str, Any] | None = None, delete_topic_enable: bool = True) -> dict[str, Any]:
+    """The controller Lease held (renewed now) by `node_id`, or released when node_id is None; it
+    carries the controller's delete.topic.enable for the KafkaTopic deletion policy."""
     now = micro_time()
     spec = lease_spec(base) if base else {}
     holder = "" if node_id is None else str(node_id)
     taking_over = spec.get("holderIdentity") != holder
     metadata: dict[str, Any] = {"name": controller_lease_name(cluster),
-                                "labels": labels(cluster, **{LEASE_ROLE_LABEL: "controller"})}
+                                "labels": labels(cluster, **{LEASE_ROLE_LABEL: "controller"}),
+                                "annotations": {DELETE_TOPIC_ENABLE_ANNOTATION: "true" if delete_topic_enable else "false"}}
     if base:
         metadata["resourceVersion"] = base["metadata"]["resourceVersion"]
     new_spec: dict[str, Any] = {

@@ -10,7 +10,8 @@ it (see LeaseClock.restart).
 Writes, each a single API call and so a single compare-and-swap:
 - create-if-absent: create_topic (POST; 409 -> TopicExists), register_broker (POST of the broker's
   Lease, or a CAS takeover of an expired one; a live one of another incarnation -> DuplicateBroker);
-- compare-and-set: update_topic (PUT with the record's version as resourceVersion; 409 -> Conflict),
+- compare-and-set: update_topic (PUT of spec and/or of /status with the record's version as
+  resourceVersion; 409 -> Conflict),
   campaign (acquire or renew the controller Lease with a PUT on the resourceVersion we read),
   allocate_producer_ids (read the producer-id Lease, PUT it with the block's end; 409 -> again);
 - delete_topic (DELETE).
@@ -26,6 +27,7 @@ any other broker can acquire it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import random
@@ -38,7 +40,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from broker.metadata import kube_api
 from broker.metadata import kube_objects as ko
 from broker.metadata.lease_clock import LeaseClock
-from broker.metadata.store import (BrokerRegistration, ClusterIdMismatch, Conflict, DuplicateBroker, MetadataError,
+from broker.metadata.store import (NO_TOPIC_ID, BrokerRegistration, ClusterIdMismatch, Conflict, DuplicateBroker, MetadataError,
                                    MetadataImage, MetadataStore, StoreUnavailable, TopicExists,
                                    TopicRecord, TopicTooLarge, UnknownTopic)
 
@@ -69,7 +71,7 @@ def _rv_newer(new: str, old: str | None) -> bool:
 class KubernetesMetadataStore(MetadataStore):
     def __init__(self, *, cluster_id: str, cluster_name: str, namespace: str | None = None,
                  lease_duration_s: float = 15.0, default_partitions: int = 1,
-                 default_replication_factor: int = 1) -> None:
+                 default_replication_factor: int = 1, delete_topic_enable: bool = True) -> None:
         super().__init__()
         self.cluster_id = cluster_id
         self.cluster_name = cluster_name
@@ -79,6 +81,7 @@ class KubernetesMetadataStore(MetadataStore):
         self._contact_s = max(1.0, self.lease_duration_s / 3)
         self.default_partitions = default_partitions
         self.default_replication_factor = default_replication_factor
+        self.delete_topic_enable = delete_topic_enable  # published on the controller Lease
         self.image = MetadataImage.build(cluster_id, {}, None, {})
         self._api: client.ApiClient | None = None
         self._objects: client.CustomObjectsApi | None = None
@@ -104,6 +107,14 @@ class KubernetesMetadataStore(MetadataStore):
         self.registration_lost = asyncio.Event()
         self._controller_node: int | None = None
         self._controller_until = 0.0
+        self._status_subresource = True  # until the API server says the CRD has none
+        # Topics whose KafkaTopic lost what the brokers own (see _kept); the controller writes it back.
+        self._repairs: set[str] = set()
+        self._repair_tasks: set[asyncio.Task] = set()
+        # Topics whose KafkaTopic annotated flotilla.io/managed=false was deleted: kept in the image
+        # until a KafkaTopic holds them again (the controller writes one, `_recreate`).
+        self._detached: dict[str, TopicRecord] = {}
+        self._deleting: set[str] = set()  # objects our own delete_topic is deleting (never a detach)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -152,7 +163,7 @@ class KubernetesMetadataStore(MetadataStore):
                 delay = min(delay * 2, RETRY_MAX_S)
 
     async def close(self) -> None:
-        tasks = self._tasks + [t for t in (self._renewer, self._probe) if t is not None]
+        tasks = self._tasks + list(self._repair_tasks) + [t for t in (self._renewer, self._probe) if t is not None]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -174,7 +185,8 @@ class KubernetesMetadataStore(MetadataStore):
             cur = self._leases.get(name)
             if cur and ko.controller_from_lease(cur) == self._controller_node:
                 self._controller_until = 0.0
-                body = ko.controller_lease(self.cluster_name, None, 1, base=cur)
+                body = ko.controller_lease(self.cluster_name, None, 1, base=cur,
+                                           delete_topic_enable=self.delete_topic_enable)
                 try:
                     await self._write_lease("replace", name, body)
                 except (Conflict, ApiException):
@@ -307,7 +319,7 @@ class KubernetesMetadataStore(MetadataStore):
                                     float(spec.get("leaseDurationSeconds") or self.lease_duration_s),
                                     ko.parse_time(spec.get("renewTime")))
         elif event == "DELETED":
-            self._drop_topic_object(name)
+            self._drop_topic_object(name, detach=name not in self._deleting)
         else:
             self._put_topic_object(name, obj)
         return True
@@ -317,6 +329,10 @@ class KubernetesMetadataStore(MetadataStore):
         old = self._topic_objs.get(name)
         if old is not None and ko.topic_name_of(old) != rec.name:
             self._drop_topic_object(name)  # spec.topicName was edited: the old name is gone
+        elif old is not None:
+            rec = self._kept(name, old, obj, rec)
+        elif rec.name in self._detached:
+            rec = self._adopt(name, rec)
         holder = self._object_of.get(rec.name)
         if holder is not None and holder != name:
             # Two KafkaTopics claim one topic name: the older object keeps it.
@@ -333,7 +349,75 @@ class KubernetesMetadataStore(MetadataStore):
         self._object_of[rec.name] = name
         self._topics[rec.name] = rec
 
-    def _drop_topic_object(self, name: str) -> None:
+    def _kept(self, name: str, old: dict[str, Any], obj: dict[str, Any], rec: TopicRecord) -> TopicRecord:
+        """Defence in depth behind the CRD's status subresource and CEL rules (an older CRD has
+        neither): the same object (same uid) whose status lost the topic id we know, or has
+        another, or lost or shortened its assignment, is not a new topic; taking it as one would
+        delete every replica's data and restart the leader epochs at 0. The image keeps the known
+        id and assignment and the controller writes them back (`_repair_status`). Only a deleted
+        object, or one re-created (a new uid), ends a topic."""
+        known = self._topics.get(rec.name)
+        if known is None or self._object_of.get(rec.name) != name or known.topic_id == NO_TOPIC_ID \
+                or old["metadata"].get("uid") != obj["metadata"].get("uid"):
+            return rec
+        lost = rec.topic_id != known.topic_id or (known.assignment is not None and (
+            rec.assignment is None or len(rec.assignment) < len(known.assignment)))
+        if not lost:
+            self._repairs.discard(rec.name)
+            return rec
+        if rec.name not in self._repairs:
+            log.warning("KafkaTopic %s: status lost or changed topic %r's id or assignment (resourceVersion %s); "
+                        "keeping id %s and the known assignment, to be written back", name, rec.name,
+                        rec.version, ko.topic_id_text(known.topic_id))
+        self._repairs.add(rec.name)
+        self._repair_soon()
+        return dataclasses.replace(rec, topic_id=known.topic_id, assignment=known.assignment)
+
+    def _adopt(self, name: str, rec: TopicRecord) -> TopicRecord:
+        """A KafkaTopic for a detached topic (the one the controller writes, or a user's): it holds
+        the topic, with its id and assignment; a different topic id is another topic."""
+        det = self._detached.pop(rec.name)
+        if rec.topic_id not in (NO_TOPIC_ID, det.topic_id):
+            return rec
+        if rec.topic_id == NO_TOPIC_ID or rec.assignment is None:
+            self._repairs.add(rec.name)  # its status is written next (`_kept` protects it meanwhile)
+            self._repair_soon()
+        log.info("KafkaTopic %s holds detached topic %r (id %s) again", name, rec.name, ko.topic_id_text(det.topic_id))
+        return dataclasses.replace(rec, topic_id=det.topic_id, assignment=rec.assignment or det.assignment)
+
+    def _repair_soon(self) -> None:
+        """The controller (only it, so brokers do not race) writes back kept statuses and writes
+        KafkaTopics for detached topics."""
+        if not self._repairs or self._controller_node is None or not self.is_controller(self._controller_node):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        for topic in list(self._repairs):
+            work = self._recreate(topic) if topic in self._detached else self._repair_status(topic)
+            task = loop.create_task(work, name=f"metadata-repair-{topic}")
+            self._repair_tasks.add(task)
+            task.add_done_callback(self._repair_tasks.discard)
+        self._repairs.clear()
+
+    async def _repair_status(self, topic: str) -> None:
+        rec = self._topics.get(topic)
+        if rec is None:
+            return
+        try:
+            await self.update_topic(rec)
+            log.info("KafkaTopic status of %r written back (topic id %s)", topic, ko.topic_id_text(rec.topic_id))
+        except Conflict:
+            pass  # a newer version arrived: _kept looks at it again
+        except (StoreUnavailable, MetadataError) as e:
+            log.warning("KafkaTopic status of %r not written back yet: %s", topic, e)
+            self._repairs.add(topic)  # tried again at the next campaign
+
+    def _drop_topic_object(self, name: str, detach: bool = False) -> None:
+        """Forget a KafkaTopic. With `detach` (a deletion seen by the watch), one annotated
+        flotilla.io/managed=false leaves its topic in the image, detached: the resource went,
+        the topic stays, and the controller writes a KafkaTopic of its own for it."""
         obj = self._topic_objs.pop(name, None)
         self._shadowed.discard(name)
         if obj is None:
@@ -342,12 +426,38 @@ class KubernetesMetadataStore(MetadataStore):
         if self._object_of.get(topic) != name:
             return
         del self._object_of[topic]
-        del self._topics[topic]
+        rec = self._topics.pop(topic)
         # The oldest other object claiming the same name (see _put_topic_object) takes over.
         claims = sorted((self._topic_objs[o]["metadata"].get("creationTimestamp", ""), o) for o in self._shadowed
                         if ko.topic_name_of(self._topic_objs[o]) == topic)
         if claims:
             self._put_topic_object(claims[0][1], self._topic_objs[claims[0][1]])
+        elif detach and ko.is_detached(obj) and rec.topic_id != NO_TOPIC_ID:
+            log.info("KafkaTopic %s (flotilla.io/managed=false) deleted: topic %r is kept, detached", name, topic)
+            self._topics[topic] = self._detached[topic] = rec
+            self._repairs.add(topic)
+            self._repair_soon()
+
+    async def _recreate(self, topic: str) -> None:
+        """Write a KafkaTopic of the brokers' own for a detached topic (spec first; its status
+        follows once the object is seen, see _adopt). 409: an object of that name exists already."""
+        rec = self._detached.get(topic)
+        if rec is None:
+            return
+        body = ko.topic_object(self.cluster_name, dataclasses.replace(rec, version=0))
+        try:
+            obj = await self._call(self._objects.create_namespaced_custom_object(
+                *TOPICS[:2], self.namespace, TOPICS[2], body, _request_timeout=REQUEST_TIMEOUT_S))
+        except ApiException as e:
+            if e.status != 409:
+                log.warning("KafkaTopic for detached topic %r not written yet: %s %s", topic, e.status, e.reason)
+                self._repairs.add(topic)
+            return
+        except StoreUnavailable as e:
+            log.warning("KafkaTopic for detached topic %r not written yet: %s", topic, e)
+            self._repairs.add(topic)
+            return
+        self._applied("topics", obj)
 
     # -- list and watch ----------------------------------------------------------------------
     def _list_call(self, kind: str):
@@ -431,7 +541,13 @@ class KubernetesMetadataStore(MetadataStore):
         if self._apply(kind, "MODIFIED", obj) or self._dirty:
             self._publish_now()
 
+    def _record(self, obj: dict[str, Any]) -> TopicRecord:
+        return ko.record_from_topic(obj, self.default_partitions, self.default_replication_factor)
+
     async def create_topic(self, rec: TopicRecord) -> TopicRecord:
+        """One POST. The API server drops status from a create (the status subresource), so the
+        topic id goes in the annotation flotilla.io/topic-id too: every broker reads it from there
+        until the controller's first assignment writes status.topicId (the same id)."""
         if rec.name in self._topics:
             raise TopicExists(rec.name)
         self._check_size(rec)
@@ -444,39 +560,78 @@ class KubernetesMetadataStore(MetadataStore):
                 raise TopicExists(rec.name) from None
             raise MetadataError(f"creating KafkaTopic for {rec.name!r}: {e.status} {e.reason}: {e.body}") from None
         self._applied("topics", obj)
-        return ko.record_from_topic(obj, self.default_partitions, self.default_replication_factor)
+        return self._record(obj)
 
     async def update_topic(self, rec: TopicRecord) -> TopicRecord:
+        """A compare-and-set of the topic on rec.version: spec (partitions, replication factor,
+        configs) through the resource, status (topic id, assignment) through /status, each written
+        only if it changes (a change of both is two writes, spec first, the second on the first's
+        resourceVersion); with nothing to change, the status is written anyway, to check the version."""
         name = self._object_of.get(rec.name)
         if name is None:
             raise UnknownTopic(rec.name)
         self._check_size(rec)
-        body = ko.topic_object(self.cluster_name, rec, base=self._topic_objs[name])
+        stored = self._topic_objs[name]
+        body = ko.topic_object(self.cluster_name, rec, base=stored)
+        obj = None
+        if body.get("spec") != stored.get("spec"):  # also fills in a user's spec (topicName, defaults)
+            obj = await self._write_topic(name, body)
+            # The API server kept the old status (unless the CRD lacks the subresource): write it now.
+            if ko.brokers_part(self._record(obj)) != ko.brokers_part(rec):
+                self._applied("topics", obj)
+                body["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
+                obj = await self._write_topic(name, body, subresource=True)
+        else:
+            obj = await self._write_topic(name, body, subresource=True)
+        self._applied("topics", obj)
+        return self._record(obj)
+
+    async def _write_topic(self, name: str, body: dict[str, Any], subresource: bool = False) -> dict[str, Any]:
+        """One PUT of a KafkaTopic (its /status with `subresource`), CAS on the body's resourceVersion.
+        A CRD without the status subresource (installed before it had one: `helm upgrade` does not
+        update CRDs) answers 404 for /status: then the whole object is written, as before."""
         try:
-            obj = await self._call(self._objects.replace_namespaced_custom_object(
+            if subresource and self._status_subresource:
+                return await self._call(self._objects.replace_namespaced_custom_object_status(
+                    *TOPICS[:2], self.namespace, TOPICS[2], name, body, _request_timeout=REQUEST_TIMEOUT_S))
+            return await self._call(self._objects.replace_namespaced_custom_object(
                 *TOPICS[:2], self.namespace, TOPICS[2], name, body, _request_timeout=REQUEST_TIMEOUT_S))
         except ApiException as e:
             if e.status == 409:
-                raise Conflict(f"topic {rec.name} changed since version {rec.version}") from None
+                raise Conflict(f"KafkaTopic {name} changed since version {body['metadata'].get('resourceVersion')}") from None
+            if e.status == 404 and subresource and self._status_subresource:
+                obj = await self._write_topic(name, body)  # 404 again: the object is gone
+                self._status_subresource = False
+                log.warning("metadata: the KafkaTopic CRD has no status subresource; apply crds/ of this "
+                            "version (kubectl apply --server-side -f crds/) so users' writes cannot drop status")
+                return obj
             if e.status == 404:
-                raise UnknownTopic(rec.name) from None
+                raise UnknownTopic(ko.topic_name_of(body)) from None
             raise MetadataError(f"updating KafkaTopic {name}: {e.status} {e.reason}: {e.body}") from None
-        self._applied("topics", obj)
-        return ko.record_from_topic(obj, self.default_partitions, self.default_replication_factor)
 
     async def delete_topic(self, name: str) -> TopicRecord:
         obj_name = self._object_of.get(name)
         if obj_name is None:
             raise UnknownTopic(name)
         rec = self._topics[name]
+        self._deleting.add(obj_name)
         try:
+            marks = ko.delete_topics_marks(self._topic_objs.get(obj_name), rec)
+            if marks:
+                # DeleteTopics deletes a detached topic too, and an internal one (as Kafka does):
+                # say so on the object first, so that no broker takes the deletion for a detach and
+                # the admission policy on internal topics lets it through (JSON patch: no CAS needed).
+                await self._call(self._objects.patch_namespaced_custom_object(
+                    *TOPICS[:2], self.namespace, TOPICS[2], obj_name, marks, _request_timeout=REQUEST_TIMEOUT_S))
             await self._call(self._objects.delete_namespaced_custom_object(
                 *TOPICS[:2], self.namespace, TOPICS[2], obj_name, _request_timeout=REQUEST_TIMEOUT_S))
         except ApiException as e:
             if e.status != 404:
-                raise MetadataError(f"deleting KafkaTopic {obj_name}: {e.status} {e.reason}") from None
+                raise MetadataError(f"deleting KafkaTopic {obj_name}: {e.status} {e.reason}: {e.body}") from None
             if self._object_of.get(name) != obj_name:  # deleted by someone else meanwhile
                 raise UnknownTopic(name) from None
+        finally:
+            self._deleting.discard(obj_name)
         # Unless the watch got there first: drop it now, remembering the version we deleted so that
         # a late event of an older version cannot revive it.
         if self._object_of.get(name) == obj_name:
@@ -586,7 +741,8 @@ class KubernetesMetadataStore(MetadataStore):
         if cur is not None and holder is not None and holder != node_id and self._clock.live(name):
             self._controller_until = 0.0
             return False
-        body = ko.controller_lease(self.cluster_name, node_id, self.lease_seconds, base=cur)
+        body = ko.controller_lease(self.cluster_name, node_id, self.lease_seconds, base=cur,
+                                   delete_topic_enable=self.delete_topic_enable)
         try:
             await self._write_lease("create" if cur is None else "replace", name, body)
         except Conflict:
@@ -595,6 +751,7 @@ class KubernetesMetadataStore(MetadataStore):
         self._controller_node = node_id
         self._controller_until = started + RENEW_DEADLINE * self.lease_duration_s
         self._publish_now()
+        self._repair_soon()
         return True
 
     def is_controller(self, node_id: int) -> bool:

@@ -1,6 +1,7 @@
 """Render the pydantic API models into CustomResourceDefinition YAML (one file per CRD).
 
     python -m flotilla_operator.crd_render            # writes crds/ and charts/flotilla/crds/
+                                                      # (with the KafkaTopic deletion policies)
     python -m flotilla_operator.crd_render --check    # exit 1 if either is stale
 
 Pydantic's JSON Schema is turned into a Kubernetes *structural* schema: references are inlined,
@@ -20,6 +21,7 @@ from typing import Any
 import yaml
 
 from . import GROUP, VERSION
+from .admission_policies import manifests as admission_manifests
 from .models import RESOURCES, Resource
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -165,10 +167,15 @@ def file_name(resource: Resource) -> str:
 
 def render_all() -> dict[str, str]:
     """File name -> YAML text, for every CRD."""
-    return {
+    out = {
         file_name(r): HEADER + yaml.safe_dump(crd(r), sort_keys=False, width=110, allow_unicode=True)
         for r in RESOURCES
     }
+    # The admission policies on deleting KafkaTopics (admission_policies.py) go with the CRDs.
+    policy_header = HEADER.replace("operator/flotilla_operator/models.py", "operator/flotilla_operator/admission_policies.py")
+    out.update({name: policy_header + yaml.safe_dump(obj, sort_keys=False, width=110, allow_unicode=True)
+                for name, obj in admission_manifests().items()})
+    return out
 
 
 def stale_files(directory: Path) -> list[str]:

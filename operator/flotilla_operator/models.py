@@ -668,6 +668,28 @@ TOPIC_NAME_IMMUTABLE_RULE = (
 )
 
 
+# The brokers own status (docs/operator.md, "KafkaTopic status"): the status subresource keeps a
+# user's write of the resource (kubectl replace/edit, a GitOps sync) from touching it, and these
+# rules refuse, from anyone and through /status too, the writes that would make the brokers take
+# the topic for a new one: its id removed or changed, its assignment removed or cut short.
+TOPIC_ID_KEPT_MESSAGE = (
+    "status.topicId is the brokers' record of the topic and cannot be removed or changed "
+    "(delete the KafkaTopic to delete the topic)"
+)
+TOPIC_ID_KEPT_RULE = (
+    "!has(oldSelf.status) || !has(oldSelf.status.topicId) || "
+    "(has(self.status) && has(self.status.topicId) && self.status.topicId == oldSelf.status.topicId)"
+)
+ASSIGNMENT_KEPT_MESSAGE = (
+    "status.assignment is the brokers' record of where each partition lives and cannot be removed or shortened"
+)
+ASSIGNMENT_KEPT_RULE = (
+    "!has(oldSelf.status) || !has(oldSelf.status.assignment) || "
+    "(has(self.status) && has(self.status.assignment) && "
+    "self.status.assignment.size() >= oldSelf.status.assignment.size())"
+)
+
+
 class KafkaTopicSpec(ApiModel):
     """A Kafka topic of one KafkaCluster (named by the label app.kubernetes.io/instance)."""
 
@@ -864,9 +886,13 @@ KAFKA_TOPIC = Resource(
         {"name": "Topic-ID", "type": "string", "jsonPath": ".status.topicId", "priority": 1},
         _AGE,
     ],
-    root_validations=[cel(TOPIC_NAME_IMMUTABLE_RULE, TOPIC_NAME_IMMUTABLE_MESSAGE, ".spec.topicName")],
-    # The brokers write status.topicId and the assignment in the same compare-and-swap as spec.
-    status_subresource=False,
+    root_validations=[
+        cel(TOPIC_NAME_IMMUTABLE_RULE, TOPIC_NAME_IMMUTABLE_MESSAGE, ".spec.topicName"),
+        cel(TOPIC_ID_KEPT_RULE, TOPIC_ID_KEPT_MESSAGE, ".status.topicId"),
+        cel(ASSIGNMENT_KEPT_RULE, ASSIGNMENT_KEPT_MESSAGE, ".status.assignment"),
+    ],
+    # Status through /status only: a user's PUT of the resource cannot drop what the brokers own.
+    status_subresource=True,
 )
 
 RESOURCES: tuple[Resource, ...] = (KAFKA_CLUSTER, CLIENT_QUOTA, RECORD_DELETION, KAFKA_TOPIC)

@@ -52,10 +52,11 @@ def topic_object(kube_env, ns: str, cluster: str, topic: str) -> dict:
 
 
 def write_assignment(kube_env, ns: str, obj: dict, assignment: list[dict]) -> None:
-    """Replace status.assignment in one compare-and-swap on resourceVersion (as brokers write it)."""
+    """Replace status.assignment in one compare-and-swap on resourceVersion, through the status
+    subresource (as brokers write it)."""
     obj = json.loads(json.dumps(obj))
     obj["status"]["assignment"] = assignment
-    kube_env.kubectl("replace", "-n", ns, "-f", "-", input=json.dumps(obj))
+    kube_env.kubectl("replace", "--subresource=status", "-n", ns, "-f", "-", input=json.dumps(obj))
 
 
 def test_readyz_follows_the_isr_of_the_partitions_a_broker_holds(fleet, kube_env, kube_namespace):

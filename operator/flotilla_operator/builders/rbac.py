@@ -2,8 +2,8 @@
 
 Least privilege: the brokers keep cluster metadata in their own namespace -- a Lease per broker
 and the controller Lease (coordination.k8s.io), a KafkaTopic per topic (flotilla.io), and
-their client quotas' ConfigMap -- so that is all they get (broker/metadata/kube_store.py: get, list, watch, create, update, delete;
-patch for kubectl-style tooling). The operator must itself hold every permission it grants here
+their client quotas' ConfigMap -- so that is all they get (broker/metadata/kube_store.py: get, list,
+watch, create, update, delete, and updates of kafkatopics/status; patch for kubectl-style tooling). The operator must itself hold every permission it grants here
 (Kubernetes forbids escalation), and the chart's ClusterRole is written to match `BROKER_RULES`.
 """
 
@@ -18,6 +18,8 @@ _RW = ["get", "list", "watch", "create", "update", "patch", "delete"]
 BROKER_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": list(_RW)},
     {"apiGroups": ["flotilla.io"], "resources": ["kafkatopics"], "verbs": list(_RW)},
+    # The brokers own a KafkaTopic's status (topic id, assignment), written through the subresource.
+    {"apiGroups": ["flotilla.io"], "resources": ["kafkatopics/status"], "verbs": ["get", "update", "patch"]},
 ]
 
 

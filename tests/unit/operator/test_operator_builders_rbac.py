@@ -12,7 +12,8 @@ def test_role_is_least_privilege(owner):
     role = build_role(owner)
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "kafka"
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-    assert granted == {("coordination.k8s.io", "leases"), ("flotilla.io", "kafkatopics"), ("", "configmaps")}
+    assert granted == {("coordination.k8s.io", "leases"), ("flotilla.io", "kafkatopics"), ("flotilla.io", "kafkatopics/status"),
+                       ("", "configmaps")}
     assert all("*" not in rule["verbs"] for rule in role["rules"])
     assert role["rules"][:len(BROKER_RULES)] == BROKER_RULES
     # ConfigMaps: only the cluster's client-quota object by name, plus create; never delete

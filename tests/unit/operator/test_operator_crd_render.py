@@ -99,7 +99,7 @@ def test_every_cel_message_names_a_field():
     for resource in RESOURCES:
         text = yaml.safe_dump(crd_render.crd(resource))
         for doc_rule in _rules(_schema(resource)):
-            assert doc_rule["message"].split()[0].startswith(("spec", "metadata")), doc_rule
+            assert doc_rule["message"].split()[0].startswith(("spec", "metadata", "status")), doc_rule
         assert "x-kubernetes-validations" in text
 
 

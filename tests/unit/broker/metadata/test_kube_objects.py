@@ -106,3 +106,27 @@ def test_controller_lease_holder_and_release():
     held["metadata"]["resourceVersion"] = "9"
     released = ko.controller_lease("fleet", None, 1, base=held)
     assert ko.controller_from_lease(released) is None and "holderIdentity" not in released["spec"]
+
+
+def test_a_broker_create_carries_the_topic_id_until_status_holds_it():
+    rec = new_topic("orders", 2)
+    obj = ko.topic_object("fleet", rec)
+    obj["status"] = {}  # what the API server keeps of a create (the status subresource)
+    obj["metadata"]["resourceVersion"] = "1"
+    assert ko.record_from_topic(obj).topic_id == rec.topic_id
+    other = uuid.uuid4()
+    obj["status"] = {"topicId": ko.topic_id_text(other)}  # status wins once written
+    assert ko.record_from_topic(obj).topic_id == other
+
+
+def test_delete_topics_marks_a_detached_or_internal_kafkatopic_first():
+    detached = ko.topic_object("fleet", new_topic("orders", 1))
+    detached["metadata"]["annotations"][ko.MANAGED_ANNOTATION] = "false"
+    assert ko.delete_topics_marks(detached, new_topic("orders", 1)) == [
+        {"op": "remove", "path": "/metadata/annotations/flotilla.io~1managed"}]
+    internal = ko.topic_object("fleet", new_topic("__consumer_offsets", 1))
+    del internal["metadata"]["annotations"]
+    assert ko.delete_topics_marks(internal, new_topic("__consumer_offsets", 1)) == [
+        {"op": "add", "path": "/metadata/annotations", "value": {}},
+        {"op": "add", "path": "/metadata/annotations/flotilla.io~1delete-topics", "value": "true"}]
+    assert ko.delete_topics_marks(ko.topic_object("fleet", new_topic("plain", 1)), new_topic("plain", 1)) == []
