@@ -78,9 +78,14 @@ def roll_state(statefulset: dict[str, Any] | None, pods: list[dict[str, Any]], *
     live_hash = (meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION)
     seen = st.get("observedGeneration") is not None and st.get("observedGeneration") >= (meta.get("generation") or 0)
     revision = st.get("updateRevision")
-    if live_hash != desired_template_hash or not seen or not revision:
-        # The update revision is not known yet: let nothing roll until the controller has seen it.
+    if live_hash != desired_template_hash:
+        # A new template: its revision is not known yet; nothing rolls until the controller has seen it.
         return RollState(hold=hold, next_broker=None, known=False, brokers=have)
+    if not seen or not revision:
+        # Only the partition changed (or nothing): the controller has not caught up with the one we
+        # applied, which was safe when chosen; keep it rather than close and reopen the roll.
+        live = ((spec.get("updateStrategy") or {}).get("rollingUpdate") or {}).get("partition")
+        return RollState(hold=hold if live is None else int(live), next_broker=None, known=False, brokers=have)
     outdated = [o for p in pods
                 if not p["metadata"].get("deletionTimestamp")
                 and (o := pod_ordinal(p)) is not None and o < have

@@ -48,8 +48,10 @@ def test_a_new_fleet_is_not_held():
 
 def test_nothing_rolls_before_the_controller_has_seen_a_new_template():
     pods = [pod(i) for i in range(3)]
-    assert decide(sts(hash_="t0"), pods, [FULL]) == RollDecision(3)  # template being changed now
-    assert decide(sts(observed=3), pods, [FULL]) == RollDecision(3)  # not observed yet
+    assert decide(sts(hash_="t0", partition=0), pods, [FULL]) == RollDecision(3)  # template being changed now
+    assert decide(sts(observed=3, update="old"), pods, [FULL]) == RollDecision(3)  # not observed yet
+    # The controller has not seen the partition we opened (same template): it stays open.
+    assert decide(sts(observed=3, partition=2), pods, [FULL]) == RollDecision(2)
     # Re-created over running pods (podManagementPolicy migration): held until revisions are known.
     assert decide(None, pods) == RollDecision(3)
     assert decide(None, pods, replicas=5) == RollDecision(5)
