@@ -22,6 +22,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
     "StatefulSet": ("apps/v1", "statefulsets"),
+    "Pod": ("v1", "pods"),  # read only: the roll gate (builders/roll.py)
     "Lease": ("coordination.k8s.io/v1", "leases"),
     "KafkaCluster": ("flotilla.io/v1alpha1", "kafkaclusters"),
     "ClientQuota": ("flotilla.io/v1alpha1", "clientquotas"),
@@ -127,6 +128,30 @@ class Kube:
             path = ("/api/v1" if api_version == "v1" else f"/apis/{api_version}") + f"/{plural}"
         result = await self._call("GET", path, query=[("labelSelector", label_selector)] if label_selector else None)
         return list((result or {}).get("items") or [])
+
+    async def create(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """Create `obj` if no object of that name exists (never overwrites); None if one does."""
+        meta = obj["metadata"]
+        try:
+            return await self._call("POST", object_path(obj["kind"], meta["namespace"]), body=obj,
+                                    query=[("fieldManager", self.field_manager)])
+        except ApiError as err:
+            if err.status == 409:
+                return None
+            raise
+
+    async def delete(self, kind: str, namespace: str, name: str, *, propagation: str = "Background",
+                     uid: str | None = None) -> None:
+        """Delete one object (`propagation` Orphan keeps its dependents; `uid` deletes only that
+        incarnation); a missing object is not an error."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            await self._call("DELETE", object_path(kind, namespace, name), body=body)
+        except ApiError as err:
+            if err.status not in (404, 409):
+                raise
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
         """Merge-patch .status through the status subresource; None if the object is gone."""

@@ -2,18 +2,22 @@
 
 - KafkaCluster create/update/resume -> `reconcile`: build every child, server-side apply it
   (children carry a controller ownerReference, so deleting the cluster garbage-collects them),
-  then write .status from what the StatefulSet reports.
-- StatefulSet events (ours, by label) -> `refresh_status`: status follows the roll and the pods'
-  readiness without polling; a deleted StatefulSet is re-created.
+  then write .status from what the StatefulSet reports. The cluster.id comes from a record that
+  outlives the KafkaCluster (builders/cluster_id.py); a StatefulSet with another
+  podManagementPolicy is deleted orphaning its pods and re-created; the roll's partition opens one
+  broker at a time while every broker is Ready and every ISR full (builders/roll.py).
+- StatefulSet events (ours, by label) -> `refresh_status`, or `reconcile` while a roll moves the
+  partition: status follows the roll and the pods' readiness without polling; a deleted
+  StatefulSet is re-created.
 - A resync loop (one task for the whole operator, so no per-object finalizer is needed) re-applies
   every KafkaCluster every `resync_seconds`, repairing drift in any child.
 - ClientQuota -> `reconcile_client_quota`: AlterClientQuotas through the cluster's bootstrap (a small
   kio admin client), status per broker from DescribeClientQuotas, a timer re-applies; deleting the
   resource removes the quota (finalizer); two resources naming one entity: the oldest wins, the
   others report Conflict.
-- KafkaTopic events (while a cluster's scale-down is blocked) -> `reconcile`: a StatefulSet is
-  never shrunk below a broker that still holds partition replicas (builders/scale_down.py); the
-  cluster reports ScaleDownBlocked until they have moved.
+- KafkaTopic events (while a cluster's scale-down is blocked or its roll waits for an ISR) ->
+  `reconcile`: a StatefulSet is never shrunk below a broker that still holds partition replicas
+  (builders/scale_down.py); the cluster reports ScaleDownBlocked until they have moved.
 - RecordDeletion: validated and given a Ready=False/NotImplemented condition until the broker
   feature it drives exists.
 
@@ -35,8 +39,11 @@ from . import metrics
 from . import kafka_admin
 from .apply import ApiError, Kube, load_api_client
 from .builders import client_quota as cq
-from .builders import build_all
-from .builders.common import MANAGED_BY, Owner, statefulset_name
+from .builders import Desired, build_all
+from .builders import cluster_id as cid
+from .builders.common import MANAGED_BY, Owner, selector_string, statefulset_name
+from .builders.roll import RollDecision, roll_partition, roll_state
+from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
 from .models import CLIENT_QUOTA, KAFKA_CLUSTER, RECORD_DELETION, KafkaClusterSpec, Resource, parse_spec
 from .preflight import check_server_properties
@@ -178,6 +185,52 @@ async def _scale(kube: Kube, memo: kopf.Memo, owner: Owner, spec: KafkaClusterSp
     return decision
 
 
+async def _cluster_id(kube: Kube, owner: Owner, spec: KafkaClusterSpec, previous: dict[str, Any]) -> cid.ClusterIdChoice:
+    """The fleet's cluster.id: spec, the record that outlives the KafkaCluster, status, or new."""
+    record = await kube.get("ConfigMap", owner.namespace, cid.record_name(owner))
+    return cid.choose_cluster_id(owner, spec_id=spec.cluster_id, record=record, status_id=previous.get("clusterId"))
+
+
+async def _roll(kube: Kube, memo: kopf.Memo, owner: Owner, statefulset: dict[str, Any] | None,
+                draft: Desired, replicas: int) -> RollDecision:
+    """The StatefulSet's partition: open for the next broker only while the fleet is whole
+    (builders/roll.py). KafkaTopics are read only when a broker waits to be rolled; a cluster
+    held for its ISRs is remembered, so that a KafkaTopic change re-checks it at once."""
+    pods = await kube.list("Pod", owner.namespace, label_selector=selector_string(owner))
+    state = roll_state(statefulset, pods, desired_template_hash=draft.template_hash, desired_replicas=replicas)
+    topics: list[dict[str, Any]] = []
+    if state.next_broker is not None:
+        topics = await kube.list("KafkaTopic", owner.namespace, label_selector=f"{INSTANCE_LABEL}={owner.name}")
+    decision = roll_partition(state, pods, topics)
+    waiting: set[tuple[str, str]] = memo.setdefault("roll_waiting", set())
+    if decision.blocked:
+        waiting.add((owner.namespace, owner.name))
+    else:
+        waiting.discard((owner.namespace, owner.name))
+    return decision
+
+
+async def _replace_statefulset(kube: Kube, current: dict[str, Any]) -> None:
+    """podManagementPolicy is immutable: a StatefulSet made with another one (OrderedReady, before
+    this operator version) is deleted with orphan propagation, so its pods keep running on their
+    claims; the DELETED event re-creates it at once and the new one adopts them."""
+    meta = current["metadata"]
+    if meta.get("deletionTimestamp"):
+        return
+    log.warning("StatefulSet %s/%s: replacing it to change podManagementPolicy %s -> %s (pods and claims kept)",
+                meta["namespace"], meta["name"], (current.get("spec") or {}).get("podManagementPolicy"),
+                POD_MANAGEMENT_POLICY)
+    await kube.delete("StatefulSet", meta["namespace"], meta["name"], propagation="Orphan", uid=meta.get("uid"))
+
+
+def _needs_replacing(current: dict[str, Any] | None) -> bool:
+    if current is None:
+        return False
+    if current["metadata"].get("deletionTimestamp"):
+        return True
+    return (current.get("spec") or {}).get("podManagementPolicy", "OrderedReady") != POD_MANAGEMENT_POLICY
+
+
 def _lock(memo: kopf.Memo, namespace: str, name: str) -> asyncio.Lock:
     locks: dict[tuple[str, str], asyncio.Lock] = memo["locks"]
     return locks.setdefault((namespace, name), asyncio.Lock())
@@ -205,33 +258,55 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 raise kopf.PermanentError(f"invalid spec: {exc}") from exc
             assert isinstance(spec, KafkaClusterSpec)
             current = await kube.get("StatefulSet", namespace, statefulset_name(owner))
+            identity = await _cluster_id(kube, owner, spec, previous)
+            if identity.error:
+                # Apply nothing: the brokers keep running with the id their volumes hold.
+                status = kafka_cluster_status(
+                    owner, replicas=spec.replicas, port=spec.listeners[0].port, config_hash=None,
+                    statefulset=current, previous=previous, error=identity.error, error_reason="InvalidSpec",
+                    cluster_id=identity.cluster_id,
+                )
+                await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+                raise kopf.PermanentError(identity.error)
             scale = await _scale(kube, memo, owner, spec, current)
-            desired = build_all(owner, spec, image=op.broker_image, pull_policy=op.image_pull_policy,
-                                statefulset_replicas=scale.replicas)
-            problem = check_server_properties(desired.server_properties)
+            build = dict(image=op.broker_image, pull_policy=op.image_pull_policy,
+                         statefulset_replicas=scale.replicas, cluster_id=identity.cluster_id)
+            draft = build_all(owner, spec, **build)
+            problem = check_server_properties(draft.server_properties)
             if problem:
                 # Apply nothing: the running brokers keep their configuration.
                 message = f"spec.config: the broker would refuse it: {problem}"
                 status = kafka_cluster_status(
                     owner, replicas=spec.replicas, port=spec.listeners[0].port,
                     config_hash=None, statefulset=current, previous=previous,
-                    error=message, error_reason="InvalidConfig",
+                    error=message, error_reason="InvalidConfig", cluster_id=identity.cluster_id,
                 )
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
                 raise kopf.PermanentError(message)
+            if identity.needs_record and await kube.create(cid.build_record(owner, identity.cluster_id)) is None:
+                raise kopf.TemporaryError("the cluster id record appeared meanwhile: choosing again", delay=1)
+            replacing = _needs_replacing(current)
+            if replacing:
+                await _replace_statefulset(kube, current)
+                current = None
+            roll = await _roll(kube, memo, owner, current, draft, scale.replicas)
+            desired = build_all(owner, spec, **build, partition=roll.partition)
             sts = None
             try:
                 for obj in desired.objects:
-                    applied = await kube.apply(obj)
                     if obj["kind"] == "StatefulSet":
-                        sts = applied
+                        if replacing:
+                            continue  # re-created once the old one is gone (its DELETED event)
+                        sts = await kube.apply(obj)
+                    else:
+                        await kube.apply(obj)
             except ApiError as err:
                 message = f"applying {obj['kind']} {obj['metadata']['name']}: {err.reason}"
                 current = await kube.get("StatefulSet", namespace, desired.statefulset["metadata"]["name"])
                 status = kafka_cluster_status(
                     owner, replicas=spec.replicas, port=spec.listeners[0].port,
                     config_hash=desired.config_hash, statefulset=current, previous=previous,
-                    error=message, error_reason="ApplyFailed",
+                    error=message, error_reason="ApplyFailed", cluster_id=identity.cluster_id,
                 )
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
                 raise kopf.TemporaryError(message, delay=RETRY_DELAY) from err
@@ -239,6 +314,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 owner, replicas=spec.replicas, port=spec.listeners[0].port,
                 config_hash=desired.config_hash, statefulset=sts, previous=previous,
                 leases=await _leases(kube, namespace, name), scale=scale,
+                cluster_id=identity.cluster_id, roll=roll,
             )
             if not same_status(previous, status):
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
@@ -265,19 +341,31 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
         # An older generation's status stays until reconcile() has applied the new spec.
         if previous.get("observedGeneration") != owner.generation:
             return
+        identity = await _cluster_id(kube, owner, spec, previous)
+        if identity.error:
+            return  # reconcile() reports it
         if statefulset is None:
             statefulset = await kube.get("StatefulSet", namespace, statefulset_name(owner))
         scale = await _scale(kube, memo, owner, spec, statefulset)
         desired = build_all(owner, spec, image=op.broker_image, pull_policy=op.image_pull_policy,
-                            statefulset_replicas=scale.replicas)
+                            statefulset_replicas=scale.replicas, cluster_id=identity.cluster_id)
+        roll = await _roll(kube, memo, owner, statefulset, desired, scale.replicas)
         status = kafka_cluster_status(
             owner, replicas=spec.replicas, port=spec.listeners[0].port,
             config_hash=desired.config_hash, statefulset=statefulset, previous=previous,
             leases=await _leases(kube, namespace, name), scale=scale,
+            cluster_id=identity.cluster_id, roll=roll,
         )
         if not same_status(previous, status):
             await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
         metrics.READY_BROKERS.labels(namespace, name).set(status["readyReplicas"])
+
+
+def _partition_moves(statefulset: dict[str, Any]) -> bool:
+    """A roll is under way or held: the partition must follow the brokers (reconcile applies it)."""
+    spec, st = statefulset.get("spec") or {}, statefulset.get("status") or {}
+    partition = ((spec.get("updateStrategy") or {}).get("rollingUpdate") or {}).get("partition") or 0
+    return bool(partition) or st.get("currentRevision") != st.get("updateRevision")
 
 
 @kopf.on.resume(GROUP, VERSION, KAFKA_CLUSTER.plural)
@@ -295,6 +383,8 @@ async def statefulset_event(event: dict[str, Any], body: kopf.Body, namespace: s
     try:
         if event.get("type") == "DELETED":
             await reconcile(memo, namespace, owner_name, why="statefulset deleted")
+        elif _partition_moves(dict(body)):
+            await reconcile(memo, namespace, owner_name, why="statefulset rolling")
         else:
             await refresh_status(memo, namespace, owner_name, dict(body))
     except (ApiError, kopf.TemporaryError, kopf.PermanentError) as exc:
@@ -328,10 +418,13 @@ async def kafkatopic_event(body: kopf.Body, namespace: str, memo: kopf.Memo, log
     the brokers to remove, a topic deleted) re-checks it at once; other clusters' topics, and
     this one's when nothing is blocked, are ignored (ISR changes are frequent)."""
     cluster = (body.get("metadata", {}).get("labels") or {}).get(INSTANCE_LABEL)
-    if not cluster or "kube" not in memo or (namespace, cluster) not in memo.get("scale_blocked", ()):
+    if not cluster or "kube" not in memo:
+        return
+    key = (namespace, cluster)
+    if key not in memo.get("scale_blocked", ()) and key not in memo.get("roll_waiting", ()):
         return
     try:
-        await reconcile(memo, namespace, cluster, why="kafkatopic changed while a scale-down is blocked")
+        await reconcile(memo, namespace, cluster, why="kafkatopic changed while a scale-down or a roll waits")
     except (ApiError, kopf.TemporaryError, kopf.PermanentError) as exc:
         logger.warning(f"KafkaCluster {namespace}/{cluster}: {exc}")
 

@@ -39,6 +39,9 @@ CONFIG_KEY_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 # (`<name>-broker-<ordinal>`, `<name>-bootstrap`, the StatefulSet's controller-revision-hash label).
 CLUSTER_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 CLUSTER_NAME_MAX = 40
+# Kafka's cluster.id: a UUID in 22 base64url characters, as `kafka-storage random-uuid` prints it.
+CLUSTER_ID_PATTERN = r"^[A-Za-z0-9_-]{22}$"
+CLUSTER_ID_IMMUTABLE_MESSAGE = "spec.clusterId is immutable: the brokers' volumes hold the cluster id"
 
 BROKER_PORT = 9092
 METRICS_PORT = 9404
@@ -374,6 +377,17 @@ class KafkaClusterSpec(ApiModel):
         description="Overrides for the broker pods: affinity, tolerations, labels, annotations.",
         json_schema_extra={"default": {}},
     )
+    cluster_id: str | None = Field(
+        default=None,
+        pattern=CLUSTER_ID_PATTERN,
+        description=(
+            "Kafka cluster.id of the fleet (22 base64url characters). Unset: a new fleet gets one, recorded in the "
+            "ConfigMap <name>-cluster-id that outlives the KafkaCluster, so a re-created KafkaCluster finds its "
+            "brokers' data. Set it to restore a fleet whose record is gone (status.clusterId shows the id). "
+            "Immutable; a value other than the recorded one is refused."
+        ),
+        json_schema_extra={"x-kubernetes-validations": [cel("self == oldSelf", CLUSTER_ID_IMMUTABLE_MESSAGE)]},
+    )
 
     @field_validator("config")
     @classmethod
@@ -437,6 +451,9 @@ class KafkaClusterStatus(ApiModel):
     )
     controller: int | None = Field(
         default=None, description="Node id of the cluster's controller (holder of the controller Lease); unset if none."
+    )
+    cluster_id: str | None = Field(
+        default=None, description="Kafka cluster.id the brokers run with (recorded in the ConfigMap <name>-cluster-id)."
     )
 
 

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .builders.common import CONFIG_HASH_ANNOTATION, Owner, bootstrap_address, selector_string
+from .builders.roll import RollDecision
 from .builders.scale_down import BLOCKED_REASON, SCALE_DOWN_BLOCKED, ScaleDecision
 
 READY = "Ready"
@@ -68,9 +69,12 @@ def kafka_cluster_status(
     now: datetime | None = None,
     leases: list[dict[str, Any]] | None = None,
     scale: ScaleDecision | None = None,
+    cluster_id: str | None = None,
+    roll: RollDecision | None = None,
 ) -> dict[str, Any]:
     """The whole .status of a KafkaCluster (with `leases`, also who is registered and controller;
-    with a blocked `scale`, a ScaleDownBlocked condition, which is absent otherwise)."""
+    with a blocked `scale`, a ScaleDownBlocked condition, which is absent otherwise; with a held
+    `roll`, why the next broker waits)."""
     now = now or datetime.now(timezone.utc)
     prev_conditions = (previous or {}).get("conditions") or []
     gen = owner.generation
@@ -103,6 +107,8 @@ def kafka_cluster_status(
         progress, progress_msg = "Scaling", f"{have} brokers, want {replicas}"
     elif not rolled:
         progress, progress_msg = "RollingUpdate", f"{updated}/{replicas} brokers updated, one at a time"
+        if roll is not None and roll.blocked:
+            progress_msg += f"; {roll.waiting}"
     else:
         progress, progress_msg = None, ""
 
@@ -158,6 +164,8 @@ def kafka_cluster_status(
     }
     if config_hash is not None:
         status["configHash"] = config_hash
+    if cluster_id is not None:
+        status["clusterId"] = cluster_id
     if leases is not None:
         status.update(metadata_status(leases, now))
         # A merge patch removes the controller only if told so explicitly.

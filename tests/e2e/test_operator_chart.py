@@ -129,10 +129,13 @@ NEEDED = [
     ("create", "roles.rbac.authorization.k8s.io"), ("create", "rolebindings.rbac.authorization.k8s.io"),
     ("create", "leases.coordination.k8s.io"), ("list", "leases.coordination.k8s.io"),
     ("create", "kafkatopics.flotilla.io"), ("delete", "kafkatopics.flotilla.io"), ("create", "events"),
+    # Replacing a StatefulSet (pods orphaned, kept) to change its immutable podManagementPolicy;
+    # reading the broker pods for the roll gate.
+    ("delete", "statefulsets.apps"), ("list", "pods"), ("get", "pods"),
 ]
 # What it must not do.
 FORBIDDEN = [
-    ("get", "secrets"), ("delete", "statefulsets.apps"), ("delete", "services"), ("create", "pods"),
+    ("get", "secrets"), ("delete", "services"), ("create", "pods"), ("delete", "pods"),
     ("create", "clusterroles.rbac.authorization.k8s.io"), ("delete", "kafkaclusters.flotilla.io"),
     ("escalate", "roles.rbac.authorization.k8s.io"), ("create", "deployments.apps"),
     ("delete", "configmaps"),  # brokers read and update one ConfigMap (client quotas), never delete

@@ -10,7 +10,10 @@ advertised `<pod>.<headless>.<ns>.svc` names through the cluster DNS and produce
 a deleted broker pod comes back on its own PersistentVolumeClaim with its data; a config change rolls
 the brokers one at a time, each back in every ISR before the next, while an idempotent acks=all
 producer writes to a topic of the operator's default replication factor (3, min.insync.replicas 2)
-without a single failed delivery; the metrics endpoint answers on the pod IP.
+without a single failed delivery; the metrics endpoint answers on the pod IP; when a partition's ISR
+has shrunk to one broker and that broker's pod is deleted while the others are unready, the fleet
+recovers by itself (Parallel pod management), the bootstrap Service keeps routing to the unready
+brokers meanwhile, and no acknowledged record is lost.
 Skipped where the real node cannot run (not root, or scripts/setup.d/40-node.sh not run).
 """
 
@@ -353,3 +356,107 @@ def test_producer_ids_are_unique_across_the_fleet(kube_node_env, fleet):
     names = sorted(by_broker)
     shared = {(a, b): sorted(by_broker[a] & by_broker[b])[:5] for a in names for b in names if a < b}
     assert not any(shared.values()), f"the same producer ids from two brokers: {shared}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 18, item 9b: the last in-sync replica's pod is lost while the other brokers are unready.
+# Last in this module: it stops and resumes brokers.
+
+
+def broker_pids(ns: str, pod: str) -> list[int]:
+    """Host pids of the broker process in `pod` (found by the pod's environment; the node is this
+    machine). Signals from the host reach it although it is pid 1 of its container."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            env = set((proc / "environ").read_bytes().split(b"\0"))
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if {f"POD_NAME={pod}".encode(), f"POD_NAMESPACE={ns}".encode()} <= env and b"broker" in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def signal_broker(ns: str, pod: str, sig, required: bool = True) -> None:
+    import os
+
+    pids = broker_pids(ns, pod)
+    assert pids or not required, f"no broker process of {pod} on this node"
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass  # restarted meanwhile (liveness)
+
+
+def bootstrap_addresses(env, ns: str) -> list[str]:
+    """The addresses kube-proxy routes the bootstrap Service to (endpoints not marked unready)."""
+    slices = get_json(env, "endpointslices", "-n", ns, "-l", f"kubernetes.io/service-name={NAME}-bootstrap")["items"]
+    return sorted(a for s in slices for e in s.get("endpoints") or []
+                  if (e.get("conditions") or {}).get("ready") is not False for a in e.get("addresses") or [])
+
+
+def test_losing_the_last_in_sync_replica_recovers_by_itself(kube_node_env, fleet):
+    """A partition's ISR shrinks to broker k (the other two are SIGSTOPped), then k's pod is deleted
+    while the others are unready (their partition has no leader). With OrderedReady the StatefulSet
+    would not re-create pod k behind an unready lower ordinal, and the others wait for k: a
+    deadlock. With Parallel pod k comes back on its claim, is elected, the others catch up, and
+    every acknowledged record is there. Meanwhile the bootstrap Service keeps the serving brokers."""
+    import signal
+
+    from broker.metadata.kube_objects import topic_object_name
+
+    env, ns = kube_node_env, fleet
+    wait_for("KafkaCluster Ready", cluster_ready(env, ns), timeout=READY_TIMEOUT)
+    client(env, ns, "create", "lastisr")
+    produce(env, ns, "lastisr", 300, "l")
+    topic_obj = topic_object_name(NAME, "lastisr")
+
+    def assignment():
+        return get_json(env, "kafkatopic", topic_obj, "-n", ns)["status"]["assignment"]
+    parts = wait_for("every replica of lastisr in sync", lambda: (lambda a: a if all(
+        sorted(p["isr"]) == sorted(p["replicas"]) == [0, 1, 2] for p in a) else None)(assignment()), timeout=120)
+    # The partition led by the highest broker: its pod has unready lower ordinals to wait behind.
+    index, k = max(enumerate(p["leader"] for p in parts), key=lambda item: item[1])
+    assert k > 0, parts
+    others = [b for b in range(3) if b != k]
+    pod_k = f"{NAME}-broker-{k}"
+    uid_k = get_json(env, "pod", pod_k, "-n", ns)["metadata"]["uid"]
+
+    for b in others:
+        signal_broker(ns, f"{NAME}-broker-{b}", signal.SIGSTOP)
+    try:
+        wait_for(f"lastisr-{index} ISR shrunk to broker {k}",
+                 lambda: (lambda p: p if p["isr"] == [k] and p["leader"] == k else None)(assignment()[index]),
+                 timeout=90)
+        env.kubectl("delete", "pod", pod_k, "-n", ns, "--grace-period=20", "--wait=false")
+        wait_for(f"{pod_k} gone", lambda: (lambda p: p is None or p["metadata"]["uid"] != uid_k)(
+            get_json(env, "pod", pod_k, "-n", ns, check=False)), timeout=120)
+
+        # The other brokers are not Ready, yet the bootstrap Service still routes to them.
+        def others_unready_but_routed():
+            live = {p["metadata"]["name"]: p for p in pods(env, ns)}
+            names = [f"{NAME}-broker-{b}" for b in others]
+            if not all(n in live and not pod_ready(live[n]) for n in names):
+                return None
+            addresses = bootstrap_addresses(env, ns)
+            ips = [live[n]["status"].get("podIP") for n in names]
+            return (ips, addresses) if all(ip in addresses for ip in ips) else None
+        wait_for("the unready brokers still behind the bootstrap Service", others_unready_but_routed, timeout=60)
+    finally:
+        for b in others:
+            signal_broker(ns, f"{NAME}-broker-{b}", signal.SIGCONT, required=False)
+
+    # Nobody intervenes: pod k is re-created, comes back on its claim and everything converges.
+    def k_back():
+        p = get_json(env, "pod", pod_k, "-n", ns, check=False)
+        return p if p and p["metadata"]["uid"] != uid_k and pod_ready(p) else None
+    wait_for(f"{pod_k} re-created and Ready", k_back, timeout=READY_TIMEOUT)
+    wait_for("KafkaCluster Ready again", cluster_ready(env, ns), timeout=READY_TIMEOUT)
+    wait_for("every replica of lastisr back in sync", lambda: all(
+        sorted(p["isr"]) == sorted(p["replicas"]) and p["leader"] >= 0 for p in assignment()), timeout=120)
+    assert sorted(consume(env, ns, "lastisr", 300)) == sorted(f"l-{i}" for i in range(300))
+    produce(env, ns, "lastisr", 50, "after")  # acks=all works again

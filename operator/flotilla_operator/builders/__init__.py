@@ -14,6 +14,7 @@ from ..models import KafkaClusterSpec
 from .common import CONFIG_FILE, Owner
 from .configmap import build_configmap
 from .pdb import build_pdb
+from .roll import TEMPLATE_HASH_ANNOTATION
 from .rbac import build_role, build_role_binding, build_service_account
 from .services import build_bootstrap_service, build_headless_service
 from .statefulset import build_statefulset
@@ -34,6 +35,10 @@ class Desired:
     def statefulset(self) -> dict[str, Any]:
         return next(o for o in self.objects if o["kind"] == "StatefulSet")
 
+    @property
+    def template_hash(self) -> str:
+        return self.statefulset["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
+
 
 def build_all(
     owner: Owner,
@@ -42,10 +47,13 @@ def build_all(
     image: str,
     pull_policy: str = "IfNotPresent",
     statefulset_replicas: int | None = None,
+    cluster_id: str | None = None,
+    partition: int = 0,
 ) -> Desired:
     """`statefulset_replicas` holds the StatefulSet above spec.replicas while a scale-down is
-    blocked (scale_down.py); everything else follows the spec."""
-    configmap = build_configmap(owner, spec)
+    blocked (scale_down.py); `cluster_id` is the fleet's recorded id (cluster_id.py; None: a new
+    fleet's from the uid); `partition` gates the roll (roll.py); everything else follows the spec."""
+    configmap = build_configmap(owner, spec, cluster_id)
     digest = config_hash(configmap["data"][CONFIG_FILE])
     objects = [
         build_service_account(owner),
@@ -57,7 +65,7 @@ def build_all(
         build_pdb(owner),
         # Last: the brokers start only once everything they need exists.
         build_statefulset(owner, spec, image=spec.image or image, config_hash=digest, pull_policy=pull_policy,
-                          replicas=statefulset_replicas),
+                          replicas=statefulset_replicas, partition=partition),
     ]
     return Desired(config_hash=digest, objects=objects)
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import uuid
 from typing import Any
 
 from ..models import METRICS_PORT, KafkaClusterSpec, replication_settings
+from .cluster_id import id_from_uid
 from .common import CONFIG_FILE, DATA_DIR, Owner, configmap_name, metadata
 
 
@@ -18,20 +16,17 @@ def _value(value: int | str) -> str:
 
 
 def kafka_cluster_id(owner: Owner) -> str:
-    """Kafka's cluster.id for this fleet: the KafkaCluster's uid as 22 base64url characters, as Kafka
-    writes a UUID. Stable for the life of the object, different for a re-created one."""
-    try:
-        raw = uuid.UUID(owner.uid).bytes
-    except ValueError:
-        raw = hashlib.sha256(owner.uid.encode()).digest()[:16]
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    """A new fleet's cluster.id (from the uid); a running fleet's comes from its record
+    (builders/cluster_id.py), passed to the builders as `cluster_id`."""
+    return id_from_uid(owner)
 
 
-def operator_config(owner: Owner, spec: KafkaClusterSpec) -> dict[str, str]:
-    """The keys the operator owns and sets for every broker (per-pod keys are --override flags)."""
+def operator_config(owner: Owner, spec: KafkaClusterSpec, cluster_id: str | None = None) -> dict[str, str]:
+    """The keys the operator owns and sets for every broker (per-pod keys are --override flags);
+    `cluster_id` as chosen by builders/cluster_id.py (a new fleet's from the uid when None)."""
     listeners = spec.listeners
     config = {
-        "cluster.id": kafka_cluster_id(owner),
+        "cluster.id": cluster_id or kafka_cluster_id(owner),
         "listeners": ",".join(f"{l.name}://0.0.0.0:{l.port}" for l in listeners),
         "log.dirs": DATA_DIR,
         "flotilla.metrics.listener": f"0.0.0.0:{METRICS_PORT}",
@@ -61,7 +56,7 @@ def replication_defaults(spec: KafkaClusterSpec) -> dict[str, str]:
     return {k: v for k, v in out.items() if k not in spec.config}
 
 
-def server_properties(owner: Owner, spec: KafkaClusterSpec) -> str:
+def server_properties(owner: Owner, spec: KafkaClusterSpec, cluster_id: str | None = None) -> str:
     """server.properties: the operator's keys, the replication defaults, then the user's
     spec.config, each block sorted."""
     lines = [
@@ -70,7 +65,7 @@ def server_properties(owner: Owner, spec: KafkaClusterSpec) -> str:
         "# --override advertised.listeners=<listener>://<pod>.<headless service>.<namespace>.svc:<port>",
         "# Set by the operator:",
     ]
-    lines += [f"{k}={_value(v)}" for k, v in sorted(operator_config(owner, spec).items())]
+    lines += [f"{k}={_value(v)}" for k, v in sorted(operator_config(owner, spec, cluster_id).items())]
     defaults = replication_defaults(spec)
     if defaults:
         # Not the broker count itself: scaling beyond 3 brokers must not change the file (a roll).
@@ -82,10 +77,10 @@ def server_properties(owner: Owner, spec: KafkaClusterSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_configmap(owner: Owner, spec: KafkaClusterSpec) -> dict[str, Any]:
+def build_configmap(owner: Owner, spec: KafkaClusterSpec, cluster_id: str | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(owner, configmap_name(owner)),
-        "data": {CONFIG_FILE: server_properties(owner, spec)},
+        "data": {CONFIG_FILE: server_properties(owner, spec, cluster_id)},
     }

@@ -34,13 +34,19 @@ def build_headless_service(owner: Owner, spec: KafkaClusterSpec) -> dict[str, An
 
 
 def build_bootstrap_service(owner: Owner, spec: KafkaClusterSpec) -> dict[str, Any]:
-    """<name>-bootstrap.<ns>.svc: a ClusterIP over the ready brokers, for a client's first connection."""
+    """<name>-bootstrap.<ns>.svc: a ClusterIP over every broker pod, for a client's first connection.
+
+    Not only the Ready ones: Ready means "in the ISR of every partition it holds" (it gates rolls
+    and the PodDisruptionBudget), and when a partition's last in-sync replica is lost every other
+    broker turns unready although it serves its own partitions; the Service must not empty then.
+    A client that reaches a broker still starting is refused and retries, as with any broker."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": metadata(owner, bootstrap_service_name(owner)),
         "spec": {
             "type": "ClusterIP",
+            "publishNotReadyAddresses": True,
             "selector": selector_labels(owner),
             "ports": _ports(spec),
         },

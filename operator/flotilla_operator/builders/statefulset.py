@@ -20,8 +20,11 @@ from .common import (
     service_account_name,
     statefulset_name,
 )
+from .roll import TEMPLATE_HASH_ANNOTATION, template_hash
 
 BROKER_CONTAINER = "broker"
+# Immutable in a StatefulSet: an existing one with another policy is replaced (handlers.py).
+POD_MANAGEMENT_POLICY = "Parallel"
 BROKER_UID = 10001
 
 
@@ -118,9 +121,11 @@ def build_statefulset(
     config_hash: str,
     pull_policy: str = "IfNotPresent",
     replicas: int | None = None,
+    partition: int = 0,
 ) -> dict[str, Any]:
     """The StatefulSet of brokers. `config_hash` goes on the pod template: a new hash rolls the pods.
-    `replicas` overrides spec.replicas (a blocked scale-down keeps brokers that hold replicas)."""
+    `replicas` overrides spec.replicas (a blocked scale-down keeps brokers that hold replicas);
+    `partition` is the operator's gate on the roll (roll.py)."""
     template = spec.template
     user_meta = template.metadata
     pod_labels = {**((user_meta.labels if user_meta else None) or {}), **labels(owner)}
@@ -176,10 +181,12 @@ def build_statefulset(
         "replicas": spec.replicas if replicas is None else replicas,
         "serviceName": headless_service_name(owner),
         "selector": {"matchLabels": selector_labels(owner)},
-        # OrderedReady: brokers start (and scale) one after the other. Updates are RollingUpdate,
-        # which replaces one pod at a time, highest ordinal first, waiting for each to be Ready.
-        "podManagementPolicy": "OrderedReady",
-        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+        # Parallel: a lost broker is re-created at once, even while others are not Ready (with
+        # OrderedReady it would wait behind an unready lower ordinal, which may be waiting for it).
+        # Updates are RollingUpdate, highest ordinal first, one pod at a time; the operator opens
+        # `partition` one broker at a time, only while every broker is Ready and every ISR full.
+        "podManagementPolicy": POD_MANAGEMENT_POLICY,
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": partition}},
         "revisionHistoryLimit": 10,
         "template": {
             "metadata": {"labels": pod_labels, "annotations": pod_annotations},
@@ -195,6 +202,7 @@ def build_statefulset(
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": metadata(owner, statefulset_name(owner)),
+        "metadata": metadata(owner, statefulset_name(owner),
+                             annotations={TEMPLATE_HASH_ANNOTATION: template_hash(sts_spec["template"])}),
         "spec": sts_spec,
     }

@@ -26,11 +26,13 @@ def test_identity_and_ownership(owner, spec):
     assert ref["controller"] is True and ref["uid"] == owner.uid and ref["kind"] == "KafkaCluster"
 
 
-def test_rolling_update_one_at_a_time(owner, spec):
+def test_rolling_update_gated_by_the_operators_partition(owner, spec):
     s = _sts(owner, spec)["spec"]
     assert s["replicas"] == 3
     assert s["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
-    assert s["podManagementPolicy"] == "OrderedReady"
+    assert _sts(owner, spec, partition=2)["spec"]["updateStrategy"]["rollingUpdate"] == {"partition": 2}
+    # Parallel: a lost broker is re-created even behind an unready lower ordinal (issue 18, item 9b).
+    assert s["podManagementPolicy"] == "Parallel"
     assert s["serviceName"] == "demo-brokers"
     assert s["selector"]["matchLabels"].items() <= s["template"]["metadata"]["labels"].items()
 

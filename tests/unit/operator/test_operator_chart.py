@@ -64,10 +64,13 @@ def test_rbac_covers_what_the_operator_does():
                 assert _allowed(rules, group, plural, verb), (plural, verb)
             if next(r for r in RESOURCES if r.plural == plural).status_subresource:
                 assert _allowed(rules, group, f"{plural}/status", "patch")
+        elif plural == "pods":  # read only: the roll gate
+            for verb in ("get", "list"):
+                assert _allowed(rules, group, plural, verb), (plural, verb)
         else:
             for verb in ("create", "patch"):  # server-side apply of a new object needs both
                 assert _allowed(rules, group, plural, verb), (plural, verb)
-    for verb in ("get", "list", "watch"):
+    for verb in ("get", "list", "watch", "delete"):  # delete: replacing it to change podManagementPolicy
         assert _allowed(rules, "apps", "statefulsets", verb)
     assert _allowed(rules, "", "events", "create")
 
@@ -87,4 +90,5 @@ def test_rbac_grants_no_wildcards_or_deletes_beyond_broker_needs():
     for r in rules:
         assert "*" not in r["verbs"] and "*" not in r["resources"] and "*" not in r["apiGroups"]
         if "delete" in r["verbs"]:
-            assert set(r["resources"]) <= {"leases", "kafkatopics"}, r
+            # statefulsets: replaced (pods orphaned, kept) to change the immutable podManagementPolicy.
+            assert set(r["resources"]) <= {"leases", "kafkatopics", "statefulsets"}, r

@@ -18,6 +18,8 @@ class FakeKube:
         for obj in objects or []:
             self.objects[(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
         self.applied = []
+        self.created = []
+        self.deleted = []
         self.statuses = []
         self.fail_kind = fail_kind
 
@@ -45,6 +47,18 @@ class FakeKube:
             stored["status"] = {"observedGeneration": 1, "replicas": 0, "readyReplicas": 0}
         self.objects[(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])] = stored
         return stored
+
+    async def create(self, obj):
+        key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        if key in self.objects:
+            return None
+        self.created.append(obj)
+        self.objects[key] = copy.deepcopy(obj)
+        return self.objects[key]
+
+    async def delete(self, kind, namespace, name, *, propagation="Background", uid=None):
+        self.deleted.append((kind, name, propagation))
+        self.objects.pop((kind, namespace, name), None)
 
     async def patch_status(self, kind, namespace, name, status):
         self.statuses.append((kind, name, status))
@@ -182,3 +196,64 @@ async def test_a_lease_event_with_a_new_holder_refreshes_the_status():
     writes = len(kube.statuses)
     await handlers.lease_event({"type": "MODIFIED"}, kopf.Body(ctl), "ns", memo, handlers.log)  # a renewal
     assert len(kube.statuses) == writes
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 18, item 9: the cluster id outlives the KafkaCluster; podManagementPolicy migration
+
+
+async def test_reconcile_records_the_cluster_id_and_a_recreated_cluster_reuses_it():
+    kube = FakeKube([cluster()])
+    status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    record = kube.objects[("ConfigMap", "ns", "demo-cluster-id")]
+    assert "ownerReferences" not in record["metadata"] and record["immutable"] is True
+    first = record["data"]["cluster.id"]
+    assert status["clusterId"] == first
+    # Deleted and re-created (a new uid, no status): the record, which garbage collection leaves, wins.
+    recreated = cluster()
+    recreated["metadata"]["uid"] = "11111111-2222-4333-8444-555555555555"
+    kube.objects[("KafkaCluster", "ns", "demo")] = recreated
+    status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="re-created")
+    assert status["clusterId"] == first
+    config = kube.objects[("ConfigMap", "ns", "demo-config")]["data"]["server.properties"]
+    assert f"cluster.id={first}\n" in config
+    assert [c["metadata"]["name"] for c in kube.created] == ["demo-cluster-id"]  # written once
+
+
+async def test_a_spec_cluster_id_other_than_the_recorded_one_applies_nothing():
+    kube = FakeKube([cluster()])
+    await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    held = kube.objects[("ConfigMap", "ns", "demo-cluster-id")]["data"]["cluster.id"]
+    kube.objects[("KafkaCluster", "ns", "demo")]["spec"] = {"replicas": 3, "clusterId": "MkU3OEVBNTcwNTJENDM2Qg"}
+    kube.applied.clear()
+    with pytest.raises(kopf.PermanentError):
+        await handlers.reconcile(memo_for(kube), "ns", "demo", why="pinned")
+    assert kube.applied == []
+    status = kube.statuses[-1][2]
+    assert status["conditions"][0]["reason"] == "InvalidSpec" and held in status["conditions"][0]["message"]
+    assert status["clusterId"] == held
+
+
+async def test_an_ordered_ready_statefulset_is_replaced_keeping_its_pods():
+    kube = FakeKube([cluster()])
+    memo = memo_for(kube)
+    await handlers.reconcile(memo, "ns", "demo", why="test")
+    old = kube.objects[("StatefulSet", "ns", "demo-broker")]
+    old["spec"]["podManagementPolicy"] = "OrderedReady"  # made by an earlier operator version
+    old["metadata"]["uid"] = "sts-uid"
+    kube.applied.clear()
+    await handlers.reconcile(memo, "ns", "demo", why="upgrade")
+    assert kube.deleted == [("StatefulSet", "demo-broker", "Orphan")]
+    assert "StatefulSet" not in [o["kind"] for o in kube.applied]  # re-created on its DELETED event
+    await handlers.reconcile(memo, "ns", "demo", why="statefulset deleted")
+    assert kube.objects[("StatefulSet", "ns", "demo-broker")]["spec"]["podManagementPolicy"] == "Parallel"
+
+
+async def test_a_recreated_statefulset_over_running_pods_is_held():
+    pods = [{"kind": "Pod", "metadata": {"name": f"demo-broker-{i}", "namespace": "ns", "labels": {
+        "app.kubernetes.io/name": "flotilla", "app.kubernetes.io/instance": "demo",
+        "app.kubernetes.io/component": "broker", "controller-revision-hash": "old"}}} for i in range(3)]
+    kube = FakeKube([cluster(), *pods])
+    await handlers.reconcile(memo_for(kube), "ns", "demo", why="statefulset deleted")
+    sts = kube.objects[("StatefulSet", "ns", "demo-broker")]
+    assert sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 3
