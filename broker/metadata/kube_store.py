@@ -49,7 +49,7 @@ REQUEST_TIMEOUT_S = 5.0     # one API call; beyond it the API server counts as u
 WATCH_TIMEOUT_S = 60        # the API server ends each watch after about this long; we resume it
 RETRY_MAX_S = 2.0
 PRODUCER_ID_ATTEMPTS = 20  # compare-and-swap tries for one block before giving up (retriable)
-START_TIMEOUT_S = 30.0      # start() waits this long for a first answer from the API server
+START_TIMEOUT_S = 10.0      # one start() waits this long for a first answer (the broker then tries again)
 
 LEASES = ("coordination.k8s.io", "v1", "leases")
 TOPICS = (ko.GROUP, ko.VERSION, ko.TOPIC_PLURAL)
@@ -141,13 +141,16 @@ class KubernetesMetadataStore(MetadataStore):
         429 "storage is (re)initializing" right after a CRD is installed, 503 while starting)."""
         deadline = time.monotonic() + START_TIMEOUT_S
         delay = 0.1
+        warned = False
         while True:
             try:
                 return await self._relist("leases"), await self._relist("topics")
             except StoreUnavailable as e:
                 if time.monotonic() + delay > deadline:
-                    raise
-                log.warning("metadata: waiting for the Kubernetes API: %s", e)
+                    raise  # the broker retries start() with its own back-off (server/store_wait.py)
+                if not warned:  # one line per start(), not per quick retry
+                    log.warning("metadata: waiting for the Kubernetes API: %s", e)
+                    warned = True
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)
 
