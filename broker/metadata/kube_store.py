@@ -26,6 +26,7 @@ any other broker can acquire it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import random
@@ -599,6 +600,41 @@ class KubernetesMetadataStore(MetadataStore):
         self._controller_until = started + RENEW_DEADLINE * self.lease_duration_s
         self._publish_now()
         return True
+
+    async def resign(self, node_id: int) -> None:
+        """Hand the controller Lease back now, if held (a stopping broker): another broker takes
+        it at its next campaign instead of waiting for it to expire."""
+        if self._controller_node != node_id or self._api is None:
+            return
+        self._controller_until = 0.0
+        self._controller_node = None
+        name = ko.controller_lease_name(self.cluster_name)
+        cur = self._leases.get(name)
+        if cur and ko.controller_from_lease(cur) == node_id:
+            try:
+                await self._write_lease("replace", name, ko.controller_lease(self.cluster_name, None, 1, base=cur))
+            except (Conflict, ApiException):
+                pass  # someone else holds it already
+
+    async def announce_shutdown(self) -> None:
+        """Annotate this broker's Lease as shutting down (renewals keep the annotation): the
+        controller moves its leaderships away and takes it out of ISRs (controlled shutdown)."""
+        reg = self._registration
+        if reg is None or self._api is None:
+            return
+        reg = dataclasses.replace(reg, shutting_down=True)
+        self._registration = reg
+        name = ko.broker_lease_name(self.cluster_name, reg.node_id)
+        cur = self._leases.get(name) or await self._read_lease(name)
+        for _ in range(3):
+            if cur is None or ko.lease_spec(cur).get("holderIdentity") != reg.incarnation:
+                return  # not ours any more (fenced): nothing to announce
+            try:
+                await self._write_lease("replace", name, ko.broker_lease(
+                    self.cluster_name, self.cluster_id, reg, self.lease_seconds, base=cur))
+                return
+            except Conflict:  # a renewal got there first
+                cur = await self._read_lease(name)
 
     def is_controller(self, node_id: int) -> bool:
         """True until the renew deadline after our last successful campaign, and only while the

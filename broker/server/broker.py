@@ -26,6 +26,7 @@ from broker.metadata.meta_properties import ensure_meta_properties
 from broker.network.server import SocketServer
 from broker.server import file_descriptors
 from broker.server.apis import RequestDispatcher
+from broker.server.controlled_shutdown import hand_over
 from broker.server.fetch_session import FetchSessionCache
 from broker.server.handlers import all_handlers
 from broker.server.loop_errors import RateLimitedExceptionHandler
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 # How long a restarted broker waits for the Lease of its previous (killed) process to expire
 # before deciding that another live broker holds its node.id.
 REGISTER_WAIT_S = 30.0
+# Each shutdown step but the hand-over (flotilla.controlled.shutdown.timeout.ms) gets this long.
+STEP_TIMEOUT_S = 5.0
 
 
 class DuplicateNodeId(RuntimeError):
@@ -235,33 +238,56 @@ class Broker:
         return NOT_STARTED if self._stopping else self._starting
 
     async def shutdown(self) -> None:
-        """Graceful stop: refuse new connections, finish in-flight requests, flush and checkpoint."""
+        """Graceful stop, every step bounded (a stop that hangs gets the pod killed, unflushed):
+        stop being the controller, hand the partitions led here over to other in-sync replicas
+        (controlled shutdown, controlled_shutdown.py), refuse new connections, finish in-flight
+        requests, flush and checkpoint."""
         if not self.ready:
             return
         self.ready = False
         self._stopping = True
+        log.info("shutting down: handing over (controller Lease, partitions led here)")
+        await _bounded("resigning as controller", self.controller.resign(), STEP_TIMEOUT_S)
+        handover_s = self.config["flotilla.controlled.shutdown.timeout.ms"] / 1000
+        await _bounded("controlled shutdown", hand_over(self.store, self.node_id, handover_s),
+                       handover_s + STEP_TIMEOUT_S)
+        self._leadership_follows_image = False  # from now on nothing makes this broker lead
         log.info("shutting down: closing listeners")
         self.sockets.stop_accepting()
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
-        await self.replica_fetchers.stop()
+        await _bounded("stopping the replica fetchers", self.replica_fetchers.stop(), STEP_TIMEOUT_S)
         # Answer pending JoinGroup/SyncGroup (NOT_COORDINATOR) so their connections can finish.
-        await self.groups.stop()
-        await self.sockets.close_connections()
-        await self.controller.stop()
+        await _bounded("stopping the group coordinator", self.groups.stop(), STEP_TIMEOUT_S)
+        await _bounded("closing connections", self.sockets.close_connections(), 3 * STEP_TIMEOUT_S)
+        await _bounded("stopping the controller", self.controller.stop(), STEP_TIMEOUT_S)
         for t in self._tasks:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await _bounded("stopping background tasks", asyncio.gather(*self._tasks, return_exceptions=True),
+                       STEP_TIMEOUT_S)
         log.info("flushing logs and writing checkpoints")
         not_done = self.replicas.close()
         for problem in not_done:
             log.error("shutdown could not finish: %s", problem)
-        await self.client_quotas.close()
-        await self.store.close()
+        await _bounded("closing the client quota store", self.client_quotas.close(), STEP_TIMEOUT_S)
+        await _bounded("closing the metadata store (releasing Leases)", self.store.close(), 2 * STEP_TIMEOUT_S)
         if self._metrics_runner is not None:
-            await self._metrics_runner.cleanup()
+            await _bounded("closing the metrics listener", self._metrics_runner.cleanup(), STEP_TIMEOUT_S)
         self.stopped.set()
         log.info("shutdown complete" if not not_done else "shutdown complete, except for what is logged above")
+
+
+async def _bounded(what: str, awaitable, timeout_s: float) -> None:
+    """One shutdown step, given at most `timeout_s`; a step that overruns (or fails) is logged
+    and left behind, never waited for (not even for its cancellation)."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    if not done:
+        task.cancel()
+        log.error("shutdown: %s did not finish within %.0fs; going on", what, timeout_s)
+    elif not task.cancelled() and task.exception() is not None:
+        exc = task.exception()
+        log.error("shutdown: %s failed: %r; going on", what, exc, exc_info=exc)
 
 
 def _report_stopped_task(task: asyncio.Task) -> None:

@@ -6,8 +6,9 @@ same leader epoch: a leader that lost its leadership (the controller elected ano
 touch the ISR any more. A proposal is a change (brokers added, brokers removed) to the ISR it was
 made from, and every attempt applies that change to the ISR of the newest image (`recompute`): a
 retry after a lost compare-and-set never writes back an ISR the controller has since changed
-(re-adding a broker it removed), and a broker whose registration is not live is never added (as
-Kafka's controller refuses fenced or shutting-down brokers in AlterPartition). The result is the
+(re-adding a broker it removed), and a broker whose registration is not live, or that is shutting
+down, is never added (as Kafka's controller refuses fenced or shutting-down brokers in
+AlterPartition). The result is the
 ISR the record holds afterwards (ours, or what another writer left), or None when the write was
 dropped (leadership moved, the topic is gone, the store is unreachable).
 """
@@ -20,7 +21,7 @@ import logging
 import uuid
 from collections.abc import Collection
 
-from broker.metadata.store import Conflict, MetadataError, MetadataStore, PartitionState
+from broker.metadata.store import Conflict, MetadataError, MetadataStore, PartitionState, eligible_brokers
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,8 @@ async def write_isr(store: MetadataStore, topic: str, topic_id: uuid.UUID, index
         state = record.assignment[index]
         if state.leader != leader_id or state.leader_epoch != leader_epoch:
             return None  # no longer ours to change
-        new_isr = recompute(state, frozenset(state.isr) if base is None else base, isr, image.brokers)
+        new_isr = recompute(state, frozenset(state.isr) if base is None else base, isr,
+                            eligible_brokers(image.brokers))
         if new_isr == tuple(state.isr) or frozenset(new_isr) == frozenset(state.isr):
             return frozenset(state.isr)
         assignment = list(record.assignment)

@@ -418,9 +418,11 @@ class ReplicaManager:
             return ErrorCode.offset_out_of_range
         if state.update_follower(replica_id, fetch_offset, log_start_offset, leo, _now_ms()):
             self._high_watermark_moved(part)
-        # A broker whose registration is not live (its Lease expired: fenced) may still fetch;
-        # adding it back would undo the controller, which removes it again: a loop of writes.
-        if replica_id not in state.isr and replica_id in self.store.image.brokers:
+        # A broker whose registration is not live (its Lease expired: fenced) or that is shutting
+        # down may still fetch; adding it back would undo the controller, which removes it again:
+        # a loop of writes.
+        reg = self.store.image.brokers.get(replica_id)
+        if replica_id not in state.isr and reg is not None and not reg.shutting_down:
             proposed = state.propose_expand(replica_id)
             if proposed is not None:
                 self._write_isr(part, proposed, expand=True)

@@ -129,3 +129,103 @@ def test_sigterm_while_waiting_for_the_api_server_stops_cleanly(cluster, kube_en
     assert "stop requested while starting" in late.log_text()
     assert "Traceback" not in late.log_text()
 
+
+# -- item 12: bounded, clean stops and controlled shutdown ----------------------------------------
+
+def current_start(broker: ClusterBroker) -> str:
+    """The broker's log since its latest start."""
+    text = broker.log_text()
+    return text[text.rfind("\n==== start"):]
+
+
+def acks_all_producer(bootstrap: str):
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                     "message.timeout.ms": 60000, "request.timeout.ms": 15000, "retry.backoff.ms": 100,
+                     "topic.metadata.refresh.interval.ms": 1000, "linger.ms": 5})
+
+
+def produce_acked(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    p = acks_all_producer(bootstrap)
+    failed = []
+    for i in range(n):
+        p.produce(topic, partition=i % partitions, value=b"x%d" % i,
+                  on_delivery=lambda err, msg: failed.append(err) if err is not None else None)
+    assert p.flush(60) == 0 and failed == [], failed
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_to_every_broker_at_once_all_exit_cleanly_and_a_restart_recovers_nothing(cluster):
+    topic = create_topic(cluster.brokers[0], 6)
+    cluster.wait_leaders(topic, 6)
+    produce_acked(cluster.bootstrap, topic, 300, 6)
+    procs = {b.node_id: b.proc for b in cluster.brokers}
+    for proc in procs.values():
+        proc.send_signal(signal.SIGTERM)
+    codes = {}
+    for node, proc in procs.items():
+        try:
+            codes[node] = proc.wait(30)  # the issue's bound: every broker gone within 30 s
+        except subprocess.TimeoutExpired:
+            codes[node] = "still running 30 s after SIGTERM"
+    logs = {b.node_id: current_start(b)[-3000:] for b in cluster.brokers}
+    assert codes == {1: 0, 2: 0, 3: 0}, (codes, logs)
+    for b in cluster.brokers:
+        b.proc = None
+        assert (b.data_dir / ".kafka_cleanshutdown").exists(), logs[b.node_id]
+        assert "Traceback" not in b.log_text()
+    for b in cluster.brokers:
+        b.start()
+    cluster.wait_formed()
+    for b in cluster.brokers:
+        started = current_start(b)
+        assert "after a clean shutdown" in started, started[-3000:]
+        assert "recovering" not in started, started[-3000:]
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_to_one_broker_hands_its_leaderships_over_before_it_exits(cluster):
+    import threading
+
+    topic = create_topic(cluster.brokers[0], 6)
+    leaders = cluster.wait_leaders(topic, 6)
+    stopping = cluster.brokers[0]
+    led = sorted(p for p, node in leaders.items() if node == stopping.node_id)
+    assert led, leaders
+    survivors = [b for b in cluster.brokers if b is not stopping]
+    bootstrap = ",".join(b.bootstrap for b in survivors)
+    p = acks_all_producer(bootstrap)
+    acked, failed = [], []
+    done = threading.Event()
+
+    def produce() -> None:
+        i = 0
+        while not done.is_set():
+            p.produce(topic, partition=i % 6, value=b"v%d" % i,
+                      on_delivery=lambda err, msg: (failed if err is not None else acked).append(err or msg.offset()))
+            p.poll(0.005)
+            i += 1
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    try:
+        wait_for("records acknowledged before the stop", lambda: len(acked) >= 100, timeout=60)
+        proc = stopping.proc
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+        stopping.proc = None
+        wait_for("records acknowledged after the stop", lambda: len(acked) >= 600, timeout=60)
+    finally:
+        done.set()
+        writer.join()
+    assert p.flush(60) == 0
+    assert failed == []
+    assert code == 0
+    log = current_start(stopping)
+    before_close = log[:log.find("shutting down: closing listeners")]
+    assert "shutting down: closing listeners" in log, log[-3000:]
+    # Every partition it led became a follower (of the new leader) before it closed anything.
+    for part in led:
+        assert f"{topic}-{part}: follower of" in before_close, before_close[-3000:]
+    assert all(node != stopping.node_id for node in cluster.wait_leaders(topic, 6, via=survivors[0]).values())

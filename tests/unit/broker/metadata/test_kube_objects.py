@@ -106,3 +106,13 @@ def test_controller_lease_holder_and_release():
     held["metadata"]["resourceVersion"] = "9"
     released = ko.controller_lease("fleet", None, 1, base=held)
     assert ko.controller_from_lease(released) is None and "holderIdentity" not in released["spec"]
+
+
+def test_a_broker_shutting_down_says_so_on_its_lease():
+    import dataclasses
+
+    reg = dataclasses.replace(registration(3, 9092), shutting_down=True)
+    lease = ko.broker_lease("fleet", "cid", reg, 15)
+    assert lease["metadata"]["annotations"][ko.SHUTTING_DOWN_ANNOTATION] == "true"
+    assert ko.registration_from_lease(lease).shutting_down is True
+    assert ko.registration_from_lease(ko.broker_lease("fleet", "cid", registration(3, 9092), 15)).shutting_down is False
