@@ -109,6 +109,7 @@ class Broker:
         self._metrics_runner = None
         self.metrics_port: int | None = None
         self.ready = False
+        self._started = False
         self._stopping = False
         self._starting = Readiness(False, "starting\n")  # why /readyz says no while starting
         self.stopped = asyncio.Event()
@@ -204,7 +205,8 @@ class Broker:
         ml = self.config["flotilla.metrics.listener"]
         if ml is not None:
             self._metrics_runner, self.metrics_port = await start_metrics_server(
-                self.metrics, ml[0], ml[1], healthy=lambda: not self._stopping, ready=self.readiness)
+                self.metrics, ml[0], ml[1], healthy=lambda: not self._stopping, ready=self.readiness,
+                started=lambda: self._started)
         try:
             await self.sockets.start()
             await self.start_core()
@@ -229,7 +231,7 @@ class Broker:
             task = asyncio.create_task(self.replicas.cleaner.run(), name="log-cleaner")
             task.add_done_callback(_report_stopped_task)
             self._tasks.append(task)
-        self.ready = True
+        self.ready = self._started = True
 
     def readiness(self) -> Readiness:
         """/readyz: started, registered, and in the ISR of every partition it holds (readiness.py)."""

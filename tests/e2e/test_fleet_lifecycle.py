@@ -227,5 +227,6 @@ def test_sigterm_to_one_broker_hands_its_leaderships_over_before_it_exits(cluste
     assert "shutting down: closing listeners" in log, log[-3000:]
     # Every partition it led became a follower (of the new leader) before it closed anything.
     for part in led:
-        assert f"{topic}-{part}: follower of" in before_close, before_close[-3000:]
+        became_follower = before_close.rfind(f"{topic}-{part}: follower of")
+        assert became_follower > before_close.rfind(f"{topic}-{part}: leader at epoch"), before_close[-3000:]
     assert all(node != stopping.node_id for node in cluster.wait_leaders(topic, 6, via=survivors[0]).values())
