@@ -290,6 +290,10 @@ KEYS: tuple[Key, ...] = (
     Key("flotilla.fetch.session.eviction.ms", "120000", _int_at_least(0),
         "A fetch session unused this long may be evicted for a new one, and one older than this may "
         "be evicted by a bigger one (KIP-227's minimum eviction time, a constant in Kafka)."),
+    Key("flotilla.controlled.shutdown.timeout.ms", "30000", _int_at_least(0),
+        "On SIGTERM, how long a broker of a fleet waits for the controller to move the leadership "
+        "of the partitions it leads to other in-sync replicas (Kafka's controlled shutdown) before "
+        "it stops anyway; keep it well below the pod's termination grace period. 0: no hand-over."),
     Key("quota.window.num", "11", _int_at_least(1),
         "Samples a client quota's rate is measured over (KIP-13; Kafka's default)."),
     Key("quota.window.size.seconds", "1", _int_at_least(1),

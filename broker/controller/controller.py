@@ -23,7 +23,8 @@ import time
 import uuid
 
 from broker.controller.planner import PREFERRED, elect_on_request, imbalanced, plan_topic
-from broker.metadata.store import NO_TOPIC_ID, Conflict, MetadataImage, MetadataStore, StoreUnavailable, UnknownTopic
+from broker.metadata.store import (NO_TOPIC_ID, Conflict, MetadataImage, MetadataStore, StoreUnavailable, UnknownTopic,
+                                   eligible_brokers)
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,16 @@ class Controller:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         self.active = False
+
+    async def resign(self) -> None:
+        """A stopping broker: no more campaigns or writes, and the Lease handed back now if held,
+        so a broker that stays takes over (and moves this one's leaderships) without waiting
+        for it to expire."""
+        was_active = self.active
+        await self.stop()
+        await self.store.resign(self.node_id)
+        if was_active:
+            log.info("broker %d resigned as controller (shutting down)", self.node_id)
 
     def _on_image(self, old: MetadataImage, new: MetadataImage) -> None:
         changed = new.changed_since(old) if old is not None else None
@@ -137,6 +148,7 @@ class Controller:
         """Bring every topic to its plan once; True if something must be tried again."""
         image = self.store.image
         live = {node: reg.rack for node, reg in image.brokers.items()}
+        stopping = frozenset(image.brokers) - eligible_brokers(image.brokers)  # controlled shutdowns
         holding: frozenset[int] = frozenset()
         in_grace = time.monotonic() - self.active_since < self.grace_s
         if in_grace:
@@ -149,7 +161,7 @@ class Controller:
         self.planned += len(topics)
         writes = []
         for topic in topics:
-            plan = plan_topic(topic, live, self.rng, holding, self.unclean_default)
+            plan = plan_topic(topic, live, self.rng, holding, self.unclean_default, stopping)
             if plan.problem and self._problems.get(topic.name) != plan.problem:
                 log.warning("%s", plan.problem)
             if plan.problem:
@@ -202,7 +214,7 @@ class Controller:
                 if topic is None or topic.assignment is None:
                     results.update({(name, i): "unknown_topic_or_partition" for i in indexes})
                     break
-                electable = set(image.brokers)
+                electable = set(eligible_brokers(image.brokers))
                 assignment = list(topic.assignment)
                 changed = False
                 for i in indexes:
@@ -238,7 +250,7 @@ class Controller:
                 continue
             try:
                 image = self.store.image
-                wanted = imbalanced(image.topics.values(), set(image.brokers), self.imbalance_percent)
+                wanted = imbalanced(image.topics.values(), set(eligible_brokers(image.brokers)), self.imbalance_percent)
                 if wanted:
                     done = await self.elect_leaders(wanted, PREFERRED)
                     moved = sum(1 for why in done.values() if why == "none")

@@ -10,6 +10,9 @@
   fenced broker), except the last member: a partition with no live in-sync replica keeps the ISR
   it had and goes offline (leader -1) until one returns, unless unclean.leader.election.enable
   lets any live replica lead (its log becomes the truth, the ISR just itself).
+- A broker shutting down (Kafka's controlled shutdown, announced on its registration) is elected
+  nowhere: partitions it leads move to another live in-sync replica (if there is none it keeps
+  leading until it stops), and it leaves every ISR that keeps a leader without it.
 The leader changes the ISR too (followers falling behind or catching up; server/isr_updates.py),
 with a compare-and-set of the same record; both read the newest image before writing.
 """
@@ -36,18 +39,23 @@ class Plan:
 
 
 def plan_topic(topic: TopicRecord, live: Mapping[int, str | None], rng: random.Random | None = None,
-               holding: frozenset[int] = frozenset(), unclean_default: bool = False) -> Plan:
+               holding: frozenset[int] = frozenset(), unclean_default: bool = False,
+               stopping: frozenset[int] = frozenset()) -> Plan:
     """The next assignment of `topic`; `live` maps each live broker id to its rack (or None).
     Brokers in `holding` keep the leadership they have even if not live (a new controller's
     grace period); they get no new partitions. `unclean_default` is the broker's
-    unclean.leader.election.enable, which the topic's own setting overrides."""
+    unclean.leader.election.enable, which the topic's own setting overrides. Brokers in
+    `stopping` announced a controlled shutdown: their leaderships move to another live in-sync
+    replica, they leave ISRs that keep a leader without them, and they are elected nowhere."""
     current = list(topic.assignment or ())
     unclean = topic.configs.get(UNCLEAN_KEY, "true" if unclean_default else "false").strip().lower() == "true"
     electable = set(live) | set(holding)
-    states = [_reelect(s, electable, unclean) for s in current]
+    states = [_reelect(s, electable, unclean, stopping) for s in current]
     problem = None
     missing = topic.partitions - len(current)
     if missing > 0:
+        if stopping:
+            live = {n: rack for n, rack in live.items() if n not in stopping}  # no new replicas there
         try:
             replicas = assign_replicas(
                 missing, topic.replication_factor, live, first_partition=len(current),
@@ -65,16 +73,25 @@ def plan_topic(topic: TopicRecord, live: Mapping[int, str | None], rng: random.R
     return Plan(new, problem)
 
 
-def _reelect(state: PartitionState, electable: set[int], unclean: bool = False) -> PartitionState:
+def _reelect(state: PartitionState, electable: set[int], unclean: bool = False,
+             stopping: frozenset[int] = frozenset()) -> PartitionState:
+    eligible = electable - stopping  # who may lead: live and not shutting down
     live_isr = tuple(r for r in state.isr if r in electable)
+    staying_isr = tuple(r for r in live_isr if r not in stopping)
     if state.leader in electable and state.leader in state.isr:
-        # A live leader keeps its place (no churn back to the preferred one); dead followers
-        # leave its ISR (no epoch bump: the leader did not change).
-        return state if live_isr == tuple(state.isr) else dataclasses.replace(state, isr=live_isr)
-    leader = elect_leader(state.replicas, state.isr, electable)
-    isr = live_isr
+        if state.leader not in stopping:
+            # A live leader keeps its place (no churn back to the preferred one); dead or
+            # stopping followers leave its ISR (no epoch bump: the leader did not change).
+            return state if staying_isr == tuple(state.isr) else dataclasses.replace(state, isr=staying_isr)
+        successor = elect_leader(state.replicas, state.isr, eligible)
+        if successor == NO_LEADER:
+            # Controlled shutdown with nobody in sync to take over: it leads until it stops.
+            return state if live_isr == tuple(state.isr) else dataclasses.replace(state, isr=live_isr)
+        return dataclasses.replace(state, leader=successor, leader_epoch=state.leader_epoch + 1, isr=staying_isr)
+    leader = elect_leader(state.replicas, state.isr, eligible)
+    isr = staying_isr if leader != NO_LEADER else live_isr
     if leader == NO_LEADER and unclean:
-        leader = next((r for r in state.replicas if r in electable), NO_LEADER)
+        leader = next((r for r in state.replicas if r in eligible), NO_LEADER)
         isr = (leader,) if leader != NO_LEADER else tuple(state.isr)
     if leader == NO_LEADER:
         isr = live_isr or tuple(state.isr)  # the last in-sync replica stays, to be elected when it returns

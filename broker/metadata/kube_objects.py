@@ -47,6 +47,9 @@ NODE_ID_ANNOTATION = "flotilla.io/node-id"
 ENDPOINTS_ANNOTATION = "flotilla.io/endpoints"
 RACK_ANNOTATION = "flotilla.io/rack"
 CLUSTER_ID_ANNOTATION = "flotilla.io/cluster-id"
+# On a broker's Lease while it stops (controlled shutdown): the controller moves its leaderships
+# away and takes it out of ISRs, and elects it leader of nothing.
+SHUTTING_DOWN_ANNOTATION = "flotilla.io/shutting-down"
 PRODUCER_ID_BLOCK_END_ANNOTATION = "flotilla.io/producer-id-block-end"
 # On a KafkaTopic a broker creates: its topic id, until status.topicId holds it (status cannot be
 # written by a create once the CRD has the status subresource).
@@ -287,6 +290,8 @@ def broker_lease(cluster: str, cluster_id: str, reg: BrokerRegistration, duratio
     }
     if reg.rack:
         annotations[RACK_ANNOTATION] = reg.rack
+    if reg.shutting_down:
+        annotations[SHUTTING_DOWN_ANNOTATION] = "true"
     metadata: dict[str, Any] = {"name": broker_lease_name(cluster, reg.node_id),
                                 "labels": labels(cluster, **{LEASE_ROLE_LABEL: "broker"}),
                                 "annotations": annotations}
@@ -312,7 +317,8 @@ def registration_from_lease(obj: dict[str, Any]) -> BrokerRegistration | None:
                                security_protocol=e.get("securityProtocol", "PLAINTEXT"))
                       for e in json.loads(ann.get(ENDPOINTS_ANNOTATION) or "[]"))
     return BrokerRegistration(node_id=int(ann[NODE_ID_ANNOTATION]), incarnation=holder,
-                              endpoints=endpoints, rack=ann.get(RACK_ANNOTATION) or None)
+                              endpoints=endpoints, rack=ann.get(RACK_ANNOTATION) or None,
+                              shutting_down=ann.get(SHUTTING_DOWN_ANNOTATION) == "true")
 
 
 def controller_lease(cluster: str, node_id: int | None, duration_s: int,

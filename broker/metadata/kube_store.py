@@ -51,7 +51,7 @@ REQUEST_TIMEOUT_S = 5.0     # one API call; beyond it the API server counts as u
 WATCH_TIMEOUT_S = 60        # the API server ends each watch after about this long; we resume it
 RETRY_MAX_S = 2.0
 PRODUCER_ID_ATTEMPTS = 20  # compare-and-swap tries for one block before giving up (retriable)
-START_TIMEOUT_S = 30.0      # start() waits this long for a first answer from the API server
+START_TIMEOUT_S = 10.0      # one start() waits this long for a first answer (the broker then tries again)
 
 LEASES = ("coordination.k8s.io", "v1", "leases")
 TOPICS = (ko.GROUP, ko.VERSION, ko.TOPIC_PLURAL)
@@ -152,13 +152,16 @@ class KubernetesMetadataStore(MetadataStore):
         429 "storage is (re)initializing" right after a CRD is installed, 503 while starting)."""
         deadline = time.monotonic() + START_TIMEOUT_S
         delay = 0.1
+        warned = False
         while True:
             try:
                 return await self._relist("leases"), await self._relist("topics")
             except StoreUnavailable as e:
                 if time.monotonic() + delay > deadline:
-                    raise
-                log.warning("metadata: waiting for the Kubernetes API: %s", e)
+                    raise  # the broker retries start() with its own back-off (server/store_wait.py)
+                if not warned:  # one line per start(), not per quick retry
+                    log.warning("metadata: waiting for the Kubernetes API: %s", e)
+                    warned = True
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)
 
@@ -753,6 +756,41 @@ class KubernetesMetadataStore(MetadataStore):
         self._publish_now()
         self._repair_soon()
         return True
+
+    async def resign(self, node_id: int) -> None:
+        """Hand the controller Lease back now, if held (a stopping broker): another broker takes
+        it at its next campaign instead of waiting for it to expire."""
+        if self._controller_node != node_id or self._api is None:
+            return
+        self._controller_until = 0.0
+        self._controller_node = None
+        name = ko.controller_lease_name(self.cluster_name)
+        cur = self._leases.get(name)
+        if cur and ko.controller_from_lease(cur) == node_id:
+            try:
+                await self._write_lease("replace", name, ko.controller_lease(self.cluster_name, None, 1, base=cur))
+            except (Conflict, ApiException):
+                pass  # someone else holds it already
+
+    async def announce_shutdown(self) -> None:
+        """Annotate this broker's Lease as shutting down (renewals keep the annotation): the
+        controller moves its leaderships away and takes it out of ISRs (controlled shutdown)."""
+        reg = self._registration
+        if reg is None or self._api is None:
+            return
+        reg = dataclasses.replace(reg, shutting_down=True)
+        self._registration = reg
+        name = ko.broker_lease_name(self.cluster_name, reg.node_id)
+        cur = self._leases.get(name) or await self._read_lease(name)
+        for _ in range(3):
+            if cur is None or ko.lease_spec(cur).get("holderIdentity") != reg.incarnation:
+                return  # not ours any more (fenced): nothing to announce
+            try:
+                await self._write_lease("replace", name, ko.broker_lease(
+                    self.cluster_name, self.cluster_id, reg, self.lease_seconds, base=cur))
+                return
+            except Conflict:  # a renewal got there first
+                cur = await self._read_lease(name)
 
     def is_controller(self, node_id: int) -> bool:
         """True until the renew deadline after our last successful campaign, and only while the

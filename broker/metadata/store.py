@@ -69,6 +69,14 @@ class BrokerRegistration:
     incarnation: str
     endpoints: tuple[Endpoint, ...]
     rack: str | None = None
+    # Announced by a broker that is stopping (Kafka's controlled shutdown): still live and
+    # serving, but no longer eligible for leadership or the ISR (controller/planner.py).
+    shutting_down: bool = False
+
+
+def eligible_brokers(brokers: Mapping[int, BrokerRegistration]) -> frozenset[int]:
+    """Live brokers that may lead partitions and join ISRs: those not shutting down."""
+    return frozenset(n for n, reg in brokers.items() if not reg.shutting_down)
 
 
 @dataclass(frozen=True)
@@ -207,6 +215,14 @@ class MetadataStore(abc.ABC):
 
     @abc.abstractmethod
     async def campaign(self, node_id: int) -> bool: ...
+
+    async def resign(self, node_id: int) -> None:
+        """Give up the controller Lease now if held (a stopping broker), so another broker takes
+        over without waiting for it to expire. Backends without a Lease: nothing to do."""
+
+    async def announce_shutdown(self) -> None:
+        """Mark this broker's registration as shutting down (controlled shutdown). Backends of
+        one broker: nothing to hand over, nothing to do."""
 
     @abc.abstractmethod
     def is_controller(self, node_id: int) -> bool: ...

@@ -26,6 +26,7 @@ from broker.metadata.meta_properties import ensure_meta_properties
 from broker.network.server import SocketServer
 from broker.server import file_descriptors
 from broker.server.apis import RequestDispatcher
+from broker.server.controlled_shutdown import hand_over
 from broker.server.fetch_session import FetchSessionCache
 from broker.server.handlers import all_handlers
 from broker.server.loop_errors import RateLimitedExceptionHandler
@@ -38,6 +39,7 @@ from broker.server.replication_metrics import ReplicationCollector
 from broker.server.quota_manager import QuotaConfig, QuotaManagers
 from broker.server.quota_metrics import QuotaMetrics
 from broker.server.replica_manager import ReplicaManager
+from broker.server.store_wait import until_available
 from broker.server.topics import TopicManager
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,8 @@ log = logging.getLogger(__name__)
 # How long a restarted broker waits for the Lease of its previous (killed) process to expire
 # before deciding that another live broker holds its node.id.
 REGISTER_WAIT_S = 30.0
+# Each shutdown step but the hand-over (flotilla.controlled.shutdown.timeout.ms) gets this long.
+STEP_TIMEOUT_S = 5.0
 
 
 class DuplicateNodeId(RuntimeError):
@@ -105,6 +109,9 @@ class Broker:
         self._metrics_runner = None
         self.metrics_port: int | None = None
         self.ready = False
+        self._started = False
+        self._stopping = False
+        self._starting = Readiness(False, "starting\n")  # why /readyz says no while starting
         self.stopped = asyncio.Event()
         # Set when the broker must stop by itself: another process took over its registration.
         self.stop_requested = asyncio.Event()
@@ -137,38 +144,40 @@ class Broker:
     async def register(self, wait_s: float | None = None) -> None:
         """Register this broker. A Lease left by a killed process of the same node.id expires
         within its duration, so keep trying that long; a Lease still renewed after that belongs
-        to another live broker with this node.id, and this one refuses to start."""
+        to another live broker with this node.id, and this one refuses to start. An unreachable
+        store is waited for as long as it takes (store_wait.py), not counted against that wait."""
         if wait_s is None:
             lease = getattr(self.store, "lease_duration_s", None)
             wait_s = 1.5 * lease + 2 if lease else REGISTER_WAIT_S
-        deadline = time.monotonic() + wait_s
         reg = self.registration()
-        warned = False
+        deadline: float | None = None  # from the first answer naming another holder
         while True:
             try:
-                await self.store.register_broker(reg)
+                await until_available("registering", lambda: self.store.register_broker(reg),
+                                      on_wait=self._waiting_for_store)
                 return
             except DuplicateBroker as e:
-                if time.monotonic() >= deadline:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + wait_s
+                    log.warning("node.id %d is registered by another process (%s); waiting up to %.0fs for "
+                                "its registration to expire", self.node_id, e, wait_s)
+                elif now >= deadline:
                     raise DuplicateNodeId(
                         f"node.id {self.node_id} is already registered by another live broker ({e}); "
                         f"each broker of a cluster needs its own node.id") from None
-                if not warned:
-                    log.warning("node.id %d is registered by another process (%s); waiting up to %.0fs for "
-                                "its registration to expire", self.node_id, e, wait_s)
-                    warned = True
             except ClusterIdMismatch as e:
                 raise WrongCluster(f"{e}; check cluster.id and flotilla.cluster.name") from None
-            except StoreUnavailable as e:
-                if time.monotonic() >= deadline:
-                    raise
-                log.warning("cannot register yet, metadata store unavailable: %s", e)
             await asyncio.sleep(1.0)
+
+    def _waiting_for_store(self, why: str) -> None:
+        self._starting = Readiness(False, f"starting, {why}\n")
 
     async def start_core(self) -> None:
         """Everything but client-facing serving: metadata, registration, logs, coordinators, controller."""
-        await self.store.start()
-        await self.client_quotas.start()
+        await until_available("reading the cluster metadata", self.store.start, on_wait=self._waiting_for_store)
+        await until_available("reading client quotas", self.client_quotas.start,
+                              after_failure=self.client_quotas.close, on_wait=self._waiting_for_store)
         self.quotas.update_quotas(self.client_quotas.quotas)
         await self.register()
         self.replicas.load()
@@ -189,18 +198,29 @@ class Broker:
         self.stop_requested.set()
 
     async def start(self) -> None:
-        await self.sockets.start()
-        try:
-            await self.start_core()
-        except BaseException:
-            self.sockets.stop_accepting()
-            await self.sockets.close_connections()
-            await self.store.close()
-            raise
+        """Start; waits for an unreachable metadata store as long as it takes. /healthz answers
+        from the beginning (a broker waiting for the API server is alive: a liveness probe must
+        not restart it), /readyz says why it is not ready yet. Cancelling it (SIGTERM while
+        waiting) closes what was opened."""
         ml = self.config["flotilla.metrics.listener"]
         if ml is not None:
             self._metrics_runner, self.metrics_port = await start_metrics_server(
-                self.metrics, ml[0], ml[1], healthy=lambda: self.ready, ready=self.readiness)
+                self.metrics, ml[0], ml[1], healthy=lambda: not self._stopping, ready=self.readiness,
+                started=lambda: self._started)
+        try:
+            await self.sockets.start()
+            await self.start_core()
+        except BaseException:
+            self._stopping = True
+            self.sockets.stop_accepting()
+            await self.sockets.close_connections()
+            await self.replica_fetchers.stop()
+            await self.controller.stop()
+            await self.client_quotas.close()
+            await self.store.close()
+            if self._metrics_runner is not None:
+                await self._metrics_runner.cleanup()
+            raise
         task = asyncio.create_task(self.replicas.housekeeping_loop(), name="housekeeping")
         task.add_done_callback(_report_stopped_task)
         self._tasks.append(task)
@@ -211,39 +231,65 @@ class Broker:
             task = asyncio.create_task(self.replicas.cleaner.run(), name="log-cleaner")
             task.add_done_callback(_report_stopped_task)
             self._tasks.append(task)
-        self.ready = True
+        self.ready = self._started = True
 
     def readiness(self) -> Readiness:
         """/readyz: started, registered, and in the ISR of every partition it holds (readiness.py)."""
-        return replica_readiness(self.store.image, self.node_id) if self.ready else NOT_STARTED
+        if self.ready:
+            return replica_readiness(self.store.image, self.node_id)
+        return NOT_STARTED if self._stopping else self._starting
 
     async def shutdown(self) -> None:
-        """Graceful stop: refuse new connections, finish in-flight requests, flush and checkpoint."""
+        """Graceful stop, every step bounded (a stop that hangs gets the pod killed, unflushed):
+        stop being the controller, hand the partitions led here over to other in-sync replicas
+        (controlled shutdown, controlled_shutdown.py), refuse new connections, finish in-flight
+        requests, flush and checkpoint."""
         if not self.ready:
             return
         self.ready = False
+        self._stopping = True
+        log.info("shutting down: handing over (controller Lease, partitions led here)")
+        await _bounded("resigning as controller", self.controller.resign(), STEP_TIMEOUT_S)
+        handover_s = self.config["flotilla.controlled.shutdown.timeout.ms"] / 1000
+        await _bounded("controlled shutdown", hand_over(self.store, self.node_id, handover_s),
+                       handover_s + STEP_TIMEOUT_S)
+        self._leadership_follows_image = False  # from now on nothing makes this broker lead
         log.info("shutting down: closing listeners")
         self.sockets.stop_accepting()
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
-        await self.replica_fetchers.stop()
+        await _bounded("stopping the replica fetchers", self.replica_fetchers.stop(), STEP_TIMEOUT_S)
         # Answer pending JoinGroup/SyncGroup (NOT_COORDINATOR) so their connections can finish.
-        await self.groups.stop()
-        await self.sockets.close_connections()
-        await self.controller.stop()
+        await _bounded("stopping the group coordinator", self.groups.stop(), STEP_TIMEOUT_S)
+        await _bounded("closing connections", self.sockets.close_connections(), 3 * STEP_TIMEOUT_S)
+        await _bounded("stopping the controller", self.controller.stop(), STEP_TIMEOUT_S)
         for t in self._tasks:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await _bounded("stopping background tasks", asyncio.gather(*self._tasks, return_exceptions=True),
+                       STEP_TIMEOUT_S)
         log.info("flushing logs and writing checkpoints")
         not_done = self.replicas.close()
         for problem in not_done:
             log.error("shutdown could not finish: %s", problem)
-        await self.client_quotas.close()
-        await self.store.close()
+        await _bounded("closing the client quota store", self.client_quotas.close(), STEP_TIMEOUT_S)
+        await _bounded("closing the metadata store (releasing Leases)", self.store.close(), 2 * STEP_TIMEOUT_S)
         if self._metrics_runner is not None:
-            await self._metrics_runner.cleanup()
+            await _bounded("closing the metrics listener", self._metrics_runner.cleanup(), STEP_TIMEOUT_S)
         self.stopped.set()
         log.info("shutdown complete" if not not_done else "shutdown complete, except for what is logged above")
+
+
+async def _bounded(what: str, awaitable, timeout_s: float) -> None:
+    """One shutdown step, given at most `timeout_s`; a step that overruns (or fails) is logged
+    and left behind, never waited for (not even for its cancellation)."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    if not done:
+        task.cancel()
+        log.error("shutdown: %s did not finish within %.0fs; going on", what, timeout_s)
+    elif not task.cancelled() and task.exception() is not None:
+        exc = task.exception()
+        log.error("shutdown: %s failed: %r; going on", what, exc, exc_info=exc)
 
 
 def _report_stopped_task(task: asyncio.Task) -> None:
@@ -258,11 +304,21 @@ async def run_broker(config: BrokerConfig, announce=print) -> int:
     file_descriptors.raise_soft_limit()
     asyncio.get_running_loop().set_exception_handler(RateLimitedExceptionHandler())
     broker = Broker(config)
-    await broker.start()
     loop = asyncio.get_running_loop()
     stop = broker.stop_requested
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # SIGTERM while starting (waiting for the API server, say) stops at once and cleanly.
+    starting = asyncio.create_task(broker.start(), name="start")
+    stopping = asyncio.create_task(stop.wait(), name="stop-requested")
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not starting.done():
+        log.info("stop requested while starting: not starting")
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        return broker.exit_code
+    starting.result()  # a start that failed raises here
     name, host, port = broker.sockets.bound[0]
     adv = broker.advertised
     announce(f"Flotilla broker {broker.node_id} of cluster {broker.store.image.cluster_id} is ready")

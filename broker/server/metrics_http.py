@@ -13,8 +13,15 @@ from broker.server.readiness import NOT_STARTED, Readiness
 
 
 async def start_metrics_server(metrics: BrokerMetrics, host: str, port: int, healthy: Callable[[], bool],
-                               ready: Callable[[], Readiness] = lambda: NOT_STARTED) -> tuple[web.AppRunner, int]:
+                               ready: Callable[[], Readiness] = lambda: NOT_STARTED,
+                               started: Callable[[], bool] = lambda: True) -> tuple[web.AppRunner, int]:
+    """The listener is up from the start of start-up (a broker waiting for the API server
+    answers /healthz); /metrics answers 503 until the broker has started (a scrape then shows
+    the target down, which it is)."""
+
     async def handle_metrics(_request: web.Request) -> web.Response:
+        if not started():
+            return web.Response(status=503, text="starting\n")
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

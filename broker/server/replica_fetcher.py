@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 30.0
 RETRY_PARTITION_S = 0.2  # a partition the leader refused (it has not seen the new epoch yet)
+STOP_TIMEOUT_S = 5.0  # shutdown waits this long for the fetchers to end
 
 
 @dataclass
@@ -86,7 +87,8 @@ class ReplicaFetcher:
     async def run(self) -> None:
         rm = self.manager.replicas
         backoff = self.manager.config["replica.fetch.backoff.ms"] / 1000
-        while True:
+        failing = False  # the same failure is logged once, not every back-off
+        while self.manager.running:  # also ends a loop whose cancellation was lost in a wait_for
             try:
                 if not self.partitions:
                     self.changed.clear()
@@ -95,7 +97,9 @@ class ReplicaFetcher:
                 if self.conn is None:
                     await self._connect()
                 await self._truncate(rm)
-                if not await self._fetch(rm):
+                fetched = await self._fetch(rm)
+                failing = False
+                if not fetched:
                     self.changed.clear()
                     try:
                         await asyncio.wait_for(self.changed.wait(), RETRY_PARTITION_S)
@@ -104,7 +108,9 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except ClientError as e:
-                log.info("replica fetcher for leader %d: %s; retrying in %.1fs", self.leader_id, e, backoff)
+                log.log(logging.DEBUG if failing else logging.INFO,
+                        "replica fetcher for leader %d: %s; retrying every %.1fs", self.leader_id, e, backoff)
+                failing = True
                 self._reset()
                 await asyncio.sleep(backoff)
             except Exception:
@@ -331,12 +337,16 @@ class ReplicaFetcherManager:
                 fetcher.task = asyncio.get_running_loop().create_task(fetcher.run(), name=f"replica-fetcher-{leader}")
             fetcher.set_partitions(wanted)
 
-    async def stop(self) -> None:
+    async def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Stop every fetcher (bounded: shutdown never waits on one that does not end)."""
         self.running = False
         tasks = [f.task for f in self.fetchers.values() if f.task is not None]
         for t in tasks:
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+            if pending:
+                log.warning("%d replica fetcher(s) did not stop within %.0fs; leaving them", len(pending), timeout_s)
         for f in self.fetchers.values():
             f._reset()
         self.fetchers = {}

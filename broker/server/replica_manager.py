@@ -418,7 +418,11 @@ class ReplicaManager:
             return ErrorCode.offset_out_of_range
         if state.update_follower(replica_id, fetch_offset, log_start_offset, leo, _now_ms()):
             self._high_watermark_moved(part)
-        if replica_id not in state.isr:
+        # A broker whose registration is not live (its Lease expired: fenced) or that is shutting
+        # down may still fetch; adding it back would undo the controller, which removes it again:
+        # a loop of writes.
+        reg = self.store.image.brokers.get(replica_id)
+        if replica_id not in state.isr and reg is not None and not reg.shutting_down:
             proposed = state.propose_expand(replica_id)
             if proposed is not None:
                 self._write_isr(part, proposed, expand=True)
@@ -453,14 +457,15 @@ class ReplicaManager:
             self.produce_purgatory.check_and_complete((part.topic, part.index))
 
     def _write_isr(self, part: Partition, isr: frozenset[int], expand: bool) -> None:
-        task = asyncio.get_running_loop().create_task(self._isr_write(part, isr, expand), name="isr-write")
+        base = part.replica_state.isr  # the ISR the proposal changes (isr_updates.recompute)
+        task = asyncio.get_running_loop().create_task(self._isr_write(part, isr, base, expand), name="isr-write")
         self._isr_writes.add(task)
         task.add_done_callback(self._isr_writes.discard)
 
-    async def _isr_write(self, part: Partition, isr: frozenset[int], expand: bool) -> None:
+    async def _isr_write(self, part: Partition, isr: frozenset[int], base: frozenset[int], expand: bool) -> None:
         rs = part.replica_state
         committed = await isr_updates.write_isr(self.store, part.topic, part.topic_id, part.index,
-                                                self.node_id, part.leader_epoch, isr)
+                                                self.node_id, part.leader_epoch, isr, base)
         if part.replica_state is not rs or rs is None:
             return  # leadership moved meanwhile; the image rules
         if committed is None:

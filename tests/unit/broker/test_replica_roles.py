@@ -14,7 +14,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.config import parse_config
-from broker.metadata.store import Conflict, MetadataImage, PartitionState, TopicRecord
+from broker.metadata.store import BrokerRegistration, Conflict, MetadataImage, PartitionState, TopicRecord
 from broker.protocol import records
 from broker.server.delayed_produce import DelayedProduce
 from broker.server.purgatory import Purgatory
@@ -27,13 +27,16 @@ TOPIC_ID = uuid.uuid4()
 class ImageStore:
     """The part of a metadata store ReplicaManager uses: an image, and CAS writes of topics."""
 
-    def __init__(self, topic: TopicRecord, conflicts: int = 0) -> None:
-        self.image = MetadataImage.build("c", {}, 1, {topic.name: topic})
+    def __init__(self, topic: TopicRecord, conflicts: int = 0, live=(1, 2, 3)) -> None:
+        self.live = {n: BrokerRegistration(n, f"incarnation-{n}", ()) for n in live}
+        self.image = MetadataImage.build("c", self.live, 1, {topic.name: topic})
         self.conflicts = conflicts
         self.writes: list[TopicRecord] = []
 
-    def set(self, topic: TopicRecord) -> None:
-        self.image = MetadataImage.build("c", {}, 1, {topic.name: topic})
+    def set(self, topic: TopicRecord, live=None) -> None:
+        if live is not None:
+            self.live = {n: BrokerRegistration(n, f"incarnation-{n}", ()) for n in live}
+        self.image = MetadataImage.build("c", self.live, 1, {topic.name: topic})
 
     async def update_topic(self, rec: TopicRecord) -> TopicRecord:
         if self.conflicts:
@@ -122,6 +125,32 @@ async def test_a_lagging_follower_is_shrunk_out_with_a_cas_write_and_rejoins_whe
     assert len(store.writes) == 1
     assert part.log.high_watermark == 2
     rm.follower_fetched(part, 3, 2, 0, 0)  # caught up: rejoins
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if rm.isr_expands:
+            break
+    assert store.image.topics["t"].assignment[0].isr == (1, 2, 3)
+    rm.close()
+
+
+async def test_a_follower_whose_registration_expired_is_not_added_back_while_it_fetches(tmp_path):
+    """The controller removed broker 3 (its Lease expired) but 3 still fetches: the leader must
+    not add it back (a loop of writes, each undone by the controller)."""
+    store = ImageStore(topic(PartitionState(1, 0, (1, 2, 3), (1, 2, 3))))
+    rm = manager(tmp_path, store)
+    rm.apply_image(store.image)
+    part = rm.get("t", 0)
+    rm.append(part, *batch(2))
+    store.set(topic(PartitionState(1, 0, (1, 2, 3), (1, 2)), version=1), live=(1, 2))
+    rm.apply_image(store.image)
+    assert part.replica_state.isr == frozenset({1, 2})
+    assert rm.follower_fetched(part, 3, 2, 0, 0) == ErrorCode.none  # caught up, but fenced
+    assert part.replica_state.pending_isr is None
+    await asyncio.sleep(0.05)
+    assert store.writes == []
+    # registered again: the next fetch lets it back in
+    store.set(store.image.topics["t"], live=(1, 2, 3))
+    rm.follower_fetched(part, 3, 2, 0, 0)
     for _ in range(50):
         await asyncio.sleep(0.01)
         if rm.isr_expands:

@@ -144,3 +144,39 @@ def test_imbalance_counts_partitions_led_away_from_their_preferred_broker():
     assert imbalanced([topic], {1, 2}, 10) == {"t": [0, 1]}
     assert imbalanced([topic], {1, 2}, 20) == {}  # not over the threshold
     assert imbalanced([topic], {2}, 10) == {}  # the preferred broker is down
+
+
+# -- controlled shutdown (issue 18, item 12) ---------------------------------------------------
+
+def assigned(*states: PartitionState, rf: int = 3):
+    topic = new_topic("orders", len(states), rf)
+    return dataclasses.replace(topic, assignment=tuple(states))
+
+
+def test_a_stopping_leader_hands_over_to_a_live_in_sync_replica_and_leaves_the_isr():
+    topic = assigned(PartitionState(1, 4, (1, 2, 3), (1, 2, 3)))
+    plan = plan_topic(topic, LIVE, stopping=frozenset({1}))
+    assert plan.assignment == (PartitionState(2, 5, (1, 2, 3), (2, 3)),)
+
+
+def test_a_stopping_follower_leaves_the_isr_and_the_leader_stays():
+    topic = assigned(PartitionState(2, 4, (1, 2, 3), (1, 2, 3)))
+    plan = plan_topic(topic, LIVE, stopping=frozenset({3}))
+    assert plan.assignment == (PartitionState(2, 4, (1, 2, 3), (1, 2)),)
+
+
+def test_a_stopping_leader_with_no_one_to_hand_over_to_keeps_leading():
+    # alone in the ISR, or everybody else stopping too: nothing moves, nothing goes offline
+    alone = assigned(PartitionState(1, 4, (1, 2, 3), (1,)))
+    assert plan_topic(alone, LIVE, stopping=frozenset({1})).assignment is None
+    everyone = assigned(PartitionState(1, 4, (1, 2, 3), (1, 2, 3)))
+    assert plan_topic(everyone, LIVE, stopping=frozenset({1, 2, 3})).assignment is None
+
+
+def test_a_stopping_broker_is_never_elected_nor_given_new_partitions():
+    # the leader died; the only other in-sync replica is stopping: no leader rather than it
+    topic = assigned(PartitionState(1, 4, (1, 2, 3), (1, 2)))
+    plan = plan_topic(topic, {2: None, 3: None}, stopping=frozenset({2}))
+    assert plan.assignment[0].leader == -1
+    new = plan_topic(new_topic("fresh", 6, 2), LIVE, random.Random(1), stopping=frozenset({3}))
+    assert all(3 not in s.replicas for s in new.assignment)

@@ -130,3 +130,13 @@ def test_delete_topics_marks_a_detached_or_internal_kafkatopic_first():
         {"op": "add", "path": "/metadata/annotations", "value": {}},
         {"op": "add", "path": "/metadata/annotations/flotilla.io~1delete-topics", "value": "true"}]
     assert ko.delete_topics_marks(ko.topic_object("fleet", new_topic("plain", 1)), new_topic("plain", 1)) == []
+
+
+def test_a_broker_shutting_down_says_so_on_its_lease():
+    import dataclasses
+
+    reg = dataclasses.replace(registration(3, 9092), shutting_down=True)
+    lease = ko.broker_lease("fleet", "cid", reg, 15)
+    assert lease["metadata"]["annotations"][ko.SHUTTING_DOWN_ANNOTATION] == "true"
+    assert ko.registration_from_lease(lease).shutting_down is True
+    assert ko.registration_from_lease(ko.broker_lease("fleet", "cid", registration(3, 9092), 15)).shutting_down is False
