@@ -5,8 +5,10 @@ Kafka-protocol connection to the leader's inter-broker listener (its endpoint fr
 registration). It speaks the protocol any Kafka broker would:
 
 - After a leader change, before fetching a partition, it asks the leader OffsetForLeaderEpoch for
-  the latest epoch in its own log and truncates to min(the leader's end of that epoch, its own
-  end of it) (KIP-101/279); a log without epochs truncates to its high watermark.
+  the latest epoch in its own log and truncates where `truncation.truncation_state` says: to
+  min(the leader's end of the answered epoch, its own end of it) when it holds that epoch, else
+  part-way to its own end of the epoch below and asks again, until the logs agree (KIP-101/279);
+  a log without epochs truncates to its high watermark.
 - Fetch v11 with replica_id = this broker's id, isolation_level 0 and each partition's
   current_leader_epoch, in one KIP-227 session (privileged at the leader: never evicted for a
   consumer's): after the first full fetch each request names only partitions whose fetch offset,
@@ -32,13 +34,13 @@ from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
 from kio.static.primitive import i32, i64
 
 from broker.config import BrokerConfig
-from broker.log.leader_epoch import UNDEFINED_EPOCH_OFFSET
 from broker.log.log import LogError
 from broker.network.client import ClientError, KafkaConnection
 from broker.protocol.records import whole_batches_size
 from broker.server import cluster_view
 from broker.server.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from broker.server.replica_manager import ReplicaManager, TopicPartition
+from broker.server.truncation import truncation_state
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +135,18 @@ class ReplicaFetcher:
 
     # -- truncation (KIP-101/279) ------------------------------------------------------------
     async def _truncate(self, rm: ReplicaManager) -> None:
+        """OffsetForLeaderEpoch rounds until every due partition's log agrees with the leader's
+        (broker/server/truncation.py); a log that diverged in several epochs takes several."""
+        while await self._truncate_round(rm):
+            pass
+
+    async def _truncate_round(self, rm: ReplicaManager) -> bool:
+        """One OffsetForLeaderEpoch request for the partitions still truncating; True if some
+        truncated part-way and must ask again."""
         now = time.monotonic()
         due = {tp: f for tp, f in self.partitions.items() if not f.truncated and f.retry_at <= now}
         if not due:
-            return
+            return False
         asked: dict[TopicPartition, tuple[Followed, int]] = {}
         by_topic: dict[str, list] = {}
         for tp, f in due.items():
@@ -153,10 +163,11 @@ class ReplicaFetcher:
             by_topic.setdefault(tp[0], []).append(epoch_v4.OffsetForLeaderPartition(
                 partition=i32(tp[1]), current_leader_epoch=i32(f.leader_epoch), leader_epoch=i32(latest)))
         if not by_topic:
-            return
+            return False
         request = epoch_v4.OffsetForLeaderEpochRequest(replica_id=i32(self.manager.node_id), topics=tuple(
             epoch_v4.OffsetForLeaderTopic(topic=name, partitions=tuple(ps)) for name, ps in by_topic.items()))
         response = await self.conn.request(request, REQUEST_TIMEOUT_S)
+        again = False
         for t in response.topics:
             for p in t.partitions:
                 tp = (t.topic, int(p.partition))
@@ -170,28 +181,34 @@ class ReplicaFetcher:
                 if p.error_code != ErrorCode.none:
                     f.retry_at = time.monotonic() + RETRY_PARTITION_S
                     continue
-                leader_epoch, end = int(p.leader_epoch), int(p.end_offset)
                 lg = part.log
-                if end == UNDEFINED_EPOCH_OFFSET:
-                    target, why = lg.high_watermark, "its high watermark (the leader knows no such epoch)"
-                elif leader_epoch == latest:
-                    target, why = min(end, lg.log_end_offset), f"the leader's end of epoch {leader_epoch}"
+                state = truncation_state(int(p.leader_epoch), int(p.end_offset), lg.leader_epochs,
+                                         lg.log_end_offset)
+                self._truncate_log(rm, part, state.offset, state.why)
+                if state.completed:
+                    f.truncated = True
+                elif lg.leader_epochs.latest_epoch < latest:
+                    again = True
                 else:
-                    _, own_end = lg.leader_epochs.end_offset_for(leader_epoch, lg.log_end_offset)
-                    target = min(end, own_end) if own_end >= 0 else end
-                    why = f"the end of epoch {leader_epoch}, the latest both logs hold"
-                self._truncate_log(rm, part, target, why)
-                f.truncated = True
+                    # Nothing was cut (Kafka would ask the same again): fetch from here instead of
+                    # asking the same question in a loop.
+                    log.warning("%s-%d: epoch %d still latest after truncating for epoch %d; fetching",
+                                tp[0], tp[1], latest, int(p.leader_epoch))
+                    f.truncated = True
+        return again
 
     def _truncate_log(self, rm: ReplicaManager, part, offset: int, why: str) -> None:
+        """Log.truncate_to, also at the log end: an epoch this broker started as leader without
+        writing a batch of it starts there and must go too (as Kafka's truncateTo)."""
         if offset < part.log.log_end_offset:
             log.info("%s-%d: truncating from %d to %d, %s", part.topic, part.index, part.log.log_end_offset,
                      offset, why)
-            try:
-                part.log.truncate_to(offset)
-            except LogError as e:
-                rm.mark_offline(part.log.directory.parent, str(e), e)
-                raise
+        try:
+            part.log.truncate_to(offset)
+        except LogError as e:
+            rm.mark_offline(part.log.directory.parent, str(e), e)
+            raise
+        rm.cleaner.truncated((part.topic, part.index), part.log.log_end_offset)
 
     # -- fetching ----------------------------------------------------------------------------
     async def _fetch(self, rm: ReplicaManager) -> bool:
