@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v11 import request as fetch_v11
+from kio.schema.list_offsets.v7 import request as list_offsets_v7
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
 from kio.static.primitive import i32, i64
 
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 30.0
 RETRY_PARTITION_S = 0.2  # a partition the leader refused (it has not seen the new epoch yet)
+LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2  # ListOffsets: the leader's log end and log start
 
 
 @dataclass
@@ -55,6 +57,7 @@ class Followed:
 
     leader_epoch: int
     truncated: bool = False  # OffsetForLeaderEpoch done for this epoch
+    out_of_range: bool = False  # the leader refused the fetch offset: ask its log end and start
     retry_at: float = 0.0  # monotonic time before which it is not asked for
 
 
@@ -97,6 +100,7 @@ class ReplicaFetcher:
                 if self.conn is None:
                     await self._connect()
                 await self._truncate(rm)
+                await self._reset_out_of_range(rm)
                 if not await self._fetch(rm):
                     self.changed.clear()
                     try:
@@ -210,13 +214,85 @@ class ReplicaFetcher:
             raise
         rm.cleaner.truncated((part.topic, part.index), part.log.log_end_offset)
 
+    # -- a fetch offset the leader refused (Kafka's handleOutOfRangeError) ------------------------
+    async def _reset_out_of_range(self, rm: ReplicaManager) -> None:
+        """Where to fetch from when the leader answered OFFSET_OUT_OF_RANGE (Kafka's
+        fetchOffsetAndTruncate): a log longer than the leader's is truncated to the leader's log
+        end; one that ends below the leader's log start (retention, DeleteRecords, an empty
+        volume) holds nothing the leader still has and starts afresh at the leader's log start;
+        otherwise it fetches on from its own end."""
+        now = time.monotonic()
+        due = {tp: f for tp, f in self.partitions.items() if f.out_of_range and f.truncated and f.retry_at <= now}
+        if not due:
+            return
+        for tp, (part, leader_end) in (await self._list_offsets(rm, due, LATEST_TIMESTAMP)).items():
+            if leader_end < part.log.log_end_offset:
+                log.warning("%s-%d: the leader's log ends at %d, before this replica's end %d; truncating",
+                            tp[0], tp[1], leader_end, part.log.log_end_offset)
+                self._truncate_log(rm, part, leader_end, "the leader's log end")
+                due[tp].out_of_range = False
+        due = {tp: f for tp, f in due.items() if f.out_of_range}
+        fully = False
+        for tp, (part, leader_start) in (await self._list_offsets(rm, due, EARLIEST_TIMESTAMP)).items():
+            lg = part.log
+            if leader_start > lg.log_end_offset:
+                log.warning("%s-%d: this replica ends at %d, below the leader's log start %d; removing its log "
+                            "and starting at %d", tp[0], tp[1], lg.log_end_offset, leader_start, leader_start)
+                try:
+                    lg.truncate_fully_and_start_at(leader_start)
+                except LogError as e:
+                    rm.mark_offline(lg.directory.parent, str(e), e)
+                    raise
+                rm.cleaner.truncated(tp, leader_start)
+                fully = True
+            else:
+                log.info("%s-%d: fetching on from this replica's end %d (the leader's log start is %d)",
+                         tp[0], tp[1], lg.log_end_offset, leader_start)
+            due[tp].out_of_range = False
+        if fully:
+            await rm.write_checkpoints_async()  # the new log start and recovery point, as Kafka does
+
+    async def _list_offsets(self, rm: ReplicaManager, due: dict[TopicPartition, Followed],
+                            timestamp: int) -> dict[TopicPartition, tuple]:
+        """ListOffsets to the leader as a replica (replica_id: its log end for LATEST, not the high
+        watermark); {tp: (partition, offset)} for the answered partitions still followed at the
+        same epoch; refused ones are retried after a back-off."""
+        by_topic: dict[str, list] = {}
+        for tp, f in due.items():
+            if rm.follower(tp[0], tp[1], f.leader_epoch) is not None:
+                by_topic.setdefault(tp[0], []).append(list_offsets_v7.ListOffsetsPartition(
+                    partition_index=i32(tp[1]), current_leader_epoch=i32(f.leader_epoch), timestamp=i64(timestamp)))
+        if not by_topic:
+            return {}
+        request = list_offsets_v7.ListOffsetsRequest(
+            replica_id=i32(self.manager.node_id), isolation_level=0, topics=tuple(
+                list_offsets_v7.ListOffsetsTopic(name=name, partitions=tuple(ps)) for name, ps in by_topic.items()))
+        response = await self.conn.request(request, REQUEST_TIMEOUT_S)
+        out: dict[TopicPartition, tuple] = {}
+        for t in response.topics:
+            for p in t.partitions:
+                tp = (t.name, int(p.partition_index))
+                f = due.get(tp)
+                if f is None or self.partitions.get(tp) is not f:
+                    continue
+                part = rm.follower(tp[0], tp[1], f.leader_epoch)
+                if part is None:
+                    continue
+                if p.error_code != ErrorCode.none or int(p.offset) < 0:
+                    log.info("%s-%d: leader %d answered ListOffsets with %s; retrying", tp[0], tp[1],
+                             self.leader_id, ErrorCode(p.error_code).name)
+                    f.retry_at = time.monotonic() + RETRY_PARTITION_S
+                    continue
+                out[tp] = (part, int(p.offset))
+        return out
+
     # -- fetching ----------------------------------------------------------------------------
     async def _fetch(self, rm: ReplicaManager) -> bool:
         """One Fetch round trip; False if nothing could be fetched (all truncating or backing off)."""
         now = time.monotonic()
         want: dict[TopicPartition, tuple[int, int, int]] = {}
         for tp, f in self.partitions.items():
-            if not f.truncated or f.retry_at > now:
+            if not f.truncated or f.out_of_range or f.retry_at > now:
                 continue
             part = rm.follower(tp[0], tp[1], f.leader_epoch)
             if part is None:
@@ -285,12 +361,13 @@ class ReplicaFetcher:
             return
         code = p.error_code
         if code != ErrorCode.none:
-            if code == ErrorCode.offset_out_of_range:
-                log.warning("%s-%d: offset %d out of range at leader %d; truncating again", tp[0], tp[1],
-                            want[tp][0], self.leader_id)
-                f.truncated = False
-            f.retry_at = time.monotonic() + RETRY_PARTITION_S
             self.sent.pop(tp, None)  # named again when it is retried
+            if code == ErrorCode.offset_out_of_range:
+                log.info("%s-%d: fetch offset %d out of range at leader %d; asking its log end and start",
+                         tp[0], tp[1], want[tp][0], self.leader_id)
+                f.out_of_range = True
+                return
+            f.retry_at = time.monotonic() + RETRY_PARTITION_S
             return
         lg = part.log
         records = p.records
