@@ -512,6 +512,12 @@ class LogCleaner:
             if job is None:
                 await asyncio.sleep(self.backoff_s)
 
+    def truncated(self, tp: tuple[str, int], log_end_offset: int) -> None:
+        """A follower's log was cut back to `log_end_offset`: what it appends from there is dirty,
+        even below the old cleaned point (Kafka's maybeTruncateCheckpoint)."""
+        if self.first_dirty.get(tp, -1) > log_end_offset:
+            self.first_dirty[tp] = log_end_offset
+
     def forget(self, tp: tuple[str, int]) -> None:
         """A partition deleted here: its next log starts dirty."""
         self.first_dirty.pop(tp, None)

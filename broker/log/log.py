@@ -627,6 +627,24 @@ class Log:
         self.recovery_point = min(self.recovery_point, end)
         return True
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and start it empty at `offset` (Kafka's truncateFullyAndStartAt): a
+        follower whose log ends below its leader's log start (retention, DeleteRecords, or an empty
+        volume) has nothing the leader still holds. Every segment goes, a new empty one starts at
+        `offset`, and log start, high watermark and recovery point move there; producer state
+        and leader epochs are cleared (they come back with the leader's batches)."""
+        if offset < 0:
+            raise ValueError(f"cannot start {self.topic}-{self.partition} at negative offset {offset}")
+        try:
+            self._truncate_fully_and_start_at(offset)
+        except OSError as e:
+            raise StorageError(f"{self.topic}-{self.partition}: truncation failed: {e.strerror}") from e
+        self._rebuild_producer_state()
+        self.high_watermark = offset
+        self.recovery_point = offset
+        self._unflushed_messages = 0
+        self._first_unflushed_at = None
+
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for seg in self.segments:
             seg.delete()

@@ -5,8 +5,10 @@ Kafka-protocol connection to the leader's inter-broker listener (its endpoint fr
 registration). It speaks the protocol any Kafka broker would:
 
 - After a leader change, before fetching a partition, it asks the leader OffsetForLeaderEpoch for
-  the latest epoch in its own log and truncates to min(the leader's end of that epoch, its own
-  end of it) (KIP-101/279); a log without epochs truncates to its high watermark.
+  the latest epoch in its own log and truncates where `truncation.truncation_state` says: to
+  min(the leader's end of the answered epoch, its own end of it) when it holds that epoch, else
+  part-way to its own end of the epoch below and asks again, until the logs agree (KIP-101/279);
+  a log without epochs truncates to its high watermark.
 - Fetch v11 with replica_id = this broker's id, isolation_level 0 and each partition's
   current_leader_epoch, in one KIP-227 session (privileged at the leader: never evicted for a
   consumer's): after the first full fetch each request names only partitions whose fetch offset,
@@ -28,17 +30,18 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v11 import request as fetch_v11
+from kio.schema.list_offsets.v7 import request as list_offsets_v7
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
 from kio.static.primitive import i32, i64
 
 from broker.config import BrokerConfig
-from broker.log.leader_epoch import UNDEFINED_EPOCH_OFFSET
 from broker.log.log import LogError
 from broker.network.client import ClientError, KafkaConnection
 from broker.protocol.records import whole_batches_size
 from broker.server import cluster_view
 from broker.server.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from broker.server.replica_manager import ReplicaManager, TopicPartition
+from broker.server.truncation import truncation_state
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,7 @@ CONNECT_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 30.0
 RETRY_PARTITION_S = 0.2  # a partition the leader refused (it has not seen the new epoch yet)
 STOP_TIMEOUT_S = 5.0  # shutdown waits this long for the fetchers to end
+LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2  # ListOffsets: the leader's log end and log start
 
 
 @dataclass
@@ -54,6 +58,7 @@ class Followed:
 
     leader_epoch: int
     truncated: bool = False  # OffsetForLeaderEpoch done for this epoch
+    out_of_range: bool = False  # the leader refused the fetch offset: ask its log end and start
     retry_at: float = 0.0  # monotonic time before which it is not asked for
 
 
@@ -97,6 +102,7 @@ class ReplicaFetcher:
                 if self.conn is None:
                     await self._connect()
                 await self._truncate(rm)
+                await self._reset_out_of_range(rm)
                 fetched = await self._fetch(rm)
                 failing = False
                 if not fetched:
@@ -139,10 +145,18 @@ class ReplicaFetcher:
 
     # -- truncation (KIP-101/279) ------------------------------------------------------------
     async def _truncate(self, rm: ReplicaManager) -> None:
+        """OffsetForLeaderEpoch rounds until every due partition's log agrees with the leader's
+        (broker/server/truncation.py); a log that diverged in several epochs takes several."""
+        while await self._truncate_round(rm):
+            pass
+
+    async def _truncate_round(self, rm: ReplicaManager) -> bool:
+        """One OffsetForLeaderEpoch request for the partitions still truncating; True if some
+        truncated part-way and must ask again."""
         now = time.monotonic()
         due = {tp: f for tp, f in self.partitions.items() if not f.truncated and f.retry_at <= now}
         if not due:
-            return
+            return False
         asked: dict[TopicPartition, tuple[Followed, int]] = {}
         by_topic: dict[str, list] = {}
         for tp, f in due.items():
@@ -159,10 +173,11 @@ class ReplicaFetcher:
             by_topic.setdefault(tp[0], []).append(epoch_v4.OffsetForLeaderPartition(
                 partition=i32(tp[1]), current_leader_epoch=i32(f.leader_epoch), leader_epoch=i32(latest)))
         if not by_topic:
-            return
+            return False
         request = epoch_v4.OffsetForLeaderEpochRequest(replica_id=i32(self.manager.node_id), topics=tuple(
             epoch_v4.OffsetForLeaderTopic(topic=name, partitions=tuple(ps)) for name, ps in by_topic.items()))
         response = await self.conn.request(request, REQUEST_TIMEOUT_S)
+        again = False
         for t in response.topics:
             for p in t.partitions:
                 tp = (t.topic, int(p.partition))
@@ -176,28 +191,106 @@ class ReplicaFetcher:
                 if p.error_code != ErrorCode.none:
                     f.retry_at = time.monotonic() + RETRY_PARTITION_S
                     continue
-                leader_epoch, end = int(p.leader_epoch), int(p.end_offset)
                 lg = part.log
-                if end == UNDEFINED_EPOCH_OFFSET:
-                    target, why = lg.high_watermark, "its high watermark (the leader knows no such epoch)"
-                elif leader_epoch == latest:
-                    target, why = min(end, lg.log_end_offset), f"the leader's end of epoch {leader_epoch}"
+                state = truncation_state(int(p.leader_epoch), int(p.end_offset), lg.leader_epochs,
+                                         lg.log_end_offset)
+                self._truncate_log(rm, part, state.offset, state.why)
+                if state.completed:
+                    f.truncated = True
+                elif lg.leader_epochs.latest_epoch < latest:
+                    again = True
                 else:
-                    _, own_end = lg.leader_epochs.end_offset_for(leader_epoch, lg.log_end_offset)
-                    target = min(end, own_end) if own_end >= 0 else end
-                    why = f"the end of epoch {leader_epoch}, the latest both logs hold"
-                self._truncate_log(rm, part, target, why)
-                f.truncated = True
+                    # Nothing was cut (Kafka would ask the same again): fetch from here instead of
+                    # asking the same question in a loop.
+                    log.warning("%s-%d: epoch %d still latest after truncating for epoch %d; fetching",
+                                tp[0], tp[1], latest, int(p.leader_epoch))
+                    f.truncated = True
+        return again
 
     def _truncate_log(self, rm: ReplicaManager, part, offset: int, why: str) -> None:
+        """Log.truncate_to, also at the log end: an epoch this broker started as leader without
+        writing a batch of it starts there and must go too (as Kafka's truncateTo)."""
         if offset < part.log.log_end_offset:
             log.info("%s-%d: truncating from %d to %d, %s", part.topic, part.index, part.log.log_end_offset,
                      offset, why)
-            try:
-                part.log.truncate_to(offset)
-            except LogError as e:
-                rm.mark_offline(part.log.directory.parent, str(e), e)
-                raise
+        try:
+            part.log.truncate_to(offset)
+        except LogError as e:
+            rm.mark_offline(part.log.directory.parent, str(e), e)
+            raise
+        rm.cleaner.truncated((part.topic, part.index), part.log.log_end_offset)
+
+    # -- a fetch offset the leader refused (Kafka's handleOutOfRangeError) ------------------------
+    async def _reset_out_of_range(self, rm: ReplicaManager) -> None:
+        """Where to fetch from when the leader answered OFFSET_OUT_OF_RANGE (Kafka's
+        fetchOffsetAndTruncate): a log longer than the leader's is truncated to the leader's log
+        end; one that ends below the leader's log start (retention, DeleteRecords, an empty
+        volume) holds nothing the leader still has and starts afresh at the leader's log start;
+        otherwise it fetches on from its own end."""
+        now = time.monotonic()
+        due = {tp: f for tp, f in self.partitions.items() if f.out_of_range and f.truncated and f.retry_at <= now}
+        if not due:
+            return
+        for tp, (part, leader_end) in (await self._list_offsets(rm, due, LATEST_TIMESTAMP)).items():
+            if leader_end < part.log.log_end_offset:
+                log.warning("%s-%d: the leader's log ends at %d, before this replica's end %d; truncating",
+                            tp[0], tp[1], leader_end, part.log.log_end_offset)
+                self._truncate_log(rm, part, leader_end, "the leader's log end")
+                due[tp].out_of_range = False
+        due = {tp: f for tp, f in due.items() if f.out_of_range}
+        fully = False
+        for tp, (part, leader_start) in (await self._list_offsets(rm, due, EARLIEST_TIMESTAMP)).items():
+            lg = part.log
+            if leader_start > lg.log_end_offset:
+                log.warning("%s-%d: this replica ends at %d, below the leader's log start %d; removing its log "
+                            "and starting at %d", tp[0], tp[1], lg.log_end_offset, leader_start, leader_start)
+                try:
+                    lg.truncate_fully_and_start_at(leader_start)
+                except LogError as e:
+                    rm.mark_offline(lg.directory.parent, str(e), e)
+                    raise
+                rm.cleaner.truncated(tp, leader_start)
+                fully = True
+            else:
+                log.info("%s-%d: fetching on from this replica's end %d (the leader's log start is %d)",
+                         tp[0], tp[1], lg.log_end_offset, leader_start)
+            due[tp].out_of_range = False
+        if fully:
+            await rm.write_checkpoints_async()  # the new log start and recovery point, as Kafka does
+
+    async def _list_offsets(self, rm: ReplicaManager, due: dict[TopicPartition, Followed],
+                            timestamp: int) -> dict[TopicPartition, tuple]:
+        """ListOffsets to the leader as a replica (replica_id: its log end for LATEST, not the high
+        watermark); {tp: (partition, offset)} for the answered partitions still followed at the
+        same epoch; refused ones are retried after a back-off."""
+        by_topic: dict[str, list] = {}
+        for tp, f in due.items():
+            if rm.follower(tp[0], tp[1], f.leader_epoch) is not None:
+                by_topic.setdefault(tp[0], []).append(list_offsets_v7.ListOffsetsPartition(
+                    partition_index=i32(tp[1]), current_leader_epoch=i32(f.leader_epoch), timestamp=i64(timestamp)))
+        if not by_topic:
+            return {}
+        request = list_offsets_v7.ListOffsetsRequest(
+            replica_id=i32(self.manager.node_id), isolation_level=0, topics=tuple(
+                list_offsets_v7.ListOffsetsTopic(name=name, partitions=tuple(ps)) for name, ps in by_topic.items()))
+        response = await self.conn.request(request, REQUEST_TIMEOUT_S)
+        out: dict[TopicPartition, tuple] = {}
+        for t in response.topics:
+            for p in t.partitions:
+                tp = (t.name, int(p.partition_index))
+                f = due.get(tp)
+                if f is None or self.partitions.get(tp) is not f:
+                    continue
+                part = rm.follower(tp[0], tp[1], f.leader_epoch)
+                if part is None:
+                    continue
+                if p.error_code != ErrorCode.none or int(p.offset) < 0:
+                    log.info("%s-%d: leader %d answered ListOffsets with %s; retrying", tp[0], tp[1],
+                             self.leader_id, ErrorCode(p.error_code).name)
+                    f.retry_at = time.monotonic() + RETRY_PARTITION_S
+                    continue
+                out[tp] = (part, int(p.offset))
+        return out
 
     # -- fetching ----------------------------------------------------------------------------
     async def _fetch(self, rm: ReplicaManager) -> bool:
@@ -205,7 +298,7 @@ class ReplicaFetcher:
         now = time.monotonic()
         want: dict[TopicPartition, tuple[int, int, int]] = {}
         for tp, f in self.partitions.items():
-            if not f.truncated or f.retry_at > now:
+            if not f.truncated or f.out_of_range or f.retry_at > now:
                 continue
             part = rm.follower(tp[0], tp[1], f.leader_epoch)
             if part is None:
@@ -274,12 +367,13 @@ class ReplicaFetcher:
             return
         code = p.error_code
         if code != ErrorCode.none:
-            if code == ErrorCode.offset_out_of_range:
-                log.warning("%s-%d: offset %d out of range at leader %d; truncating again", tp[0], tp[1],
-                            want[tp][0], self.leader_id)
-                f.truncated = False
-            f.retry_at = time.monotonic() + RETRY_PARTITION_S
             self.sent.pop(tp, None)  # named again when it is retried
+            if code == ErrorCode.offset_out_of_range:
+                log.info("%s-%d: fetch offset %d out of range at leader %d; asking its log end and start",
+                         tp[0], tp[1], want[tp][0], self.leader_id)
+                f.out_of_range = True
+                return
+            f.retry_at = time.monotonic() + RETRY_PARTITION_S
             return
         lg = part.log
         records = p.records

@@ -11,6 +11,7 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+CONSUMER_REPLICA_ID = -1
 
 
 class ListOffsetsHandler(Handler):
@@ -32,7 +33,9 @@ class ListOffsetsHandler(Handler):
                 lg = part.log
                 ts, off = -1, -1
                 if p.timestamp == LATEST:
-                    off = lg.high_watermark
+                    # A consumer's latest is the high watermark; a replica's (a follower after
+                    # OFFSET_OUT_OF_RANGE) the log end, as Kafka's isolation-less lookup.
+                    off = lg.high_watermark if request.replica_id == CONSUMER_REPLICA_ID else lg.log_end_offset
                 elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):
                     off = lg.log_start_offset
                 elif p.timestamp == LATEST_TIERED:
