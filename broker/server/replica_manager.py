@@ -38,6 +38,7 @@ from broker.metadata.store import MetadataStore, PartitionState, TopicRecord
 from broker.protocol.records import BatchHeader
 from broker.server import partition_metadata
 from broker.server import isr_updates
+from broker.server.leader_epoch_check import check_current_leader_epoch
 from broker.server.purgatory import Purgatory
 from broker.server.replica_state import LeaderReplicaState
 
@@ -58,6 +59,9 @@ class Partition:
     leader_id: int = NO_LEADER  # the leader in the image (this broker's id while it leads)
     # Set while this broker leads the partition: its followers and ISR (None on a follower).
     replica_state: LeaderReplicaState | None = None
+    # The log end when this broker became leader at `leader_epoch` (Kafka's leaderEpochStartOffsetOpt):
+    # until the high watermark reaches it, consumers get no `latest` (KIP-207). None on a follower.
+    epoch_start_offset: int | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -233,6 +237,7 @@ class ReplicaManager:
         it was until they report their log ends (a single replica: everything is committed)."""
         part.log.assign_epoch_start(state.leader_epoch)
         part.leader_epoch, part.leader_id = state.leader_epoch, self.node_id
+        part.epoch_start_offset = part.log.log_end_offset
         part.replica_state = LeaderReplicaState.become_leader(
             self.node_id, tuple(state.replicas), frozenset(state.isr), part.log.high_watermark,
             part.log.log_end_offset, _now_ms(), self.max_lag_ms)
@@ -242,6 +247,7 @@ class ReplicaManager:
         """Kafka's makeFollower: stop answering as leader (waiting produces and fetches answer
         now); the replica fetcher truncates and fetches from the new leader."""
         part.replica_state = None
+        part.epoch_start_offset = None
         part.leader_epoch, part.leader_id = state.leader_epoch, state.leader
         tp = (part.topic, part.index)
         self.fetch_purgatory.check_and_complete(tp)
@@ -408,9 +414,9 @@ class ReplicaManager:
         state = part.replica_state
         if state is None:
             return ErrorCode.not_leader_or_follower
-        if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
-            return (ErrorCode.fenced_leader_epoch if current_leader_epoch < part.leader_epoch
-                    else ErrorCode.unknown_leader_epoch)
+        code = check_current_leader_epoch(max(current_leader_epoch, -1), part.leader_epoch)
+        if code != ErrorCode.none:
+            return code
         if replica_id not in state.followers:
             return ErrorCode.not_leader_or_follower  # not a replica of this partition
         leo = part.log.log_end_offset

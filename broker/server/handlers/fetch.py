@@ -5,7 +5,9 @@ sendfile(), framed by the hand-written encoder in broker.protocol.fetch_response
 Fetch sessions (KIP-227, broker/server/fetch_session.py) decide which partitions a request
 covers and which of them the response carries; this module reads them and waits.
 A partition led by another broker answers NOT_LEADER_OR_FOLLOWER with the leader's id, epoch
-and endpoint in the tagged fields (KIP-951), as Kafka does.
+and endpoint in the tagged fields (KIP-951), as Kafka does. A consumer's current_leader_epoch
+older than the partition's epoch here is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH
+(KIP-320, broker/server/leader_epoch_check.py): it must not read from a leader it does not know.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from broker.server import cluster_view
 from broker.server.delayed_fetch import DelayedFetch
 from broker.server.fetch_session import CachedPartition, FetchContext, IncrementalFetchContext, PartitionKey, topic_key
 from broker.server.handlers.base import Handler, RequestContext
+from broker.server.leader_epoch_check import check_current_leader_epoch
 
 ALL_BYTES = 2**31 - 1
 
@@ -118,6 +121,11 @@ class FetchHandler(Handler):
                     continue
                 upper = lg.log_end_offset
             else:
+                code = check_current_leader_epoch(max(cp.current_leader_epoch, -1), part.leader_epoch)
+                if code != ErrorCode.none:  # KIP-320: the consumer's leader is not this one
+                    results.append((cp, PartitionResult(cp.partition, error_code=code)))
+                    errors = True
+                    continue
                 upper = lg.high_watermark
             hw, log_start = lg.high_watermark, lg.log_start_offset
             if (skip_unchanged and cp.fetch_offset == upper and hw == cp.high_watermark
@@ -153,6 +161,11 @@ class FetchHandler(Handler):
         part, code, state = self.broker.replicas.leader_or_error(cp.topic, cp.partition)
         if part is not None:  # led here, but the name belongs to a re-created topic now
             return PartitionResult(cp.partition, error_code=ErrorCode.unknown_topic_id)
+        held = self.broker.replicas.partitions.get(cp.tp)
+        if held is not None:  # a follower here checks the epoch first, as Kafka's Partition does
+            epoch_code = check_current_leader_epoch(max(cp.current_leader_epoch, -1), held.leader_epoch)
+            if epoch_code != ErrorCode.none:
+                return PartitionResult(cp.partition, error_code=epoch_code)
         if code == ErrorCode.leader_not_available:
             code = ErrorCode.not_leader_or_follower  # what Kafka's Fetch answers for it
         pr = PartitionResult(cp.partition, error_code=code)

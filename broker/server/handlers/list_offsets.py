@@ -1,17 +1,17 @@
-"""ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp."""
+"""ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
+
+The answer for each partition comes from broker/server/offset_lookup.py (what a consumer may be
+told: nothing past the high watermark, OFFSET_NOT_AVAILABLE while a new leader's high watermark
+lags, KIP-207); `current_leader_epoch` (v4+) is checked first (KIP-320).
+"""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from broker.server import offset_lookup
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
-
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
-LATEST_TIERED = -5
-CONSUMER_REPLICA_ID = -1
+from broker.server.leader_epoch_check import check_current_leader_epoch
 
 
 class ListOffsetsHandler(Handler):
@@ -21,36 +21,33 @@ class ListOffsetsHandler(Handler):
 
     async def handle(self, ctx: RequestContext, request):
         rm = self.broker.replicas
+        replica_id = int(request.replica_id)
         topics = []
         for t in request.topics:
             parts = []
             for p in t.partitions:
-                part, code, _ = rm.leader_or_error(t.name, p.partition_index)
-                if part is None:
-                    parts.append(ctx.build("ListOffsetsPartitionResponse", partition_index=p.partition_index,
-                                           error_code=code, timestamp=-1, offset=-1, leader_epoch=-1))
-                    continue
-                lg = part.log
-                ts, off = -1, -1
-                if p.timestamp == LATEST:
-                    # A consumer's latest is the high watermark; a replica's (a follower after
-                    # OFFSET_OUT_OF_RANGE) the log end, as Kafka's isolation-less lookup.
-                    off = lg.high_watermark if request.replica_id == CONSUMER_REPLICA_ID else lg.log_end_offset
-                elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):
-                    off = lg.log_start_offset
-                elif p.timestamp == LATEST_TIERED:
-                    off = lg.log_start_offset - 1
-                elif p.timestamp == MAX_TIMESTAMP:
-                    off, ts = lg.max_timestamp()
-                else:
-                    found = lg.offset_for_timestamp(p.timestamp)
-                    if found is not None and found[0] < lg.high_watermark:
-                        off, ts = found
+                answer = self._answer(rm, t.name, p, replica_id, ctx.api_version)
                 parts.append(ctx.build("ListOffsetsPartitionResponse", partition_index=p.partition_index,
-                                       error_code=ErrorCode.none, timestamp=ts, offset=off,
-                                       leader_epoch=part.leader_epoch if off >= 0 else -1))
+                                       error_code=answer.error, timestamp=answer.timestamp, offset=answer.offset,
+                                       leader_epoch=answer.leader_epoch))
             topics.append(ctx.build("ListOffsetsTopicResponse", name=t.name, partitions=tuple(parts)))
         return ctx.build("ListOffsetsResponse", throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+    @staticmethod
+    def _answer(rm, topic: str, p, replica_id: int, version: int) -> offset_lookup.Answer:
+        current = int(getattr(p, "current_leader_epoch", -1))  # v4+
+        part, code, _ = rm.leader_or_error(topic, p.partition_index)
+        if part is None:
+            held = rm.partitions.get((topic, p.partition_index))
+            if held is not None:  # a follower here checks the epoch first, as Kafka's Partition does
+                epoch_code = check_current_leader_epoch(current, held.leader_epoch)
+                code = code if epoch_code == ErrorCode.none else epoch_code
+            return offset_lookup.Answer(code)
+        code = check_current_leader_epoch(current, part.leader_epoch)
+        if code != ErrorCode.none:
+            return offset_lookup.Answer(code)
+        return offset_lookup.lookup(part.log, part.leader_epoch, part.epoch_start_offset, int(p.timestamp),
+                                    replica_id, version)
 
 
 HANDLER = ListOffsetsHandler

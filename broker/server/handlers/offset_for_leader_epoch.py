@@ -15,8 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
-
-NO_CURRENT_EPOCH = -1
+from broker.server.leader_epoch_check import check_current_leader_epoch
 
 
 class OffsetForLeaderEpochHandler(Handler):
@@ -33,12 +32,8 @@ class OffsetForLeaderEpochHandler(Handler):
                 code, epoch, end = ErrorCode.none, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
                 part, code, _ = rm.leader_or_error(t.topic, p.partition)
                 if part is not None:
-                    current = p.current_leader_epoch
-                    if current != NO_CURRENT_EPOCH and current < part.leader_epoch:
-                        code = ErrorCode.fenced_leader_epoch
-                    elif current != NO_CURRENT_EPOCH and current > part.leader_epoch:
-                        code = ErrorCode.unknown_leader_epoch
-                    else:
+                    code = check_current_leader_epoch(p.current_leader_epoch, part.leader_epoch)
+                    if code == ErrorCode.none:
                         epoch, end = part.log.leader_epochs.end_offset_for(p.leader_epoch, part.log.log_end_offset)
                         if end == UNDEFINED_EPOCH_OFFSET:
                             epoch = UNDEFINED_EPOCH

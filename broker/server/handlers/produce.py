@@ -159,10 +159,14 @@ class ProduceHandler(Handler):
             if not rs.has_min_isr(min_isr):
                 return (ErrorCode.not_enough_replicas, -1, -1, f"{name}-{index} has {len(rs.isr)} in-sync "
                         f"replicas, fewer than {min_isr} (min.insync.replicas)", -1, None)
+        # The epoch the batch is appended at (append_async writes before its first await): acks=all
+        # waits for the ISR of this epoch. Read after the flush await, it could be a later epoch of
+        # this broker's, whose high watermark would acknowledge records that epoch truncated.
+        epoch = part.leader_epoch
         try:
             result = await b.replicas.append_async(part, payload, headers)
         except DuplicateSequence as e:
-            required = (part, part.leader_epoch, e.base_offset + 1) if request.acks == -1 else None
+            required = (part, epoch, e.base_offset + 1) if request.acks == -1 else None
             return ErrorCode.none, e.base_offset, part.log.log_start_offset, None, -1, required
         except OutOfOrderSequence as e:
             return ErrorCode.out_of_order_sequence_number, -1, -1, str(e), -1, None
@@ -180,7 +184,7 @@ class ProduceHandler(Handler):
         topic_metrics = b.metrics.topic(name)
         topic_metrics.bytes_in.inc(size)
         topic_metrics.messages_in.inc(sum(h.records_count for h in headers))
-        required = (part, part.leader_epoch, result.last_offset + 1) if request.acks == -1 else None
+        required = (part, epoch, result.last_offset + 1) if request.acks == -1 else None
         return ErrorCode.none, result.base_offset, result.log_start_offset, None, result.log_append_time, required
 
 
