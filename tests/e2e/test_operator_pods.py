@@ -11,7 +11,8 @@ a deleted broker pod comes back on its own PersistentVolumeClaim with its data; 
 the brokers one at a time, each back in every ISR before the next, while an idempotent acks=all
 producer writes to a topic of the operator's default replication factor (3, min.insync.replicas 2)
 without a single failed delivery; the metrics endpoint answers on the pod IP.
-Skipped where the real node cannot run (not root, or scripts/setup.d/40-node.sh not run).
+Skipped where the real node cannot run (not root, or scripts/setup.d/40-node.sh not run); in CI
+(CI set) that skip fails the run: tests/ci_allowed_skips.toml does not allow it.
 """
 
 from __future__ import annotations
