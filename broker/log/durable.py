@@ -6,31 +6,15 @@ directory. fsync calls that would stall the event loop run in STORAGE_IO, a smal
 from __future__ import annotations
 
 import os
-import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 STORAGE_IO = ThreadPoolExecutor(max_workers=4, thread_name_prefix="storage-io")
 
-# Test hook: "<dir>:<seconds>" makes every fsync of segment data take that long, with a file in
-# <dir> present while it runs, so a test can see what the broker answers meanwhile.
-_SLOW_FSYNC = os.environ.get("FLOTILLA_TEST_SLOW_FSYNC", "")
-
 
 def fsync_data(fd: int) -> None:
     """fsync a segment file's data (blocking: call it from STORAGE_IO on a serving broker)."""
-    if not _SLOW_FSYNC:
-        os.fsync(fd)
-        return
-    directory, seconds = _SLOW_FSYNC.rsplit(":", 1)
-    flag = Path(directory) / f"fsync-in-progress-{uuid.uuid4().hex}"
-    flag.touch()
-    try:
-        time.sleep(float(seconds))
-        os.fsync(fd)
-    finally:
-        flag.unlink()
+    os.fsync(fd)
 
 
 def fsync_path(path: Path) -> None:

@@ -1,8 +1,9 @@
 """A response of any API and version that carries one error code: what a request gets when its
 handler fails, in the shape its client reads (Kafka: AbstractRequest.getErrorResponse).
 
-Every field takes the schema's default where it has one; otherwise error codes get `code`,
-error messages `message`, ids and epochs are -1 and other numbers 0. As Kafka's error responses
+Error codes get `code`, also where the schema has a default (OffsetFetch's 0 would read as
+success); every other field takes the schema's default where it has one, otherwise error
+messages get `message`, ids and epochs -1 and other numbers 0. As Kafka's error responses
 do, entries that carry an error code are answered per requested entry: the request's arrays are
 walked beside the response's (topics, their partitions, group ids, resources), identifiers copied
 (name, partition index, key, group id, ...) and every entry gets `code`. Handlers may still
@@ -33,6 +34,8 @@ def _unwrap(tp) -> tuple[Any, bool]:
 
 
 def _value(f: dataclasses.Field, code: ErrorCode, message: str | None) -> Any:
+    if f.metadata.get("kafka_type") == "error_code":
+        return code  # even where the schema defaults it to 0 (OffsetFetch v2+): the error must show
     if f.default is not dataclasses.MISSING:
         return f.default
     if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
@@ -43,8 +46,6 @@ def _value(f: dataclasses.Field, code: ErrorCode, message: str | None) -> Any:
         return ()
     if dataclasses.is_dataclass(tp):
         return None if nullable else fill(tp, code, message)
-    if kafka_type == "error_code":
-        return code
     if kafka_type == "string":
         if f.name == "error_message":
             return message

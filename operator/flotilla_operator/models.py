@@ -206,7 +206,10 @@ class Storage(ApiModel):
         default="persistent-claim",
         description=(
             "persistent-claim gives every broker its own PersistentVolumeClaim (from the StatefulSet's "
-            "volumeClaimTemplates); ephemeral uses an emptyDir that is lost with the pod (tests only)."
+            "volumeClaimTemplates). ephemeral, for development and clusters without a volume provisioner, "
+            "uses an emptyDir: a broker's data survives a container restart but not its pod, so after a "
+            "roll, an eviction or a rescheduling the broker starts empty and copies its replicated "
+            "partitions from the others again; partitions with a single replica lose their records."
         ),
     )
     size: str = Field(

@@ -21,13 +21,9 @@ from tests.support.clients import family, keyed_records, new_group
 from tests.support.broker_process import BrokerStartError, free_port
 from tests.support.waiting import wait_for
 
-from broker.config import KEYS
-
 pytestmark = [
     pytest.mark.kube,
     pytest.mark.flotilla_only("a Flotilla cluster on Kubernetes metadata"),
-    pytest.mark.skipif("flotilla.metadata.store" not in {k.name for k in KEYS},
-                       reason="the Kubernetes metadata backend has not landed yet"),
 ]
 
 LEASE_S = 6.0

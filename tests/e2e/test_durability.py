@@ -1,4 +1,11 @@
-"""Durability: what the broker acknowledged survives a restart, a kill -9, and a torn log tail."""
+"""Durability: what the broker acknowledged survives a restart, a kill -9, and a torn log tail.
+
+A kill -9 is a process crash, not a power loss: the machine keeps running, so everything the broker
+wrote reaches the page cache and is read back after the restart whether it was fsynced or not.
+These tests show that recovery finds and keeps acknowledged data after a crash (a torn tail is
+written by hand, standing in for a write the crash cut short); they do not show what survives
+losing the machine, which depends on fsync (log.flush.interval.*, off by default as in Kafka,
+whose answer to power loss is replication)."""
 
 from __future__ import annotations
 
@@ -102,6 +109,8 @@ class AckRecorder:
 
 @pytest.mark.timeout(240)
 def test_kill9_mid_stream_keeps_every_acknowledged_record(broker: ServerProcess) -> None:
+    """A process crash (the page cache survives it, see the module docstring) in the middle of an
+    acks=1 stream: every acknowledged record is back at its offset, without holes or duplicates."""
     topic = create(broker, 2, "kill9")
     rec = AckRecorder(broker.bootstrap, topic)
     rec.start()
@@ -186,7 +195,8 @@ def test_torn_tail_is_truncated_at_startup(broker: ServerProcess, kind: str, shu
 
 @pytest.mark.timeout(180)
 def test_committed_offsets_survive_kill9(broker: ServerProcess) -> None:
-    """An acknowledged OffsetCommit is as durable as an acknowledged record."""
+    """An acknowledged OffsetCommit is as durable as an acknowledged record (across a process
+    crash: see the module docstring)."""
     topic = create(broker, 2, "commit-crash")
     group = f"g-{os.urandom(4).hex()}"
     fam = ConfluentFamily()

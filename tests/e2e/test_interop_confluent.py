@@ -19,7 +19,9 @@ class TestConfluentKafka(InteropSuite, AdminScenarios):
         d = client.describe_cluster(shared_broker.bootstrap)
         assert d["cluster_id"], "no cluster id"
         assert [(h, p) for _, h, p in d["nodes"]] == [(shared_broker.host, shared_broker.advertised_port)]
-        assert d["controller"] in [n for n, _, _ in d["nodes"]] or d["controller"] == -1
+        # KIP-919: clients are told an alive broker as the controller (here the only one), never none.
+        (node_id,) = [n for n, _, _ in d["nodes"]]
+        assert d["controller"] == node_id, d
 
     @pytest.mark.timeout(120)
     def test_lost_responses_duplicate_without_idempotence(self, client, broker_factory):

@@ -14,7 +14,8 @@ without a single failed delivery; the metrics endpoint answers on the pod IP; wh
 has shrunk to one broker and that broker's pod is deleted while the others are unready, the fleet
 recovers by itself (Parallel pod management), the bootstrap Service keeps routing to the unready
 brokers meanwhile, and no acknowledged record is lost.
-Skipped where the real node cannot run (not root, or scripts/setup.d/40-node.sh not run).
+Skipped where the real node cannot run (not root, or scripts/setup.d/40-node.sh not run); in CI
+(CI set) that skip fails the run: tests/ci_allowed_skips.toml does not allow it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """/readyz of real broker processes (two brokers, metadata on the test API server): ready once
 registered and in the ISR of every partition the broker holds, each with a leader; 503 naming how
 many partitions are behind otherwise. The operator's StatefulSet probes it, so a rolling update
-waits for a restarted broker to be back in every ISR.
+waits for a restarted broker to be back in every ISR. (That a roll does wait is shown only on real
+pods, tests/e2e/test_operator_pods.py: kwok's pods are Ready because kwok says so, no probe runs.)
 
 Replication itself (followers fetching, the leader shrinking and expanding the ISR) is not what
 this tests: the assignment the broker reads is the KafkaTopic's status, written here by hand, as

@@ -11,6 +11,7 @@ import socket
 import struct
 import time
 from pathlib import Path
+from typing import Callable
 
 import crc32c
 import pytest
@@ -19,7 +20,7 @@ from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopi
 from kio.static.primitive import i8, i16, i32, i64
 
 from tests.support import kafka_wire
-from tests.support.broker_process import ServerProcess
+from tests.support.broker_process import FlotillaBroker, ServerProcess
 
 VALUE_SIZE = 60_000
 RECORDS_PER_BATCH = 8  # about 480 KB per batch, under max.message.bytes
@@ -202,53 +203,60 @@ def fsync_running(flags: Path) -> bool:
 
 
 @pytest.fixture
-def slow_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Brokers started from here make every segment fsync take 3 s, with a file in the returned
-    directory while one runs (FLOTILLA_TEST_SLOW_FSYNC, a test hook in broker/log/durable.py)."""
+def slow_fsync(tmp_path: Path, broker_factory) -> Callable[..., tuple[FlotillaBroker, Path]]:
+    """Starts a broker whose every segment fsync takes 3 s, with a file in the returned directory
+    while one runs (tests/support/slow_fsync.py replaces the broker's fsync in its process)."""
+    from tests.support.slow_fsync import SlowFsyncBroker
+
     flags = tmp_path / "fsync-in-progress"
     flags.mkdir()
-    monkeypatch.setenv("FLOTILLA_TEST_SLOW_FSYNC", f"{flags}:3")
-    return flags
+
+    def start(overrides: dict[str, str] | None = None) -> tuple[FlotillaBroker, Path]:
+        b = SlowFsyncBroker(tmp_path / f"slow-broker{len(broker_factory.started)}", flags=flags, seconds=3,
+                            overrides=overrides)
+        broker_factory.started.append(b)  # closed with the others, its log tail in a failure report
+        return b.start(), flags
+    return start
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.flotilla_only("a Flotilla test hook slows fsync down")
-def test_flush_before_ack_runs_off_the_event_loop(broker_factory, slow_fsync: Path) -> None:
+@pytest.mark.flotilla_only("Flotilla's fsync is slowed down in its process")
+def test_flush_before_ack_runs_off_the_event_loop(slow_fsync) -> None:
     """flush.messages=1: every Produce is acknowledged only once its data is fsynced, and while
     that fsync runs the broker answers other connections."""
     from kio.schema.produce.v9.response import ProduceResponse
 
-    b = broker_factory({"log.flush.interval.messages": "1"})
+    b, flags = slow_fsync({"log.flush.interval.messages": "1"})
     topic = kafka_wire.unique_topic("fsync-ack")
     with kafka_wire.connect(b.bootstrap) as producer, kafka_wire.connect(b.bootstrap) as other:
         assert int(producer.create_topic(topic, 1)) == 0
         cid = producer.send(produce_request(topic, kafka_wire.build_batch([(b"k", b"durable")])))
-        wait_until(lambda: fsync_running(slow_fsync), 20, "the Produce's fsync to start")
+        wait_until(lambda: fsync_running(flags), 20, "the Produce's fsync to start")
         assert int(other.api_versions().error_code) == 0
-        assert fsync_running(slow_fsync), "ApiVersions was answered only after the fsync: it ran on the event loop"
+        assert fsync_running(flags), "ApiVersions was answered only after the fsync: it ran on the event loop"
         assert not answered(producer), "the Produce was acknowledged before its data was fsynced"
         resp = producer.receive(ProduceResponse, cid)
         assert int(resp.responses[0].partition_responses[0].error_code) == 0
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.flotilla_only("a Flotilla test hook slows fsync down")
-def test_segment_roll_flushes_off_the_event_loop(broker_factory, slow_fsync: Path) -> None:
+@pytest.mark.flotilla_only("Flotilla's fsync is slowed down in its process")
+def test_segment_roll_flushes_off_the_event_loop(slow_fsync) -> None:
     """A roll fsyncs the old segment (and writes a producer snapshot) in the background: the
     Produce that rolled is answered, and so are other connections, while that fsync runs."""
     from kio.schema.produce.v9.response import ProduceResponse
 
-    b = broker_factory()
+    b, flags = slow_fsync()
     topic = kafka_wire.unique_topic("fsync-roll")
     value = b"r" * 60_000
     with kafka_wire.connect(b.bootstrap) as producer, kafka_wire.connect(b.bootstrap) as other:
         assert int(producer.create_topic(topic, 1, configs={"segment.bytes": "100000"})) == 0
         assert int(producer.produce(topic, 0, kafka_wire.build_batch([(b"k", value)]), acks=1).error_code) == 0
-        assert not fsync_running(slow_fsync)
+        assert not fsync_running(flags)
         cid = producer.send(produce_request(topic, kafka_wire.build_batch([(b"k", value)])))  # rolls
-        wait_until(lambda: fsync_running(slow_fsync), 20, "the rolled segment's fsync to start")
+        wait_until(lambda: fsync_running(flags), 20, "the rolled segment's fsync to start")
         assert int(other.api_versions().error_code) == 0
         resp = producer.receive(ProduceResponse, cid)
         assert int(resp.responses[0].partition_responses[0].error_code) == 0
-        assert fsync_running(slow_fsync), "answers waited for the roll's fsync: it ran on the event loop"
+        assert fsync_running(flags), "answers waited for the roll's fsync: it ran on the event loop"
     assert len(list((Path(b.log_dirs) / f"{topic}-0").glob("*.log"))) == 2

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.support import ci_skips
 from tests.support.broker_process import FlotillaBroker, ServerProcess
 
 TARGETS = ("flotilla", "apache")
@@ -139,3 +140,32 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 BrokerStarter = Callable[..., ServerProcess]
+
+
+# -- CI: no unexpected skips (tests/support/ci_skips.py, tests/ci_allowed_skips.toml) ---------------
+
+_skips = ci_skips.SkipLedger()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _skips.record(report)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    _skips.record(report)  # a module or class skipped as a whole
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not ci_skips.in_ci():
+        return
+    unexpected = _skips.unexpected(ci_skips.load())
+    session.config._flotilla_unexpected_skips = unexpected  # for the summary below
+    if unexpected and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    unexpected = getattr(config, "_flotilla_unexpected_skips", None)
+    if unexpected:
+        terminalreporter.section("unexpected skips", sep="=", red=True, bold=True)
+        terminalreporter.line(ci_skips.message(unexpected), red=True)
