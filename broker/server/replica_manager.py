@@ -411,8 +411,8 @@ class ReplicaManager:
         if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
             return (ErrorCode.fenced_leader_epoch if current_leader_epoch < part.leader_epoch
                     else ErrorCode.unknown_leader_epoch)
-        if replica_id not in state.followers:
-            return ErrorCode.not_leader_or_follower  # not a replica of this partition
+        if replica_id not in state.followers:  # not a replica of this partition: as Kafka's followerReplicaOrThrow
+            return ErrorCode.unknown_leader_epoch if current_leader_epoch >= 0 else ErrorCode.not_leader_or_follower
         leo = part.log.log_end_offset
         if fetch_offset > leo:
             return ErrorCode.offset_out_of_range
