@@ -72,6 +72,8 @@ class Connection:
         self.last_read = asyncio.get_running_loop().time()
         # Quota throttling (KIP-13) mutes a connection until this loop time.
         self.muted_until = 0.0
+        # The broker a follower fetch on this connection proved it to be (follower_identity), if any.
+        self.broker_id: int | None = None
         self.sendfile_bytes = dispatcher.metrics.sendfile_bytes.inc
 
     async def serve(self) -> None:

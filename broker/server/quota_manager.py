@@ -334,6 +334,13 @@ class QuotaManagers:
         """Kafka does not count acks=0 produce requests against the request quota."""
         ctx.request_quota_recorded = True
 
+    def exempt(self, ctx) -> None:
+        """Replication is not a client (Kafka's sendResponseExemptThrottle): a follower's fetch, or
+        an inter-broker request from a connection that proved itself a broker's, counts against no
+        client quota and is never throttled; the fetch bytes it reads are not recorded either."""
+        ctx.request_quota_recorded = True
+        ctx.request_throttle_ms = 0
+
     def bandwidth_throttle_ms(self, manager: ClientQuotaManager, ctx, size: int) -> tuple[int, int]:
         """Record `size` bytes against a byte-rate quota and the handler time against the request
         quota; (bandwidth throttle, request throttle), each counted by its manager when > 0."""

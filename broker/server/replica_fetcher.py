@@ -9,10 +9,12 @@ registration). It speaks the protocol any Kafka broker would:
   min(the leader's end of the answered epoch, its own end of it) when it holds that epoch, else
   part-way to its own end of the epoch below and asks again, until the logs agree (KIP-101/279);
   a log without epochs truncates to its high watermark.
-- Fetch v11 with replica_id = this broker's id, isolation_level 0 and each partition's
-  current_leader_epoch, in one KIP-227 session (privileged at the leader: never evicted for a
-  consumer's): after the first full fetch each request names only partitions whose fetch offset,
-  epoch or log start moved, and forgets those no longer followed from this leader.
+- Fetch v15 with ReplicaState = this broker's id and broker epoch (KIP-903: the leader accepts
+  it only from a live registration in its current incarnation, `follower_identity`), topic ids,
+  isolation_level 0 and each partition's current_leader_epoch, in one KIP-227 session
+  (privileged at the leader: never evicted for a consumer's): after the first full fetch each
+  request names only partitions whose fetch offset, epoch or log start moved, and forgets those
+  no longer followed from this leader.
 - The leader's batches are appended as they are (`Log.append_as_follower`, offsets and epochs
   kept); the follower's high watermark becomes min(the leader's, its own log end) and its log
   start follows the leader's (DeleteRecords, retention).
@@ -26,10 +28,11 @@ import asyncio
 import datetime
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v11 import request as fetch_v11
+from kio.schema.fetch.v15 import request as fetch_v15
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
 from kio.static.primitive import i32, i64
@@ -38,7 +41,7 @@ from broker.config import BrokerConfig
 from broker.log.log import LogError
 from broker.network.client import ClientError, KafkaConnection
 from broker.protocol.records import whole_batches_size
-from broker.server import cluster_view
+from broker.server import cluster_view, follower_identity
 from broker.server.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from broker.server.replica_manager import ReplicaManager, TopicPartition
 from broker.server.truncation import truncation_state
@@ -73,6 +76,7 @@ class ReplicaFetcher:
         self.session_id = INVALID_SESSION_ID
         self.session_epoch = INITIAL_EPOCH
         self.sent: dict[TopicPartition, tuple[int, int, int]] = {}  # what the leader's session holds
+        self.topic_ids: dict[str, uuid.UUID] = {}  # of the topics named in this session (Fetch v13+)
         self.changed = asyncio.Event()
         self.task: asyncio.Task | None = None
         self.fetches = 0
@@ -132,6 +136,7 @@ class ReplicaFetcher:
 
     def _reset_session(self) -> None:
         self.session_id, self.session_epoch, self.sent = INVALID_SESSION_ID, INITIAL_EPOCH, {}
+        self.topic_ids = {}
 
     async def _connect(self) -> None:
         image = self.manager.replicas.store.image
@@ -304,6 +309,7 @@ class ReplicaFetcher:
             if part is None:
                 continue
             want[tp] = (part.log.log_end_offset, f.leader_epoch, part.log.log_start_offset)
+            self.topic_ids[tp[0]] = part.topic_id
         if not want:
             if self.sent and self.session_id != INVALID_SESSION_ID:
                 pass  # the session stays; its partitions are forgotten once something is fetched again
@@ -319,19 +325,22 @@ class ReplicaFetcher:
         cfg = self.manager.config
         topics: dict[str, list] = {}
         for tp, (offset, epoch, log_start) in named.items():
-            topics.setdefault(tp[0], []).append(fetch_v11.FetchPartition(
+            topics.setdefault(tp[0], []).append(fetch_v15.FetchPartition(
                 partition=i32(tp[1]), current_leader_epoch=i32(epoch), fetch_offset=i64(offset),
                 log_start_offset=i64(log_start), partition_max_bytes=i32(cfg["replica.fetch.max.bytes"])))
         gone: dict[str, list] = {}
         for tp in forgotten:
             gone.setdefault(tp[0], []).append(i32(tp[1]))
         wait_ms = cfg["replica.fetch.wait.max.ms"]
-        request = fetch_v11.FetchRequest(
-            replica_id=i32(self.manager.node_id), max_wait=datetime.timedelta(milliseconds=wait_ms),
+        ids = self.topic_ids
+        epoch = follower_identity.own_broker_epoch(rm.store.image, self.manager.node_id)
+        request = fetch_v15.FetchRequest(
+            replica_state=fetch_v15.ReplicaState(replica_id=i32(self.manager.node_id), replica_epoch=i64(epoch)),
+            max_wait=datetime.timedelta(milliseconds=wait_ms),
             min_bytes=i32(1), max_bytes=i32(cfg["replica.fetch.response.max.bytes"]), isolation_level=0,
             session_id=i32(session_id), session_epoch=i32(session_epoch),
-            topics=tuple(fetch_v11.FetchTopic(topic=name, partitions=tuple(ps)) for name, ps in topics.items()),
-            forgotten_topics_data=tuple(fetch_v11.ForgottenTopic(topic=name, partitions=tuple(ps))
+            topics=tuple(fetch_v15.FetchTopic(topic_id=ids[name], partitions=tuple(ps)) for name, ps in topics.items()),
+            forgotten_topics_data=tuple(fetch_v15.ForgottenTopic(topic_id=ids[name], partitions=tuple(ps))
                                         for name, ps in gone.items()),
             rack_id=cfg["broker.rack"] or "")
         response = await self.conn.request(request, REQUEST_TIMEOUT_S + wait_ms / 1000)
@@ -353,9 +362,12 @@ class ReplicaFetcher:
             self.sent.update(named)
             for tp in forgotten:
                 self.sent.pop(tp, None)
+        names = {topic_id: name for name, topic_id in ids.items()}
         for t in response.responses:
+            name = names.get(t.topic_id)
             for p in t.partitions:
-                self._apply(rm, (t.topic, int(p.partition_index)), p, want)
+                if name is not None:
+                    self._apply(rm, (name, int(p.partition_index)), p, want)
         return True
 
     def _apply(self, rm: ReplicaManager, tp: TopicPartition, p, want) -> None:

@@ -417,8 +417,8 @@ class ReplicaManager:
         code = check_current_leader_epoch(max(current_leader_epoch, -1), part.leader_epoch)
         if code != ErrorCode.none:
             return code
-        if replica_id not in state.followers:
-            return ErrorCode.not_leader_or_follower  # not a replica of this partition
+        if replica_id not in state.followers:  # not a replica of this partition: as Kafka's followerReplicaOrThrow
+            return ErrorCode.unknown_leader_epoch if current_leader_epoch >= 0 else ErrorCode.not_leader_or_follower
         leo = part.log.log_end_offset
         if fetch_offset > leo:
             return ErrorCode.offset_out_of_range

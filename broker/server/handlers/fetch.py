@@ -12,6 +12,7 @@ older than the partition's epoch here is FENCED_LEADER_EPOCH, a newer one UNKNOW
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Iterable
 
@@ -21,13 +22,16 @@ from broker.log.log import OffsetOutOfRange
 from broker.network.response import Response
 from broker.protocol import fetch_response
 from broker.protocol.fetch_response import PartitionResult, TopicResult
-from broker.server import cluster_view
+from broker.server import cluster_view, follower_identity
 from broker.server.delayed_fetch import DelayedFetch
 from broker.server.fetch_session import CachedPartition, FetchContext, IncrementalFetchContext, PartitionKey, topic_key
 from broker.server.handlers.base import Handler, RequestContext
 from broker.server.leader_epoch_check import check_current_leader_epoch
 
 ALL_BYTES = 2**31 - 1
+REFUSAL_LOG_INTERVAL_S = 60.0
+
+log = logging.getLogger(__name__)
 
 
 def replica_id_of(request) -> int:
@@ -38,10 +42,21 @@ def replica_id_of(request) -> int:
     return int(getattr(request, "replica_id", -1))
 
 
+def replica_epoch_of(request) -> int:
+    """The fetching broker's epoch (KIP-903, v15+); -1 when the request carries none."""
+    state = getattr(request, "replica_state", None)
+    return int(state.replica_epoch) if state is not None else follower_identity.NO_EPOCH
+
+
 class FetchHandler(Handler):
     api_key = 1
     min_version = fetch_response.MIN_VERSION
     max_version = fetch_response.MAX_VERSION
+
+    def __init__(self, broker) -> None:
+        super().__init__(broker)
+        self.inter_listener = follower_identity.inter_broker_listener(broker.config)
+        self._refusal_logged_at = -REFUSAL_LOG_INTERVAL_S
 
     # -- request -> session context --------------------------------------------------------------
 
@@ -85,7 +100,8 @@ class FetchHandler(Handler):
 
     # -- reading ------------------------------------------------------------------------------
 
-    def read(self, partitions: Iterable[CachedPartition], skip_unchanged: bool, max_bytes: int, replica_id: int = -1):
+    def read(self, partitions: Iterable[CachedPartition], skip_unchanged: bool, max_bytes: int, replica_id: int = -1,
+             refused: bool = False):
         """Read each partition from its fetch offset. Returns ([(partition, result)], record bytes,
         any error?, {(topic, index): bytes readable} for the partitions that had some).
 
@@ -97,6 +113,7 @@ class FetchHandler(Handler):
         A follower's fetch (`replica_id` >= 0) first tells the leader's replica state where the
         follower's log ends (which may move the high watermark and the ISR), then reads up to the
         log end, not the high watermark: followers copy everything, consumers only what is committed.
+        A fetch whose `replica_id` is `refused` (follower_identity) reads nothing and moves nothing.
         """
         rm = self.broker.replicas
         held = rm.partitions
@@ -113,8 +130,8 @@ class FetchHandler(Handler):
                 continue
             lg = part.log
             if replica_id >= 0:
-                code = rm.follower_fetched(part, replica_id, cp.fetch_offset, cp.fetcher_log_start_offset,
-                                           cp.current_leader_epoch)
+                code = ErrorCode.not_leader_or_follower if refused else rm.follower_fetched(
+                    part, replica_id, cp.fetch_offset, cp.fetcher_log_start_offset, cp.current_leader_epoch)
                 if code != ErrorCode.none:
                     results.append((cp, PartitionResult(cp.partition, error_code=code)))
                     errors = True
@@ -219,28 +236,51 @@ class FetchHandler(Handler):
                         nodes[a.node_id] = fetch_response.NodeEndpoint(a.node_id, a.host, a.port, a.rack)
         return [nodes[k] for k in sorted(nodes)]
 
+    def follower_refused(self, ctx: RequestContext, request, replica_id: int) -> bool:
+        """Whether a fetch naming `replica_id` is refused as a follower's (follower_identity); an
+        accepted one marks its connection as that broker's (inter-broker requests on it are exempt
+        from client quotas)."""
+        why = follower_identity.refusal(self.broker.store.image, replica_id, replica_epoch_of(request),
+                                        cluster_view.listener_of(ctx), self.inter_listener)
+        conn = ctx.connection
+        if why is None:
+            conn.broker_id = replica_id
+            return False
+        conn.broker_id = None
+        now = time.monotonic()
+        if now - self._refusal_logged_at >= REFUSAL_LOG_INTERVAL_S:  # a client may send these in a loop
+            self._refusal_logged_at = now
+            log.warning("Fetch from %s as follower %d refused (NOT_LEADER_OR_FOLLOWER): %s", conn.peer, replica_id, why)
+        return True
+
     async def handle(self, ctx: RequestContext, request):
         context = self.new_context(ctx, request)
         self.broker.metrics.fetch_requests.labels(context.kind).inc()
         quotas = self.broker.quotas
-        max_bytes = getattr(request, "max_bytes", ALL_BYTES)
-        quota_bytes = quotas.fetch.max_value_in_quota_window(ctx.user, ctx.client_id)
-        if quota_bytes is not None:
-            max_bytes = max(1, min(max_bytes, int(quota_bytes)))
-        partitions = context.partitions()
         replica_id = replica_id_of(request)
-        results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes, replica_id)
+        refused = replica_id >= 0 and self.follower_refused(ctx, request, replica_id)
+        follower = replica_id >= 0 and not refused
+        max_bytes = getattr(request, "max_bytes", ALL_BYTES)
+        if follower:  # replication is not a client: no client quota applies (Kafka's KafkaApis.handleFetchRequest)
+            quotas.exempt(ctx)
+        else:
+            quota_bytes = quotas.fetch.max_value_in_quota_window(ctx.user, ctx.client_id)
+            if quota_bytes is not None:
+                max_bytes = max(1, min(max_bytes, int(quota_bytes)))
+        partitions = context.partitions()
+        results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes, replica_id,
+                                                      refused)
         max_wait_s = request.max_wait.total_seconds()
         if total < request.min_bytes and not errors and max_wait_s > 0 and context.kind != "session_error":
             keys, lookup = self.watcher(context, partitions)
             if keys:
-                op = DelayedFetch(self.broker.replicas, lookup, available, request.min_bytes, replica=replica_id >= 0)
+                op = DelayedFetch(self.broker.replicas, lookup, available, request.min_bytes, replica=follower)
                 parked = time.perf_counter_ns()
                 await self.broker.fetch_purgatory.wait(op, keys, max_wait_s)
                 ctx.waited_ns += time.perf_counter_ns() - parked  # not handler time (request quota)
                 results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes,
-                                                              replica_id)
-        if quotas.fetch.enabled or quotas.request.enabled:
+                                                              replica_id, refused)
+        if not follower and (quotas.fetch.enabled or quotas.request.enabled):
             throttled = self.throttled_response(ctx, context, results)
             if throttled is not None:
                 return throttled

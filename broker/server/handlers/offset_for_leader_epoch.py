@@ -7,6 +7,8 @@ comes from the partition's leader epoch cache (broker/log/leader_epoch.py): for 
 epoch the log end offset, for an older one the start offset of the next larger epoch, and
 UNDEFINED (-1, -1) for an epoch past every one known. `current_leader_epoch` (when not -1) must
 be this leader's epoch: an older one is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+A follower's request (`replica_id` >= 0) on a connection where that broker's follower fetches were
+accepted (handlers/fetch.py, follower_identity) is replication, exempt from client quotas.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ class OffsetForLeaderEpochHandler(Handler):
     max_version = 4
 
     async def handle(self, ctx: RequestContext, request):
+        replica_id = int(getattr(request, "replica_id", -1))  # v3+
+        if replica_id >= 0 and getattr(ctx.connection, "broker_id", None) == replica_id:
+            self.broker.quotas.exempt(ctx)
         rm = self.broker.replicas
         topics = []
         for t in request.topics:

@@ -101,7 +101,9 @@ async def test_follower_fetches_move_the_high_watermark_and_complete_acks_all(tm
     assert await waiting and op.results == {("t", 0): ErrorCode.none}
     # epoch checks of the follower's fetch
     assert rm.follower_fetched(part, 2, 3, 0, 1) == ErrorCode.unknown_leader_epoch
-    assert rm.follower_fetched(part, 4, 3, 0, 0) == ErrorCode.not_leader_or_follower
+    # not a replica: Kafka's followerReplicaOrThrow (UNKNOWN_LEADER_EPOCH when the fetch names an epoch)
+    assert rm.follower_fetched(part, 4, 3, 0, 0) == ErrorCode.unknown_leader_epoch
+    assert rm.follower_fetched(part, 4, 3, 0, -1) == ErrorCode.not_leader_or_follower
     assert rm.follower_fetched(part, 2, 9, 0, 0) == ErrorCode.offset_out_of_range
     rm.close()
 
