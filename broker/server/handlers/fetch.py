@@ -55,8 +55,15 @@ class FetchHandler(Handler):
 
     def __init__(self, broker) -> None:
         super().__init__(broker)
-        self.inter_listener = follower_identity.inter_broker_listener(broker.config)
+        self._inter_listener: str | None = None
         self._refusal_logged_at = -REFUSAL_LOG_INTERVAL_S
+
+    @property
+    def inter_listener(self) -> str:
+        """The listener follower fetches must arrive on (read from the config on first use)."""
+        if self._inter_listener is None:
+            self._inter_listener = follower_identity.inter_broker_listener(self.broker.config)
+        return self._inter_listener
 
     # -- request -> session context --------------------------------------------------------------
 
