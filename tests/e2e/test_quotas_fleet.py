@@ -69,9 +69,9 @@ def test_quota_altered_on_one_broker_applies_on_every_broker(cluster):
     with kafka_wire.connect(a.bootstrap) as conn:
         assert conn.create_topic(topic, 3) == ErrorCode.none
     leaders = cluster.wait_leaders(topic, 3)
-    for partition, leader in leaders.items():
-        if leader != a.node_id:
-            break
+    elsewhere = sorted((p, leader) for p, leader in leaders.items() if leader != a.node_id)
+    assert elsewhere, f"every partition is led by broker {a.node_id}, which took the AlterClientQuotas: {leaders}"
+    partition, leader = elsewhere[0]
     bootstrap = cluster.broker(leader).bootstrap
     assert throttle_ms_of_produce(bootstrap, topic, partition, "fleet-app") > 0
     assert throttle_ms_of_produce(bootstrap, topic, partition, "fleet-other") == 0

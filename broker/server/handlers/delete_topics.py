@@ -22,6 +22,8 @@ class DeleteTopicsHandler(Handler):
             wanted = [(n, None) for n in request.topic_names]
         else:
             wanted = [(t.name, t.topic_id) for t in request.topics]
+        if not b.config["delete.topic.enable"]:
+            return self._refused(ctx, wanted)
         out = []
         for name, topic_id in wanted:
             if name is None and topic_id not in (None, NO_TOPIC_ID):
@@ -40,6 +42,16 @@ class DeleteTopicsHandler(Handler):
             out.append(ctx.build("DeletableTopicResult", name=name, topic_id=rec.topic_id if rec else (topic_id or NO_TOPIC_ID),
                                  error_code=code, error_message=msg))
         return ctx.build("DeleteTopicsResponse", throttle_time=NO_THROTTLE, responses=tuple(out))
+
+    @staticmethod
+    def _refused(ctx: RequestContext, wanted: list) -> object:
+        """delete.topic.enable=false: every topic named is refused before anything is looked up,
+        as Kafka's controller does (INVALID_REQUEST for clients older than v3's error code)."""
+        code = ErrorCode.topic_deletion_disabled if ctx.api_version >= 3 else ErrorCode.invalid_request
+        out = tuple(ctx.build("DeletableTopicResult", name=name, topic_id=topic_id or NO_TOPIC_ID, error_code=code,
+                              error_message="Topic deletion is disabled (delete.topic.enable=false).")
+                    for name, topic_id in wanted)
+        return ctx.build("DeleteTopicsResponse", throttle_time=NO_THROTTLE, responses=out)
 
 
 HANDLER = DeleteTopicsHandler
