@@ -18,6 +18,7 @@ import time
 from typing import Iterator
 
 import pytest
+from tests.e2e.test_operator import write_topic
 from tests.support.crds import install_crds
 from tests.support.waiting import wait_for
 
@@ -187,17 +188,6 @@ def kafkatopic(cluster: str, name: str, isr: list[list[int]]) -> dict:
         "status": {"topicId": "AAAAAAAAAAAAAAAAAAAAAQ", "assignment": [
             {"leader": i[0], "leaderEpoch": 0, "replicas": [0, 1, 2], "isr": i} for i in isr]},
     }
-
-
-def write_topic(kube_env, ns: str, obj: dict) -> None:
-    """Create the KafkaTopic if absent, then write its status through the status subresource, as
-    brokers do (a write of the resource itself cannot change status)."""
-    name = obj["metadata"]["name"]
-    if kube_env.kubectl("get", "kafkatopic", name, "-n", ns, check=False).returncode != 0:
-        kube_env.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(obj))
-    current = get_json(kube_env, "kafkatopic", name, "-n", ns)
-    kube_env.kubectl("replace", "--subresource=status", "-n", ns, "-f", "-",
-                     input=json.dumps({**obj, "metadata": current["metadata"]}))
 
 
 def test_a_roll_waits_for_every_isr_to_be_full(kube_env, kube_namespace, operator):
