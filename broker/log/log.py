@@ -1,7 +1,7 @@
 """The log of one partition: an ordered list of segments, offsets, flush, roll and retention.
 
 Offsets the log tracks, as in Kafka:
-  log_start_offset  first offset a consumer may read (advanced by retention and, later, KIP-107)
+  log_start_offset  first offset a consumer may read (advanced by retention and DeleteRecords, KIP-107)
   log_end_offset    offset the next appended record gets
   high_watermark    last offset + 1 that all in-sync replicas have (== LEO on a single broker)
   recovery_point    everything below it is known to be fsynced; recovery scans from here
@@ -558,19 +558,30 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
 
     # -- retention and deletion --------------------------------------------------------------
-    def advance_log_start_offset(self, offset: int) -> int:
-        """Move the log start offset forward (retention, and DeleteRecords later); never back."""
-        offset = min(offset, self.high_watermark)
-        if offset > self.log_start_offset:
-            self.log_start_offset = offset
-            self._delete_segments_below(offset)
-            self.leader_epochs.truncate_from_start(offset)
-        return self.log_start_offset
+    def advance_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset forward to `offset` (KIP-107: DeleteRecords on a leader, a
+        follower taking its leader's), as Kafka's maybeIncrementLogStartOffset: never back, never
+        past the high watermark (OffsetOutOfRange). Records below it are unreadable at once; the
+        segments wholly below it are deleted by the retention loop (`delete_segments_below_start`).
+        Returns whether it moved."""
+        if offset > self.high_watermark:
+            raise OffsetOutOfRange(f"cannot move the log start offset of {self.topic}-{self.partition} to {offset}: "
+                                   f"past the high watermark {self.high_watermark}")
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        self.leader_epochs.truncate_from_start(offset)
+        return True
 
-    def _delete_segments_below(self, offset: int) -> None:
-        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
-            seg = self.segments.pop(0)
-            seg.delete()
+    def delete_segments_below_start(self) -> int:
+        """Delete the segments wholly below the log start offset (those whose next segment starts
+        at or below it: Kafka's deleteLogStartOffsetBreachedSegments), whatever the cleanup policy;
+        the segment holding the log start stays. Returns how many."""
+        deleted = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
+            self.segments.pop(0).delete()
+            deleted += 1
+        return deleted
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete whole segments past retention.ms or beyond retention.bytes; return how many."""

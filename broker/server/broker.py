@@ -77,7 +77,9 @@ class Broker:
                                                 config["flotilla.fetch.session.eviction.ms"])
         self.metrics.watch_fetch_sessions(self.fetch_sessions)
         self.produce_purgatory = Purgatory("produce")  # acks=all produces waiting for the ISR
-        self.replicas = ReplicaManager(config, self.store, self.fetch_purgatory, self.produce_purgatory)
+        self.delete_records_purgatory = Purgatory("delete-records")  # DeleteRecords waiting for followers
+        self.replicas = ReplicaManager(config, self.store, self.fetch_purgatory, self.produce_purgatory,
+                                       self.delete_records_purgatory)
         # Followers copy their leaders' logs (one fetcher task per leader broker).
         self.replica_fetchers = ReplicaFetcherManager(config, self.replicas)
         self.replicas.on_follow_change(self.replica_fetchers.update)
@@ -129,6 +131,8 @@ class Broker:
         # Broker registrations come and go without touching topics: nothing to re-apply then.
         if self._leadership_follows_image and (old is None or old.topics is not new.topics):
             self.replicas.apply_image(new)
+        if old is not None and old.brokers is not new.brokers:
+            self.replicas.live_brokers_changed()
 
     def registration(self) -> BrokerRegistration:
         """This broker's node id, incarnation and advertised endpoint per listener."""
@@ -258,6 +262,7 @@ class Broker:
         self.sockets.stop_accepting()
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
+        self.delete_records_purgatory.complete_all()
         await _bounded("stopping the replica fetchers", self.replica_fetchers.stop(), STEP_TIMEOUT_S)
         # Answer pending JoinGroup/SyncGroup (NOT_COORDINATOR) so their connections can finish.
         await _bounded("stopping the group coordinator", self.groups.stop(), STEP_TIMEOUT_S)

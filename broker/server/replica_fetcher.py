@@ -402,8 +402,8 @@ class ReplicaFetcher:
                     return
         lg.high_watermark = min(int(p.high_watermark), lg.log_end_offset)
         leader_start = int(p.log_start_offset)
-        if leader_start > lg.log_start_offset:
-            lg.advance_log_start_offset(min(leader_start, lg.log_end_offset))
+        if leader_start > lg.log_start_offset:  # KIP-107: the leader's DeleteRecords or retention
+            lg.advance_log_start_offset(min(leader_start, lg.high_watermark))
 
 
 class ReplicaFetcherManager:

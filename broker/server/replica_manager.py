@@ -9,8 +9,10 @@ partition it follows is written by the replica fetcher (server/replica_fetcher.p
 `on_follow_change` listeners tell what to fetch from whom.
 acks=all produces wait in `produce_purgatory` (server/delayed_produce.py), watched per partition
 and checked whenever that partition's high watermark moves or its leadership changes.
-DeleteRecords (KIP-107) hooks in at `Log.advance_log_start_offset`, with the low watermark over
-the followers' log start offsets that `replica_state` keeps.
+DeleteRecords (KIP-107, server/record_deletion.py) moves a led partition's log start offset and
+waits in `delete_records_purgatory` (server/delayed_delete_records.py) for the low watermark, the
+least log start offset over the live replicas; it is checked whenever a follower's fetch reports its
+log start, the live brokers change or leadership ends.
 """
 
 from __future__ import annotations
@@ -120,12 +122,13 @@ class ReplicaManager:
     """
 
     def __init__(self, config: BrokerConfig, store: MetadataStore, fetch_purgatory: Purgatory,
-                 produce_purgatory: Purgatory | None = None) -> None:
+                 produce_purgatory: Purgatory | None = None, delete_records_purgatory: Purgatory | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
         self.store = store
         self.fetch_purgatory = fetch_purgatory
         self.produce_purgatory = produce_purgatory or Purgatory("produce")
+        self.delete_records_purgatory = delete_records_purgatory or Purgatory("delete-records")
         self.max_lag_ms = config["replica.lag.time.max.ms"]
         self._follow_listeners: list = []
         self._isr_writes: set[asyncio.Task] = set()
@@ -252,6 +255,7 @@ class ReplicaManager:
         tp = (part.topic, part.index)
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
 
     def _close_partition(self, tp: TopicPartition) -> None:
         part = self.partitions.pop(tp)
@@ -260,6 +264,7 @@ class ReplicaManager:
         # Long-polling fetches and acks=all produces of this partition answer now (NOT_LEADER_OR_FOLLOWER).
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
 
     # -- leadership --------------------------------------------------------------------------
     def apply_image(self, image, chunked: bool = True) -> None:
@@ -422,8 +427,11 @@ class ReplicaManager:
         leo = part.log.log_end_offset
         if fetch_offset > leo:
             return ErrorCode.offset_out_of_range
+        previous_start = state.followers[replica_id].log_start_offset
         if state.update_follower(replica_id, fetch_offset, log_start_offset, leo, _now_ms()):
             self._high_watermark_moved(part)
+        if log_start_offset != previous_start:  # the low watermark may have moved (KIP-107)
+            self.delete_records_purgatory.check_and_complete((part.topic, part.index))
         # A broker whose registration is not live (its Lease expired: fenced) or that is shutting
         # down may still fetch; adding it back would undo the controller, which removes it again:
         # a loop of writes.
@@ -577,6 +585,7 @@ class ReplicaManager:
         self.cleaner.forget(tp)
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
 
     def leader_or_error(self, topic: str, partition: int) -> tuple[Partition | None, ErrorCode, object]:
         """The partition if this broker leads it, else why not: (None, error, the image's
@@ -747,9 +756,19 @@ class ReplicaManager:
         self._checkpoints_failed(await asyncio.get_running_loop().run_in_executor(STORAGE_IO, job))
 
     def enforce_retention(self) -> int:
-        return self._each_online_partition(
-            "retention", lambda part: part.log.enforce_retention()
-            if "delete" in part.log.config.cleanup_policy.split(",") else 0)
+        """Segments wholly below the log start offset (DeleteRecords, a leader's log start a
+        follower took), whatever the policy; then retention.ms/bytes for policies with `delete`."""
+        def job(part: Partition) -> int:
+            deleted = part.log.delete_segments_below_start()
+            if "delete" in part.log.config.cleanup_policy.split(","):
+                deleted += part.log.enforce_retention()
+            return deleted
+        return self._each_online_partition("retention", job)
+
+    def live_brokers_changed(self) -> None:
+        """Broker registrations came or went: the low watermark counts live replicas only, so
+        waiting DeleteRecords look again."""
+        self.delete_records_purgatory.check_all()
 
     def remove_expired_producers(self) -> int:
         """Kafka's periodic producer expiration check, over every partition held here."""

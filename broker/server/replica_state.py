@@ -146,6 +146,17 @@ class LeaderReplicaState:
         """The write lost a compare-and-set race; the ISR is as it was until metadata says otherwise."""
         self.pending_isr = None
 
+    # -- DeleteRecords (KIP-107) -----------------------------------------------------------------
+    def low_watermark(self, leader_log_start_offset: int, live_brokers) -> int:
+        """The least log start offset over the leader and every follower whose broker is live
+        (Kafka's lowWatermarkIfLeader: not only the ISR; a follower that has not fetched since this
+        leader took over counts as UNKNOWN_OFFSET, -1)."""
+        low = leader_log_start_offset
+        for f in self.followers.values():
+            if f.broker_id in live_brokers and f.log_start_offset < low:
+                low = f.log_start_offset
+        return low
+
     # -- acks=all -----------------------------------------------------------------------------
     def has_min_isr(self, min_insync_replicas: int) -> bool:
         """Whether an acks=all write may be appended at all (else NOT_ENOUGH_REPLICAS)."""
