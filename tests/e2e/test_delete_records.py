@@ -185,3 +185,18 @@ def test_a_consumer_below_the_log_start_resets_by_its_policy(broker):
 
     msg = _consume_first(b, topic, 10, "latest", produce_after=produce_one)
     assert msg.error() is None and msg.offset() == 40 and msg.value() == b"after the reset"
+
+
+@pytest.mark.flotilla_only("Flotilla checkpoints the log start before answering and exports it; Kafka checkpoints periodically")
+def test_the_new_log_start_is_checkpointed_before_the_answer_and_exported(broker):
+    from broker.log.checkpoints import LOG_START_OFFSET, read_checkpoint
+    from tests.support.prometheus import metric
+
+    b = broker.bootstrap
+    topic = make_topic(b, "dr-checkpoint", 30)
+    assert wire_delete(b, 2, {(topic, 0): 17}) == {(topic, 0): (ErrorCode.none, 17)}
+    assert read_checkpoint(broker.log_dirs / LOG_START_OFFSET)[(topic, 0)] == 17  # no waiting: already written
+    assert metric(broker.metrics_url, "flotilla_log_start_offset", topic=topic, partition="0") == 17
+    broker.kill9()  # a crash right after the answer keeps it
+    broker.start()
+    assert earliest(broker.bootstrap, topic) == 17
