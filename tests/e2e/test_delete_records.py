@@ -54,10 +54,11 @@ def delete_request(version: int, offsets: dict[tuple[str, int], int], timeout_ms
                                   timeout=datetime.timedelta(milliseconds=timeout_ms))
 
 
-def wire_delete(bootstrap: str, version: int, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple]:
+def wire_delete(bootstrap: str, version: int, offsets: dict[tuple[str, int], int],
+                timeout_ms: int = 10000) -> dict[tuple[str, int], tuple]:
     """{(topic, partition): (error code, low watermark)} of one DeleteRecords request."""
-    with kafka_wire.connect(bootstrap) as conn:
-        resp = conn.request(delete_request(version, offsets))
+    with kafka_wire.connect(bootstrap, timeout=timeout_ms / 1000 + 30) as conn:
+        resp = conn.request(delete_request(version, offsets, timeout_ms))
     return {(t.name, int(p.partition_index)): (ErrorCode(p.error_code), int(p.low_watermark))
             for t in resp.topics for p in t.partitions}
 
