@@ -150,3 +150,20 @@ def test_timestamp_lookups_pass_over_segments_below_the_log_start(tmp_path):
     assert delete_on_leader(rm, "t", 0, inside).error == ErrorCode.none
     assert lg.offset_for_timestamp(0)[0] == inside
     assert lg.max_timestamp()[0] >= inside
+
+
+def test_a_failed_request_answers_every_partition_with_low_watermark_minus_one():
+    from types import SimpleNamespace
+
+    from broker.server.handlers.base import RequestContext
+    from broker.server.handlers.delete_records import DeleteRecordsHandler
+    from tests.e2e.test_delete_records import delete_request
+
+    for version in (0, 1, 2):
+        header = SimpleNamespace(api_key=21, api_version=version, correlation_id=1, client_id="c")
+        ctx = RequestContext(header=header, connection=None)  # type: ignore[arg-type]
+        resp = DeleteRecordsHandler(None).error_response(  # type: ignore[arg-type]
+            ctx, delete_request(version, {("t", 0): 5, ("u", 1): 3}), ErrorCode.unknown_server_error, "boom")
+        assert sorted((t.name, p.partition_index, p.low_watermark, p.error_code)
+                      for t in resp.topics for p in t.partitions) == [
+            ("t", 0, -1, ErrorCode.unknown_server_error), ("u", 1, -1, ErrorCode.unknown_server_error)]
