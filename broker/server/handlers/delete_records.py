@@ -12,6 +12,8 @@ answered once, for its last offset, as Kafka's map of partitions does.
 
 from __future__ import annotations
 
+import time
+
 from kio.schema.errors import ErrorCode
 
 from broker.server.delayed_delete_records import DelayedDeleteRecords
@@ -48,7 +50,9 @@ class DeleteRecordsHandler(Handler):
                    if r.error == ErrorCode.none and r.low_watermark < r.requested_offset}
         if waiting:
             op = DelayedDeleteRecords(rm, waiting)
+            parked = time.perf_counter_ns()
             await b.delete_records_purgatory.wait(op, list(waiting), max(request.timeout.total_seconds(), 0.0))
+            ctx.waited_ns += time.perf_counter_ns() - parked  # waiting is not handler time (request quota)
             for tp in waiting:
                 code, low = op.results.get(tp, (ErrorCode.request_timed_out, results[tp].low_watermark))
                 results[tp].error, results[tp].low_watermark = code, low
