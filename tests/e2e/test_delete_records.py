@@ -63,6 +63,21 @@ def wire_delete(bootstrap: str, version: int, offsets: dict[tuple[str, int], int
             for t in resp.topics for p in t.partitions}
 
 
+def fetch_at(bootstrap: str, topic: str, offset: int) -> tuple[ErrorCode, int]:
+    """(error code, log_start_offset) of a consumer's Fetch (v11) of partition 0 from `offset`."""
+    from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
+
+    req = FetchRequest(replica_id=i32(-1), max_wait=datetime.timedelta(milliseconds=100), min_bytes=i32(1),
+                       max_bytes=i32(1 << 20), isolation_level=0, session_id=i32(0), session_epoch=i32(-1),
+                       topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
+                           partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(offset),
+                           log_start_offset=i64(-1), partition_max_bytes=i32(1 << 20)),)),),
+                       forgotten_topics_data=(), rack_id="")
+    with kafka_wire.connect(bootstrap) as conn:
+        p = conn.request(req).responses[0].partitions[0]
+    return ErrorCode(p.error_code), int(p.log_start_offset)
+
+
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_wire_versions_move_the_log_start_and_answer_the_low_watermark(broker, version):
     b = broker.bootstrap
@@ -73,6 +88,8 @@ def test_wire_versions_move_the_log_start_and_answer_the_low_watermark(broker, v
                    (topic, 7): (ErrorCode.unknown_topic_or_partition, -1),
                    (missing, 0): (ErrorCode.unknown_topic_or_partition, -1)}
     assert earliest(b, topic) == 15
+    assert fetch_at(b, topic, 15) == (ErrorCode.none, 15)  # Fetch's log_start_offset follows
+    assert fetch_at(b, topic, 14)[0] == ErrorCode.offset_out_of_range
     # past the high watermark: refused, nothing moves
     assert wire_delete(b, version, {(topic, 0): 41}) == {(topic, 0): (ErrorCode.offset_out_of_range, -1)}
     # below the log start: nothing moves, and the answer is the low watermark as it is
