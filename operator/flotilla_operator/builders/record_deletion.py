@@ -197,3 +197,42 @@ def error_reason(code_name: str) -> str:
         "_UNKNOWN_TOPIC": "TopicNotFound",
         "POLICY_VIOLATION": "PolicyViolation",
     }.get(code_name, "DeleteFailed")
+
+
+def run_status(*, previous: Mapping[str, Any], generation: int, policy: str | None, now: datetime,
+               ran: bool, rows: list[dict[str, Any]] | None, deleted: int, error: PlanError | None,
+               next_time: datetime | None) -> dict[str, Any]:
+    """The status after one attempt. `ran`: the cluster was reached (lastRunTime moves);
+    recordsDeleted adds this run's count to the total; rows of a failed attempt replace the old
+    ones only when the attempt got as far as reading the partitions."""
+    from ..status import condition
+
+    if error is None:
+        moved = [r for r in rows or () if r["recordsDeleted"]]
+        message = (f"deleted {deleted} record(s) from {len(moved)} partition(s)" if deleted
+                   else "nothing to delete: every chosen partition already starts at or above its target")
+        left = [r for r in rows or () if r.get("error")]
+        if left:
+            message += f"; left alone: " + "; ".join(f"partition {r['partition']}: {r['error']}" for r in left)
+        ready = condition("Ready", True, "Deleted", message, generation=generation, now=now,
+                          previous=previous.get("conditions"))
+    else:
+        ready = condition("Ready", False, error.reason, error.message, generation=generation, now=now,
+                          previous=previous.get("conditions"))
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "conditions": [ready],
+        "recordsDeleted": int(previous.get("recordsDeleted") or 0) + deleted,
+        "nextRunTime": _ts(next_time),
+    }
+    if policy is not None:
+        status["policy"] = policy
+    if ran:
+        status["lastRunTime"] = _ts(now)
+    if rows:
+        status["partitions"] = rows
+    return status
+
+
+def _ts(when: datetime | None) -> str | None:
+    return None if when is None else when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
