@@ -153,3 +153,15 @@ def test_recorddeletion_keep_is_records_or_duration():
     assert "spec.keep.records" in errors(RecordDeletionSpec, {**base, "keep": {"records": -1}})
     assert "spec.keep.duration" in errors(RecordDeletionSpec, {**base, "keep": {"duration": "a while"}})
     assert RecordDeletionSpec.model_validate({**base, "keep": {"duration": "1h"}}).keep.duration == "1h"
+
+
+def test_recorddeletion_example_is_valid():
+    from pathlib import Path
+
+    import yaml
+
+    docs = list(yaml.safe_load_all((Path(__file__).resolve().parents[3] / "examples" / "recorddeletion.yaml").read_text()))
+    assert [d["kind"] for d in docs] == ["RecordDeletion", "RecordDeletion"]
+    specs = [RecordDeletionSpec.model_validate(d["spec"]) for d in docs]
+    assert specs[0].before.consumed_by == ["spark-stage-2"] and specs[0].keep.records == 1000
+    assert specs[1].before.timestamp is not None and specs[1].interval is None
