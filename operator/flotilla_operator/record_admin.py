@@ -186,5 +186,6 @@ def run(bootstrap: str, spec: RecordDeletionSpec, now: datetime | None = None) -
             listed = ", ".join(f"{p} ({msg})" for p, (_, msg) in sorted(failed.items()))
             result.error = rd.PlanError(rd.error_reason(name), f"DeleteRecords failed on partition(s) {listed}")
     except rd.PlanError as exc:
-        result.error = exc
+        # Without its traceback: the frames would keep the AdminClient (and its threads) alive.
+        result.error = exc.with_traceback(None)
     return result
