@@ -534,17 +534,22 @@ class Log:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp is >= `timestamp`, searched in
-        the first segment whose largest timestamp reaches it, as Kafka does."""
+        the first segment whose largest timestamp reaches it, as Kafka does. Segments wholly below
+        the log start offset (DeleteRecords, until the retention pass removes them) are passed over:
+        their records are gone, and a later segment may hold the answer."""
         for seg in self.segments:
-            if seg.max_timestamp < timestamp:
+            if seg.max_timestamp < timestamp or seg.next_offset <= self.log_start_offset:
                 continue
             return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
         return None
 
     def max_timestamp(self) -> tuple[int, int]:
-        """(offset, timestamp) of the first record holding the largest timestamp, or (-1, -1)."""
+        """(offset, timestamp) of the first record holding the largest timestamp, or (-1, -1);
+        segments wholly below the log start offset are gone already."""
         best = None
         for seg in self.segments:
+            if seg.next_offset <= self.log_start_offset:
+                continue
             if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
                 best = seg
         return best.max_timestamp_record() if best is not None else (-1, -1)

@@ -54,10 +54,11 @@ def delete_request(version: int, offsets: dict[tuple[str, int], int], timeout_ms
                                   timeout=datetime.timedelta(milliseconds=timeout_ms))
 
 
-def wire_delete(bootstrap: str, version: int, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple]:
+def wire_delete(bootstrap: str, version: int, offsets: dict[tuple[str, int], int],
+                timeout_ms: int = 10000) -> dict[tuple[str, int], tuple]:
     """{(topic, partition): (error code, low watermark)} of one DeleteRecords request."""
-    with kafka_wire.connect(bootstrap) as conn:
-        resp = conn.request(delete_request(version, offsets))
+    with kafka_wire.connect(bootstrap, timeout=timeout_ms / 1000 + 30) as conn:
+        resp = conn.request(delete_request(version, offsets, timeout_ms))
     return {(t.name, int(p.partition_index)): (ErrorCode(p.error_code), int(p.low_watermark))
             for t in resp.topics for p in t.partitions}
 
@@ -200,3 +201,30 @@ def test_the_new_log_start_is_checkpointed_before_the_answer_and_exported(broker
     broker.kill9()  # a crash right after the answer keeps it
     broker.start()
     assert earliest(broker.bootstrap, topic) == 17
+
+
+def segment_files(broker, topic: str) -> dict[int, int]:
+    """Base offset -> bytes of each segment file of partition 0 (Kafka's `<base>.log`; a file Kafka
+    renamed to `.log.deleted` before removing it is gone already)."""
+    return {int(p.stem): p.stat().st_size for p in (broker.log_dirs / f"{topic}-0").glob("*.log")}
+
+
+@pytest.mark.broker_config({"log.retention.check.interval.ms": "300"})
+def test_whole_segments_below_the_log_start_leave_the_disk(broker):
+    b = broker.bootstrap
+    topic = kafka_wire.unique_topic("dr-disk")
+    with kafka_wire.connect(b) as conn:  # 1 MiB: the smallest segment.bytes Kafka 4.1 takes
+        assert conn.create_topic(topic, 1, configs={"segment.bytes": str(1 << 20)}) == ErrorCode.none
+    ConfluentFamily().produce(b, topic, keyed_records(3600, size=1000), acks="all")
+    before = segment_files(broker, topic)
+    bases = sorted(before)
+    assert len(bases) >= 4, before
+    cut = bases[2] + 5  # inside the third segment: the first two are wholly below it
+    assert wire_delete(b, 2, {(topic, 0): cut}) == {(topic, 0): (ErrorCode.none, cut)}
+    after = wait_for(f"the segments of {topic}-0 below {bases[2]} deleted", lambda: segment_files(broker, topic),
+                     timeout=60, until=lambda files: sorted(files) == bases[2:])
+    assert sum(after.values()) == sum(before[base] for base in bases[2:])  # the partition's disk usage fell by theirs
+    assert earliest(b, topic) == cut
+    # the segment holding the new log start stays, and reads from it start at the log start
+    msg = _consume_first(b, topic, cut, "error")
+    assert msg.error() is None and msg.offset() == cut

@@ -54,6 +54,11 @@ class DeleteRecordsHandler(Handler):
                 results[tp].error, results[tp].low_watermark = code, low
         return self._response(ctx, results)
 
+    def error_response(self, ctx: RequestContext, request, code: ErrorCode, message: str):
+        """Every partition named answers `code` with low watermark -1 (Kafka's getErrorResponse)."""
+        return self._response(ctx, {(t.name, int(p.partition_index)): LocalDeletion(code)
+                                    for t in request.topics for p in t.partitions})
+
     @staticmethod
     def _response(ctx: RequestContext, results: dict[tuple[str, int], LocalDeletion]):
         by_topic: dict[str, list] = {}

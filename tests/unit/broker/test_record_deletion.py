@@ -134,3 +134,36 @@ def test_whole_segments_below_the_log_start_go_at_the_retention_pass(tmp_path):
     assert [s.base_offset for s in lg.segments] == bases[2:]
     assert sorted(int(p.stem) for p in lg.directory.glob("*.log")) == bases[2:]
     assert lg.log_start_offset == inside
+
+
+def test_timestamp_lookups_pass_over_segments_below_the_log_start(tmp_path):
+    """Between the deletion and the retention pass, a timestamp older than the new log start
+    answers the first record at or after it, never an offset below it (nor -1)."""
+    _, rm, part = leader(tmp_path, records=0, **{"segment.bytes": "200"})
+    for _ in range(12):
+        rm.append(part, *batch())
+    rm.follower_fetched(part, 2, part.log.log_end_offset, 0, 0)
+    rm.follower_fetched(part, 3, part.log.log_end_offset, 0, 0)
+    lg = part.log
+    bases = [s.base_offset for s in lg.segments]
+    inside = bases[2] + 1
+    assert delete_on_leader(rm, "t", 0, inside).error == ErrorCode.none
+    assert lg.offset_for_timestamp(0)[0] == inside
+    assert lg.max_timestamp()[0] >= inside
+
+
+def test_a_failed_request_answers_every_partition_with_low_watermark_minus_one():
+    from types import SimpleNamespace
+
+    from broker.server.handlers.base import RequestContext
+    from broker.server.handlers.delete_records import DeleteRecordsHandler
+    from tests.e2e.test_delete_records import delete_request
+
+    for version in (0, 1, 2):
+        header = SimpleNamespace(api_key=21, api_version=version, correlation_id=1, client_id="c")
+        ctx = RequestContext(header=header, connection=None)  # type: ignore[arg-type]
+        resp = DeleteRecordsHandler(None).error_response(  # type: ignore[arg-type]
+            ctx, delete_request(version, {("t", 0): 5, ("u", 1): 3}), ErrorCode.unknown_server_error, "boom")
+        assert sorted((t.name, p.partition_index, p.low_watermark, p.error_code)
+                      for t in resp.topics for p in t.partitions) == [
+            ("t", 0, -1, ErrorCode.unknown_server_error), ("u", 1, -1, ErrorCode.unknown_server_error)]

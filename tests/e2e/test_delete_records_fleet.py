@@ -1,0 +1,178 @@
+"""DeleteRecords (KIP-107) on three brokers, replication factor 3 (issue 20):
+
+- through each client family (confluent-kafka, kafka-python, Kafka's DeleteRecordsCommand), the
+  answer's low watermark is every replica's log start offset afterwards, read from each broker's
+  `log-start-offset-checkpoint`;
+- a follower that was down during the deletion (its log ending below the new start) catches up to
+  the new log start: it starts afresh there (Kafka's handleOutOfRangeError) and keeps no segment
+  below it;
+- a live follower that does not fetch (SIGSTOP, still registered: long Leases) holds the low
+  watermark: the request waits and answers REQUEST_TIMED_OUT with the low watermark as it was, as
+  Kafka's DelayedDeleteRecords; once it fetches again the same request completes.
+
+    pytest -m kube tests/e2e/test_delete_records_fleet.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from tests.e2e.test_delete_records import wire_delete
+from tests.e2e.test_replication import create_topic, partition_states, records_batch, wait_isr
+from tests.support import kafka_tools, kafka_wire
+from tests.support.cluster import BrokerCluster, ClusterBroker
+from tests.support.waiting import wait_for
+
+pytestmark = [
+    pytest.mark.kube,
+    pytest.mark.flotilla_only("replication on a Flotilla cluster on Kubernetes metadata"),
+    pytest.mark.timeout(300),
+]
+
+# Long Leases: a SIGSTOPped follower stays registered (live) for the whole test, so it holds the
+# low watermark (Kafka counts live replicas, in the ISR or not); short retention checks so that
+# segments below the log start go quickly.
+OVERRIDES = {"flotilla.metadata.lease.duration.ms": "60000", "replica.lag.time.max.ms": "4000",
+             "replica.fetch.backoff.ms": "200", "log.retention.check.interval.ms": "300",
+             "offsets.topic.replication.factor": "1"}
+
+
+@pytest.fixture
+def cluster(tmp_path, kube_env, kube_namespace):
+    with BrokerCluster(tmp_path, kube_env, kube_namespace, size=3, overrides=OVERRIDES) as c:
+        yield c
+
+
+def checkpointed_log_start(broker: ClusterBroker, topic: str, partition: int) -> int | None:
+    from broker.log.checkpoints import LOG_START_OFFSET, read_checkpoint
+
+    return read_checkpoint(Path(broker.log_dirs) / LOG_START_OFFSET).get((topic, partition))
+
+
+def wait_checkpoints(cluster: BrokerCluster, topic: str, want: dict[int, int]) -> None:
+    """Until every broker's log-start-offset-checkpoint holds `want` (partition -> offset)."""
+    def seen() -> dict:
+        return {b.node_id: {p: checkpointed_log_start(b, topic, p) for p in want} for b in cluster.running()}
+    wait_for(f"every replica's checkpointed log start of {topic} at {want}", seen, timeout=60,
+             until=lambda s: all(v == want for v in s.values()))
+
+
+def write(broker: ClusterBroker, topic: str, partition: int, count: int, acks: int = -1) -> None:
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        for start in range(0, count, 10):
+            r = conn.produce(topic, partition, records_batch([b"r-%06d" % i for i in range(start, min(count, start + 10))]),
+                             acks=acks)
+            assert int(r.error_code) == 0, r
+
+
+def test_every_client_family_and_every_replicas_log_start(cluster, tmp_path):
+    from confluent_kafka import TopicPartition as CTP
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient, TopicPartition as KTP
+
+    topic = create_topic(cluster.brokers[0], 2, prefix="dr-fleet")
+    cluster.wait_leaders(topic, 2)
+    wait_isr(cluster, topic, 2, {1, 2, 3})
+    leaders = {p: cluster.broker(s[0]) for p, s in partition_states(cluster, topic).items()}
+    for p in (0, 1):
+        write(leaders[p], topic, p, 200)
+    bootstrap = cluster.bootstrap
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([CTP(topic, 0, 120), CTP(topic, 1, 80)], request_timeout=60, operation_timeout=30)
+    got = {tp.partition: f.result(60).low_watermark for tp, f in futures.items()}
+    assert got == {0: 120, 1: 80}  # answered once every live replica had moved its log start
+    wait_checkpoints(cluster, topic, got)
+
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=60000)
+    try:
+        result = kp.delete_records({KTP(topic, 0): -1}, timeout_ms=30000)  # -1: the high watermark
+    finally:
+        kp.close()
+    assert (result[KTP(topic, 0)]["error_code"], result[KTP(topic, 0)]["low_watermark"]) == (0, 200)
+
+    try:
+        kafka_tools.ensure_libs()
+    except kafka_tools.ToolsMissing as e:
+        pytest.skip(str(e))
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 1, "offset": 150}]}))
+    out = subprocess.run(kafka_tools.command("DeleteRecordsCommand", "--bootstrap-server", bootstrap,
+                                             "--offset-json-file", str(offsets)),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert f"partition: {topic}-1\tlow_watermark: 150" in out.stdout, out.stdout
+    wait_checkpoints(cluster, topic, {0: 200, 1: 150})
+
+
+def test_a_follower_down_during_the_deletion_catches_up_to_the_new_log_start(cluster):
+    topic = create_topic(cluster.brokers[0], 1, prefix="dr-down", configs={"segment.bytes": "2000"})
+    cluster.wait_leaders(topic, 1)
+    wait_isr(cluster, topic, 1, {1, 2, 3})
+    leader_id, _, replicas, _ = partition_states(cluster, topic)[0]
+    leader = cluster.broker(leader_id)
+    down = cluster.broker(next(r for r in replicas if r != leader_id))
+    write(leader, topic, 0, 100)
+    down.stop()  # graceful: its Lease goes, so it is no longer a live replica
+    wait_isr(cluster, topic, 1, set(replicas) - {down.node_id})
+    write(leader, topic, 0, 200, acks=1)  # offsets 100-299: the stopped follower ends at 100
+    with kafka_wire.connect(leader.bootstrap) as conn:
+        wait_for("the high watermark at 300", lambda: conn.list_offsets(topic, 0, -1), timeout=60,
+                 until=lambda hw: hw == 300)
+
+    assert wire_delete(leader.bootstrap, 2, {(topic, 0): 250}) == {(topic, 0): (ErrorCode.none, 250)}
+    down.start()
+    wait_isr(cluster, topic, 1, {1, 2, 3})
+    wait_checkpoints(cluster, topic, {0: 250})
+
+    def first_segment() -> int:
+        return min(int(p.stem) for p in (Path(down.log_dirs) / f"{topic}-0").glob("*.log"))
+    # its log ended below the new start: it starts afresh there, keeping nothing below it
+    wait_for(f"broker {down.node_id}'s first segment of {topic}-0 at 250", first_segment, timeout=60,
+             until=lambda base: base == 250)
+    with kafka_wire.connect(leader.bootstrap) as conn:
+        assert conn.list_offsets(topic, 0, -2) == 250
+
+
+def test_a_live_follower_that_does_not_fetch_holds_the_request_until_it_fetches(cluster):
+    topic = create_topic(cluster.brokers[0], 1, prefix="dr-frozen")
+    cluster.wait_leaders(topic, 1)
+    wait_isr(cluster, topic, 1, {1, 2, 3})
+    leader_id, _, replicas, _ = partition_states(cluster, topic)[0]
+    leader = cluster.broker(leader_id)
+    frozen = cluster.broker(next(r for r in replicas if r != leader_id))
+    write(leader, topic, 0, 50)  # acks=all: both followers fetched, and told the leader their log start (0)
+
+    os.kill(frozen.pid, signal.SIGSTOP)
+    try:
+        with kafka_wire.connect(leader.bootstrap, timeout=30) as conn:
+            from tests.e2e.test_delete_records import delete_request
+            resp = conn.request(delete_request(2, {(topic, 0): 30}, timeout_ms=2000))
+        [p] = resp.topics[0].partitions
+        # Kafka's DelayedDeleteRecords at its timeout: the low watermark as the deletion left it
+        assert (ErrorCode(p.error_code), int(p.low_watermark)) == (ErrorCode.request_timed_out, 0)
+        with kafka_wire.connect(leader.bootstrap) as conn:
+            assert conn.list_offsets(topic, 0, -2) == 30  # the leader's log start moved all the same
+
+        answer: dict = {}
+
+        def delete() -> None:
+            answer["got"] = wire_delete(leader.bootstrap, 2, {(topic, 0): 30}, timeout_ms=60000)
+
+        waiting = threading.Thread(target=delete, daemon=True)
+        waiting.start()
+        waiting.join(3)
+        assert waiting.is_alive() and not answer  # still waiting for the frozen follower
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    waiting.join(60)
+    assert answer.get("got") == {(topic, 0): (ErrorCode.none, 30)}
+    wait_checkpoints(cluster, topic, {0: 30})
