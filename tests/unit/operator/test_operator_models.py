@@ -165,3 +165,13 @@ def test_recorddeletion_example_is_valid():
     specs = [RecordDeletionSpec.model_validate(d["spec"]) for d in docs]
     assert specs[0].before.consumed_by == ["spark-stage-2"] and specs[0].keep.records == 1000
     assert specs[1].before.timestamp is not None and specs[1].interval is None
+
+
+def test_pipeline_recorddeletion_example_is_valid():
+    from pathlib import Path
+
+    import yaml
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[3] / "examples" / "pipeline-recorddeletion.yaml").read_text())
+    spec = RecordDeletionSpec.model_validate(doc["spec"])
+    assert spec.before.consumed_by == ["flotilla-pipeline"] and spec.topic == "events" and spec.interval == "1m"
