@@ -428,7 +428,7 @@ class ReplicaManager:
         if fetch_offset > leo:
             return ErrorCode.offset_out_of_range
         previous_start = state.followers[replica_id].log_start_offset
-        if state.update_follower(replica_id, fetch_offset, log_start_offset, leo, _now_ms()):
+        if state.update_follower(replica_id, fetch_offset, log_start_offset, leo, _now_ms(), self._isr_eligible):
             self._high_watermark_moved(part)
         if log_start_offset != previous_start:  # the low watermark may have moved (KIP-107)
             self.delete_records_purgatory.check_and_complete((part.topic, part.index))
@@ -444,10 +444,17 @@ class ReplicaManager:
 
     def _advance_high_watermark(self, part: Partition) -> None:
         state = part.replica_state
-        if state is not None and state.maybe_increment_high_watermark(part.log.log_end_offset, _now_ms()):
+        if state is not None and state.maybe_increment_high_watermark(part.log.log_end_offset, _now_ms(),
+                                                                      self._isr_eligible):
             self._high_watermark_moved(part)
         elif state is not None and part.log.high_watermark != state.high_watermark:
             part.log.high_watermark = min(state.high_watermark, part.log.log_end_offset)
+
+    def _isr_eligible(self, broker_id: int) -> bool:
+        """Whether a follower outside the ISR may count for the high watermark (Kafka's
+        isReplicaIsrEligible): its broker is registered and not shutting down."""
+        reg = self.store.image.brokers.get(broker_id)
+        return reg is not None and not reg.shutting_down
 
     def _high_watermark_moved(self, part: Partition) -> None:
         part.log.high_watermark = min(part.replica_state.high_watermark, part.log.log_end_offset)

@@ -83,21 +83,24 @@ class LeaderReplicaState:
 
     # -- follower fetches and the high watermark ---------------------------------------------
     def update_follower(self, broker_id: int, fetch_offset: int, log_start_offset: int,
-                        leader_log_end_offset: int, now_ms: int) -> bool:
+                        leader_log_end_offset: int, now_ms: int, eligible=None) -> bool:
         """Record a follower's fetch; returns whether the high watermark moved."""
         follower = self.followers.get(broker_id)
         if follower is None:
             raise KeyError(f"broker {broker_id} is not a replica of this partition ({self.replicas})")
         follower.update_fetch(fetch_offset, log_start_offset, leader_log_end_offset, now_ms)
-        return self.maybe_increment_high_watermark(leader_log_end_offset, now_ms)
+        return self.maybe_increment_high_watermark(leader_log_end_offset, now_ms, eligible)
 
-    def maybe_increment_high_watermark(self, leader_log_end_offset: int, now_ms: int) -> bool:
+    def maybe_increment_high_watermark(self, leader_log_end_offset: int, now_ms: int, eligible=None) -> bool:
         """High watermark = the least log end offset over the leader and every follower in the
-        (maximal) ISR, and over followers caught up but not yet added (they are about to be);
-        it only moves forward. Returns whether it moved."""
+        (maximal) ISR, and over followers caught up but not yet added (they are about to be) whose
+        broker may join the ISR (`eligible(broker_id)`, Kafka's isReplicaIsrEligible: registered and
+        not shutting down; None: any); it only moves forward. Returns whether it moved."""
         hw = leader_log_end_offset
         for f in self.followers.values():
-            counts = f.broker_id in self.maximal_isr or f.is_caught_up(leader_log_end_offset, now_ms, self.max_lag_ms)
+            counts = f.broker_id in self.maximal_isr or (
+                f.is_caught_up(leader_log_end_offset, now_ms, self.max_lag_ms)
+                and (eligible is None or eligible(f.broker_id)))
             if counts and f.log_end_offset < hw:
                 hw = f.log_end_offset
         if hw > self.high_watermark:

@@ -40,7 +40,7 @@ pytestmark = [
 # Long Leases: a SIGSTOPped follower stays registered (live) for the whole test, so it holds the
 # low watermark (Kafka counts live replicas, in the ISR or not); short retention checks so that
 # segments below the log start go quickly.
-OVERRIDES = {"flotilla.metadata.lease.duration.ms": "60000", "replica.lag.time.max.ms": "4000",
+OVERRIDES = {"flotilla.metadata.lease.duration.ms": "60000", "replica.lag.time.max.ms": "60000",
              "replica.fetch.backoff.ms": "200", "log.retention.check.interval.ms": "300",
              "offsets.topic.replication.factor": "1"}
 
@@ -123,10 +123,9 @@ def test_a_follower_down_during_the_deletion_catches_up_to_the_new_log_start(clu
     write(leader, topic, 0, 100)
     down.stop()  # graceful: its Lease goes, so it is no longer a live replica
     wait_isr(cluster, topic, 1, set(replicas) - {down.node_id})
-    write(leader, topic, 0, 200, acks=1)  # offsets 100-299: the stopped follower ends at 100
-    with kafka_wire.connect(leader.bootstrap) as conn:
-        wait_for("the high watermark at 300", lambda: conn.list_offsets(topic, 0, -1), timeout=60,
-                 until=lambda hw: hw == 300)
+    # offsets 100-299, acks=all: the stopped follower, out of the ISR and unregistered, holds up
+    # nothing (though it was caught up less than replica.lag.time.max.ms ago); it ends at 100
+    write(leader, topic, 0, 200)
 
     assert wire_delete(leader.bootstrap, 2, {(topic, 0): 250}) == {(topic, 0): (ErrorCode.none, 250)}
     down.start()
