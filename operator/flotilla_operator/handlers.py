@@ -18,8 +18,10 @@
 - KafkaTopic events (while a cluster's scale-down is blocked or its roll waits for an ISR) ->
   `reconcile`: a StatefulSet is never shrunk below a broker that still holds partition replicas
   (builders/scale_down.py); the cluster reports ScaleDownBlocked until they have moved.
-- RecordDeletion: validated and given a Ready=False/NotImplemented condition until the broker
-  feature it drives exists.
+- RecordDeletion -> a kopf daemon per resource: once per generation or every spec.interval it
+  resolves the policy (builders/record_deletion.py) and calls DeleteRecords through
+  confluent-kafka's AdminClient (record_admin.py); failures back off; deleting the resource stops
+  the daemon and deletes nothing.
 
 One asyncio.Lock per KafkaCluster serialises all of these, and each run reads the latest object
 first, so a slow run can never apply an older spec over a newer one.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -37,18 +40,20 @@ import kopf
 from . import GROUP, VERSION
 from . import metrics
 from . import kafka_admin
+from . import record_admin
 from .apply import ApiError, Kube, load_api_client
 from .builders import client_quota as cq
+from .builders import record_deletion as rd
 from .builders import Desired, build_all
 from .builders import cluster_id as cid
 from .builders.common import MANAGED_BY, Owner, selector_string, statefulset_name
 from .builders.roll import RollDecision, roll_partition, roll_state
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
-from .models import CLIENT_QUOTA, KAFKA_CLUSTER, RECORD_DELETION, KafkaClusterSpec, Resource, parse_spec
+from .models import CLIENT_QUOTA, KAFKA_CLUSTER, RECORD_DELETION, KafkaClusterSpec, RecordDeletionSpec, parse_spec
 from .preflight import check_server_properties
 from .settings import Settings
-from .status import condition, kafka_cluster_status, not_implemented_status, same_status
+from .status import condition, kafka_cluster_status, same_status
 
 LEASE_ROLE_LABEL = "flotilla.io/lease"  # on the brokers' Leases: broker or controller
 INSTANCE_LABEL = "app.kubernetes.io/instance"  # on KafkaTopics and Leases: the cluster's name
@@ -451,25 +456,6 @@ async def _resync_loop(memo: kopf.Memo) -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# ClientQuota and RecordDeletion: validated now, reconciled once the broker supports them
-
-
-async def _not_implemented(resource: Resource, memo: kopf.Memo, body: kopf.Body) -> None:
-    kube: Kube = memo["kube"]
-    meta = body["metadata"]
-    with metrics.observe(resource.kind):
-        invalid = None
-        try:
-            parse_spec(resource, dict(body.get("spec") or {}))
-        except ValueError as exc:
-            invalid = str(exc)
-        previous = dict(body.get("status") or {})
-        status = not_implemented_status(resource.kind, int(meta.get("generation") or 1), previous=previous, invalid=invalid)
-        if not same_status(previous, status):
-            await kube.patch_status(resource.kind, meta["namespace"], meta["name"], status)
-
-
-# ------------------------------------------------------------------------------------------
 # ClientQuota (KIP-13): applied through AlterClientQuotas, removed on deletion (finalizer)
 
 
@@ -570,8 +556,120 @@ async def clientquota_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> Non
         raise kopf.TemporaryError(f"removing the quota: {exc}", delay=5)
 
 
-@kopf.on.resume(GROUP, VERSION, RECORD_DELETION.plural)
-@kopf.on.create(GROUP, VERSION, RECORD_DELETION.plural)
-@kopf.on.update(GROUP, VERSION, RECORD_DELETION.plural)
-async def recorddeletion_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await _not_implemented(RECORD_DELETION, memo, body)
+# ------------------------------------------------------------------------------------------
+# RecordDeletion (KIP-107): a daemon per resource runs the deletion once per generation, or every
+# spec.interval; kopf stops it when the resource is deleted (nothing is deleted then).
+
+RD_POLL_S = 1.0  # how often a waiting daemon looks at its (live) body for a new generation
+
+
+@dataclass
+class _DeletionSchedule:
+    """A daemon's memory between runs (the status written may not have come back yet)."""
+
+    generation: int | None = None
+    due: datetime | None = None
+
+
+async def _cluster_ready(memo: kopf.Memo, namespace: str, cluster: str) -> tuple[str | None, str]:
+    """The bootstrap address of a Ready cluster, or None and why not."""
+    op: Settings = memo["settings"]
+    if op.cluster_bootstrap:
+        return op.cluster_bootstrap, ""
+    kc = await memo["kube"].get(KAFKA_CLUSTER.kind, namespace, cluster)
+    if kc is None:
+        return None, f"spec.clusterRef.name: KafkaCluster {cluster} does not exist"
+    st = kc.get("status") or {}
+    ready = next((c for c in st.get("conditions") or () if c.get("type") == "Ready"), {})
+    if ready.get("status") != "True" or not st.get("bootstrapServers"):
+        return None, f"KafkaCluster {cluster} is not Ready ({ready.get('reason') or 'no status yet'})"
+    return st["bootstrapServers"], ""
+
+
+async def run_record_deletion(memo: kopf.Memo, namespace: str, name: str, now: datetime) -> datetime | None:
+    """One attempt: read the latest object, delete what its policy names, write the status.
+    Returns when the next attempt is due (None: not until the spec changes)."""
+    kube: Kube = memo["kube"]
+    with metrics.observe(RECORD_DELETION.kind):
+        body = await kube.get(RECORD_DELETION.kind, namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return None
+        gen = int(body["metadata"].get("generation") or 1)
+        previous = body.get("status") or {}
+        spec, policy, interval = None, None, None
+        try:
+            spec = parse_spec(RECORD_DELETION, dict(body.get("spec") or {}))
+            assert isinstance(spec, RecordDeletionSpec)
+            policy = rd.policy_summary(spec)
+            interval = rd.interval_of(spec)
+        except ValueError as exc:
+            error = rd.PlanError("InvalidSpec", str(exc), retry=False)
+        except rd.PlanError as exc:
+            error = exc
+        else:
+            error = None
+        result, ran = record_admin.RunResult(), False
+        if error is None:
+            bootstrap, why = await _cluster_ready(memo, namespace, spec.cluster_ref.name)
+            if bootstrap is None:
+                error = rd.PlanError("ClusterNotReady", why)
+            else:
+                result = await asyncio.to_thread(record_admin.run, bootstrap, spec, now)
+                error, ran = result.error, True
+        failures: dict[tuple[str, str], int] = memo.setdefault("rd_failures", {})
+        key = (namespace, name)
+        if error is None:
+            failures.pop(key, None)
+            next_time = None if interval is None else now + interval
+        elif error.retry:
+            failures[key] = failures.get(key, 0) + 1
+            next_time = now + rd.backoff(failures[key], interval)
+        else:
+            next_time = None
+        status = rd.run_status(previous=previous, generation=gen, policy=policy, now=now, ran=ran,
+                               rows=result.rows, deleted=result.deleted, error=error, next_time=next_time)
+        await kube.patch_status(RECORD_DELETION.kind, namespace, name, status)
+        if result.deleted:
+            metrics.RECORDS_DELETED.labels(namespace, name).inc(result.deleted)
+        if error is None:
+            metrics.DELETION_LAST_SUCCESS.labels(namespace, name).set(now.timestamp())
+        log.info("RecordDeletion %s/%s: %s", namespace, name, status["conditions"][0]["message"])
+        return next_time
+
+
+@kopf.daemon(GROUP, VERSION, RECORD_DELETION.plural, cancellation_timeout=10.0)
+async def recorddeletion_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo,
+                                stopped: kopf.DaemonStopped, logger: logging.Logger, **_: Any) -> None:
+    """Run when a generation is new (or its last run failed), then every interval; wait otherwise.
+    The body is kopf's live view: a spec change is noticed within RD_POLL_S."""
+    schedule = _DeletionSchedule()
+    key = (namespace, name)
+    failures: dict[tuple[str, str], int] = memo.setdefault("rd_failures", {})
+    while not stopped:
+        now = datetime.now(timezone.utc)
+        gen = int(body.get("metadata", {}).get("generation") or 1)
+        if schedule.generation != gen:
+            fresh = await memo["kube"].get(RECORD_DELETION.kind, namespace, name)
+            status = (fresh or {}).get("status") or {}
+            try:
+                spec = parse_spec(RECORD_DELETION, dict((fresh or {}).get("spec") or {}))
+                interval = rd.interval_of(spec)  # type: ignore[arg-type]
+                # First look at this generation: the stored status says whether it already ran.
+                first = schedule.generation is None
+                schedule.due = rd.next_run(interval=interval, generation=gen, status=status, now=now) if first else now
+            except (ValueError, rd.PlanError):
+                schedule.due = now  # the run reports the invalid spec, once
+            schedule.generation = gen
+        if schedule.due is not None and schedule.due <= now:
+            try:
+                schedule.due = await run_record_deletion(memo, namespace, name, now)
+            except Exception as exc:  # an API hiccup: try again after the backoff
+                failures[key] = failures.get(key, 0) + 1
+                logger.warning(f"RecordDeletion {namespace}/{name}: {exc}")
+                schedule.due = now + rd.backoff(failures[key], None)
+            continue
+        wait = RD_POLL_S if schedule.due is None else min(RD_POLL_S, (schedule.due - now).total_seconds())
+        await stopped.wait(max(0.05, wait))
+    if stopped.reason is not None and stopped.reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
+        metrics.forget_record_deletion(namespace, name)
+        failures.pop(key, None)

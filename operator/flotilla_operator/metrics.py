@@ -30,6 +30,26 @@ READY_BROKERS = Gauge(
     ["namespace", "name"],
 )
 
+RECORDS_DELETED = Counter(
+    "flotilla_operator_records_deleted",
+    "Records deleted by a RecordDeletion (its runs' DeleteRecords), by resource.",
+    ["namespace", "name"],
+)
+DELETION_LAST_SUCCESS = Gauge(
+    "flotilla_operator_record_deletion_last_success_timestamp_seconds",
+    "When a RecordDeletion's last successful run happened (Unix time), by resource.",
+    ["namespace", "name"],
+)
+
+
+def forget_record_deletion(namespace: str, name: str) -> None:
+    """A deleted RecordDeletion leaves no series behind (labels stay bounded by live resources)."""
+    for metric in (RECORDS_DELETED, DELETION_LAST_SUCCESS):
+        try:
+            metric.remove(namespace, name)
+        except KeyError:
+            pass
+
 
 @contextmanager
 def observe(kind: str) -> Iterator[None]:

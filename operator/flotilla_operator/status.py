@@ -207,35 +207,6 @@ def metadata_status(leases: list[dict[str, Any]], now: datetime | None = None) -
     return out
 
 
-AWAITING_BROKER = "awaiting broker support"
-
-
-def not_implemented_status(
-    kind: str,
-    generation: int,
-    *,
-    previous: dict[str, Any] | None = None,
-    invalid: str | None = None,
-    now: datetime | None = None,
-) -> dict[str, Any]:
-    """Status for the kinds whose reconcilers come with the broker features they drive."""
-    now = now or datetime.now(timezone.utc)
-    prev = (previous or {}).get("conditions") or []
-    if invalid:
-        ready = condition(READY, False, "InvalidSpec", invalid, generation=generation, now=now, previous=prev)
-    else:
-        ready = condition(
-            READY,
-            False,
-            "NotImplemented",
-            f"{kind} is validated and stored, {AWAITING_BROKER}: the operator applies it once brokers implement it",
-            generation=generation,
-            now=now,
-            previous=prev,
-        )
-    return {"observedGeneration": generation, "conditions": [ready]}
-
-
 def same_status(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
     """True when writing `new` would change nothing a reader cares about."""
     if not old:

@@ -185,16 +185,22 @@ def explain(kube_env, path: str, timeout: float = 60.0) -> str:
         (
             {"apiVersion": "flotilla.io/v1alpha1", "kind": "RecordDeletion", "metadata": {"name": "bad", "namespace": "NS"},
              "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": 1, "timestamp": "2026-01-01T00:00:00Z"}}},
-            "spec.before", "exactly one of offset, timestamp or committedByGroups",
+            "spec.before", "exactly one of offset, timestamp or consumedBy",
         ),
         (
             {"apiVersion": "flotilla.io/v1alpha1", "kind": "RecordDeletion", "metadata": {"name": "bad", "namespace": "NS"},
              "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": 1}, "interval": "daily"}},
             "spec.interval", "should match",
         ),
+        (
+            {"apiVersion": "flotilla.io/v1alpha1", "kind": "RecordDeletion", "metadata": {"name": "bad", "namespace": "NS"},
+             "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"consumedBy": ["g"]},
+                      "keep": {"records": 1, "duration": "1h"}}},
+            "spec.keep", "exactly one of records or duration",
+        ),
     ],
     ids=["replicas", "node-id", "log-dirs", "size", "storage-type", "metrics-port", "dup-port", "long-name",
-         "quota-entity", "quota-rate", "deletion-before", "deletion-interval"],
+         "quota-entity", "quota-rate", "deletion-before", "deletion-interval", "deletion-keep"],
 )
 def test_api_server_rejects_invalid_objects_naming_the_field(kube_env, kube_namespace, crds, obj, field, words):
     obj = json.loads(json.dumps(obj).replace('"NS"', json.dumps(kube_namespace)))
@@ -400,18 +406,18 @@ def test_persistent_storage_renders_claim_templates(kube_env, kube_namespace, op
              ["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain", timeout=30)
 
 
-def test_clientquota_waits_for_its_cluster_and_recorddeletion_for_broker_support(kube_env, kube_namespace, operator):
+def test_clientquota_and_recorddeletion_wait_for_their_cluster(kube_env, kube_namespace, operator):
     ns = kube_namespace
     quota = {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "etl", "namespace": ns},
              "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": "etl"},
                       "producerByteRate": 1048576, "consumerByteRate": 2097152}}
     deletion = {"apiVersion": "flotilla.io/v1alpha1", "kind": "RecordDeletion", "metadata": {"name": "purge", "namespace": ns},
                 "spec": {"clusterRef": {"name": "demo"}, "topic": "intermediate",
-                         "before": {"committedByGroups": ["spark-stage-2"]}, "interval": "10m"}}
+                         "before": {"consumedBy": ["spark-stage-2"]}, "interval": "10m"}}
     for obj in (quota, deletion):
         apply(kube_env, obj)
     for kind, name, reason, says in (("clientquota", "etl", "Pending", "no bootstrap address"),
-                                     ("recorddeletion", "purge", "NotImplemented", "awaiting broker support")):
+                                     ("recorddeletion", "purge", "ClusterNotReady", "KafkaCluster demo does not exist")):
         got = wait_for(f"{kind} status", lambda: (
             lambda o: o if condition(o, "Ready").get("reason") == reason else None
         )(get_json(kube_env, kind, name, "-n", ns)))

@@ -116,6 +116,8 @@ class Scenario:
     batch: dict[str, str]
     group_offsets: dict[int, int]  # what the pipeline committed to its consumer group at the end
     raw_ends: dict[int, int]  # the raw topic's end offsets
+    purge: Any  # what examples/pipeline-recorddeletion.yaml's policy did (record_admin.RunResult)
+    raw_starts: dict[int, int]  # the raw topic's log start offsets after it
     output: list  # every record in the output topic
     dead_letters: list  # every record in the dead-letter topic
     seconds: dict[str, float]
@@ -263,13 +265,35 @@ def _run_scenario(cluster: Cluster, workdir: Path) -> Scenario:
                     for p in range(topics.raw_partitions)}
     finally:
         c.close()
+    group_offsets = committed(cluster.bootstrap, f"pipeline-{topics.raw}", topics.raw, topics.raw_partitions)
+    # Last (the batch job read the whole raw topic): the example RecordDeletion's policy on this
+    # run's topic and group, through the operator's own run (record_admin.run, what its daemon calls).
+    purge = purge_raw(cluster.bootstrap, topics.raw, f"pipeline-{topics.raw}")
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "watermarks"})
+    try:
+        raw_starts = {p: c.get_watermark_offsets(TopicPartition(topics.raw, p), timeout=10)[0]
+                      for p in range(topics.raw_partitions)}
+    finally:
+        c.close()
     return Scenario(
-        group_offsets=committed(cluster.bootstrap, f"pipeline-{topics.raw}", topics.raw, topics.raw_partitions),
+        group_offsets=group_offsets, purge=purge, raw_starts=raw_starts,
         raw_ends=raw_ends,
         cluster=cluster, topics=topics, first_run=_read_lines(log1), second_run=_read_lines(log2), killed_at=killed_at, killed_batch=killed_batch,
         batch=json.loads(out.read_text()), output=read_topic(cluster.bootstrap, topics.output),
         dead_letters=read_topic(cluster.bootstrap, topics.dead_letter), seconds=seconds,
     )
+
+
+def purge_raw(bootstrap: str, raw_topic: str, group: str) -> Any:
+    """Run examples/pipeline-recorddeletion.yaml's spec against this run's raw topic and group."""
+    import yaml
+
+    from flotilla_operator import record_admin
+    from flotilla_operator.models import RecordDeletionSpec
+
+    doc = yaml.safe_load((REPO_ROOT / "examples" / "pipeline-recorddeletion.yaml").read_text())
+    spec = dict(doc["spec"], topic=raw_topic, before={"consumedBy": [group]})
+    return record_admin.run(bootstrap, RecordDeletionSpec.model_validate(spec))
 
 
 def expected_aggregates() -> dict[str, dict[str, Any]]:
@@ -328,6 +352,14 @@ def test_consumed_offsets_are_committed_to_the_pipeline_group(scenario: Scenario
     # Never ahead of a query: the killed run committed at most what it had finished before the kill.
     first = [e for e in scenario.first_run if e.get("event") == "consumed"]
     assert first and sum(first[-1]["offsets"][scenario.topics.raw].values()) < N_EVENTS // 2
+
+
+def test_raw_topic_is_purged_up_to_what_the_pipeline_consumed(scenario: Scenario) -> None:
+    """The example RecordDeletion (consumedBy the commit group) deletes exactly what both queries
+    finished with: the raw topic's earliest offsets advance to the group's commits."""
+    assert scenario.purge.error is None, scenario.purge.error and scenario.purge.error.message
+    assert scenario.raw_starts == scenario.group_offsets and sum(scenario.raw_starts.values()) > 0
+    assert scenario.purge.deleted == sum(scenario.group_offsets.values())
 
 
 def test_stream_output_equals_batch_recomputation(scenario: Scenario) -> None:

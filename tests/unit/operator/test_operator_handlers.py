@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from datetime import datetime, timezone
 
 import kopf
 import pytest
@@ -10,6 +11,8 @@ import pytest
 from flotilla_operator import handlers
 from flotilla_operator.apply import ApiError
 from flotilla_operator.settings import Settings
+
+NOW = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
 
 
 class FakeKube:
@@ -136,13 +139,33 @@ async def test_refresh_status_follows_statefulset():
     assert status["conditions"][0]["status"] == "True" and status["readyReplicas"] == 3
 
 
-async def test_record_deletion_is_validated_but_not_applied_yet():
+async def test_record_deletion_invalid_spec_gets_a_condition_naming_the_field():
+    """An interval below a second passes the schema's pattern but would spin: the run refuses it in
+    a condition naming spec.interval and schedules nothing until the spec changes."""
+    deletion = {"kind": "RecordDeletion", "metadata": {"name": "purge", "namespace": "ns", "generation": 2},
+                "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": 5}, "interval": "0s"}}
+    kube = FakeKube([deletion])
+    due = await handlers.run_record_deletion(memo_for(kube), "ns", "purge", NOW)
+    status = kube.statuses[-1][2]
+    ready = status["conditions"][0]
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert "spec.interval" in ready["message"] and status["observedGeneration"] == 2
+    assert due is None and status["nextRunTime"] is None and "lastRunTime" not in status
+
+
+async def test_record_deletion_waits_for_a_ready_cluster_with_backoff():
+    """A cluster that is not Ready is not contacted: ClusterNotReady, retried later and later."""
     deletion = {"kind": "RecordDeletion", "metadata": {"name": "purge", "namespace": "ns", "generation": 1},
                 "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": 5}}}
-    kube = FakeKube([deletion])
-    await handlers.recorddeletion_changed(body=deletion, memo=memo_for(kube))
+    cluster = {"kind": "KafkaCluster", "metadata": {"name": "demo", "namespace": "ns"},
+               "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Progressing"}]}}
+    kube = FakeKube([deletion, cluster])
+    memo = memo_for(kube)
+    first = await handlers.run_record_deletion(memo, "ns", "purge", NOW)
+    second = await handlers.run_record_deletion(memo, "ns", "purge", NOW)
     ready = kube.statuses[-1][2]["conditions"][0]
-    assert (ready["status"], ready["reason"]) == ("False", "NotImplemented")
+    assert (ready["status"], ready["reason"]) == ("False", "ClusterNotReady") and "Progressing" in ready["message"]
+    assert NOW < first < second
 
 
 async def test_client_quota_is_applied_through_its_clusters_bootstrap(monkeypatch):

@@ -109,9 +109,9 @@ def test_clientquota_needs_a_rate():
 def test_recorddeletion_before_exactly_one():
     base = {"clusterRef": {"name": "demo"}, "topic": "events"}
     assert "spec.before" in errors(RecordDeletionSpec, {**base, "before": {}})
-    assert "spec.before" in errors(RecordDeletionSpec, {**base, "before": {"offset": 5, "committedByGroups": ["g"]}})
-    ok = RecordDeletionSpec.model_validate({**base, "before": {"committedByGroups": ["etl", "audit"]}, "interval": "10m"})
-    assert ok.before.committed_by_groups == ["etl", "audit"] and ok.interval == "10m"
+    assert "spec.before" in errors(RecordDeletionSpec, {**base, "before": {"offset": 5, "consumedBy": ["g"]}})
+    ok = RecordDeletionSpec.model_validate({**base, "before": {"consumedBy": ["etl", "audit"]}, "interval": "10m"})
+    assert ok.before.consumed_by == ["etl", "audit"] and ok.interval == "10m"
     RecordDeletionSpec.model_validate({**base, "before": {"timestamp": "2026-01-01T00:00:00Z"}, "partitions": [0, 2]})
 
 
@@ -144,3 +144,34 @@ def test_example_kafkacluster_is_valid():
     spec = KafkaClusterSpec.model_validate(doc["spec"])
     desired = build_all(Owner("demo", "default", "u"), spec, image="flotilla:x")
     assert check_server_properties(desired.server_properties) is None
+
+
+def test_recorddeletion_keep_is_records_or_duration():
+    base = {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"consumedBy": ["g"]}}
+    assert "spec.keep" in errors(RecordDeletionSpec, {**base, "keep": {}})
+    assert "spec.keep" in errors(RecordDeletionSpec, {**base, "keep": {"records": 5, "duration": "1h"}})
+    assert "spec.keep.records" in errors(RecordDeletionSpec, {**base, "keep": {"records": -1}})
+    assert "spec.keep.duration" in errors(RecordDeletionSpec, {**base, "keep": {"duration": "a while"}})
+    assert RecordDeletionSpec.model_validate({**base, "keep": {"duration": "1h"}}).keep.duration == "1h"
+
+
+def test_recorddeletion_example_is_valid():
+    from pathlib import Path
+
+    import yaml
+
+    docs = list(yaml.safe_load_all((Path(__file__).resolve().parents[3] / "examples" / "recorddeletion.yaml").read_text()))
+    assert [d["kind"] for d in docs] == ["RecordDeletion", "RecordDeletion"]
+    specs = [RecordDeletionSpec.model_validate(d["spec"]) for d in docs]
+    assert specs[0].before.consumed_by == ["spark-stage-2"] and specs[0].keep.records == 1000
+    assert specs[1].before.timestamp is not None and specs[1].interval is None
+
+
+def test_pipeline_recorddeletion_example_is_valid():
+    from pathlib import Path
+
+    import yaml
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[3] / "examples" / "pipeline-recorddeletion.yaml").read_text())
+    spec = RecordDeletionSpec.model_validate(doc["spec"])
+    assert spec.before.consumed_by == ["flotilla-pipeline"] and spec.topic == "events" and spec.interval == "1m"

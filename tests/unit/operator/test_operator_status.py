@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from flotilla_operator.builders.common import CONFIG_HASH_ANNOTATION
-from flotilla_operator.status import kafka_cluster_status, not_implemented_status, same_status
+from flotilla_operator.status import kafka_cluster_status, same_status
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -82,15 +82,6 @@ def test_last_transition_time_kept_while_status_unchanged(owner):
     assert later["conditions"][0]["lastTransitionTime"] == first["conditions"][0]["lastTransitionTime"]
     flipped = compute(owner, sts(), now=NOW + timedelta(minutes=6), previous=later)
     assert flipped["conditions"][0]["lastTransitionTime"] == "2026-11-21T12:06:00Z"
-
-
-def test_not_implemented():
-    s = not_implemented_status("ClientQuota", 4, now=NOW)
-    (c,) = s["conditions"]
-    assert (c["type"], c["status"], c["reason"]) == ("Ready", "False", "NotImplemented")
-    assert "awaiting broker support" in c["message"] and s["observedGeneration"] == 4
-    bad = not_implemented_status("ClientQuota", 4, invalid="spec.entity: nope", now=NOW)
-    assert bad["conditions"][0]["reason"] == "InvalidSpec"
 
 
 def test_same_status(owner):
