@@ -485,3 +485,30 @@ async def test_lease_renewals_do_not_make_the_controller_plan_again(stores):
         assert len(images) == len(membership), "renewals of Leases published images"
     finally:
         await ctl.stop()
+
+
+async def test_isr_changes_of_many_partitions_of_a_topic_are_one_write(stores):
+    """Issue 18 item 8: a leader shrinking the ISR of every partition of a topic at once (a
+    follower fell behind on all) writes the KafkaTopic once for all of them, not once per
+    partition racing the others into Conflicts (and dropping changes after ten of them)."""
+    from broker.server import isr_updates
+
+    s = await stores()
+    await s.register_broker(registration(1, 9093))
+    partitions = 40
+    t = await s.create_topic(new_topic("isr-batch", partitions, 3))
+    t = await s.update_topic(dataclasses.replace(t, assignment=tuple(
+        PartitionState(1, 3, (1, 2, 3), (1, 2, 3)) for _ in range(partitions))))
+    calls = []
+    update_topic = s.update_topic
+
+    async def counted(rec):
+        calls.append(rec.version)
+        return await update_topic(rec)
+
+    s.update_topic = counted
+    results = await asyncio.gather(*(isr_updates.write_isr(s, "isr-batch", t.topic_id, i, 1, 3, frozenset({1, 2}),
+                                                           frozenset({1, 2, 3})) for i in range(partitions)))
+    assert results == [frozenset({1, 2})] * partitions, "every partition's change was written"
+    assert [p.isr for p in s.image.topics["isr-batch"].assignment] == [(1, 2)] * partitions
+    assert len(calls) == 1, f"{len(calls)} writes of the KafkaTopic for {partitions} partitions' ISR changes"
