@@ -5,7 +5,10 @@ node, broker + controller) alongside where its jars are cached.
 - propagation: from sending CreateTopics (3 partitions) to one broker until every broker's
   Metadata answer lists the topic with a leader for every partition (polled every 5 ms).
 - metadata latency with 1,000 topics: Metadata requests for all topics and for one topic, on a
-  connection kept open, once 1,000 one-partition topics exist.
+  connection kept open, once 1,000 one-partition topics exist (`--topics`: 10,000 for issue 18).
+- broker CPU while idle with that many topics (the Leases renewed all along), per broker and second.
+- one large topic (`--big-partitions`, e.g. 2,000 with replication factor 3): from CreateTopics
+  until every broker lists every partition with a leader and a full ISR, and Metadata latency for it.
 
 Results go to bench/results/cluster_metadata.{json,md}. The machine is shared; a few rounds give
 medians with their spread, not precise numbers.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -99,6 +103,51 @@ def metadata_latency(bootstrap: str, requests: int) -> dict[str, list[float]]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cpu(pids: list[int], seconds: float) -> list[float]:
+    """Each process's CPU seconds per second over `seconds` of no client traffic."""
+    before = [cpu_seconds(p) for p in pids]
+    time.sleep(seconds)
+    return [(cpu_seconds(p) - b) / seconds for p, b in zip(pids, before)]
+
+
+def big_topic(bootstraps: list[str], partitions: int, rf: int, requests: int) -> dict[str, Any]:
+    """Seconds from CreateTopics of one topic of `partitions` x `rf` until every broker lists every
+    partition with a leader and a full ISR; then Metadata latency for that topic alone."""
+    conns = [kafka_wire.connect(b, timeout=60) for b in bootstraps]
+    out: dict[str, Any] = {"partitions": partitions, "replication_factor": rf}
+    try:
+        started = time.perf_counter()
+        code = conns[0].create_topic("big", partitions, replication_factor=rf)
+        assert int(code) == 0, code
+        out["create_answered_s"] = time.perf_counter() - started
+
+        def complete(c) -> bool:
+            t = c.metadata(["big"]).topics[0]
+            return int(t.error_code) == 0 and len(t.partitions) == partitions and all(
+                int(p.leader_id) >= 0 and len(p.isr_nodes) == rf for p in t.partitions)
+
+        for c in conns:
+            if not _until(lambda: complete(c), 600, 0.1):
+                raise RuntimeError(f"big topic not complete on every broker within 600 s")
+        out["usable_everywhere_s"] = time.perf_counter() - started
+        lat = []
+        for _ in range(requests):
+            t0 = time.perf_counter()
+            conns[1].metadata(["big"])
+            lat.append(time.perf_counter() - t0)
+        out["metadata_s"] = lat
+    finally:
+        for c in conns:
+            c.close()
+    return out
+
+
 def wait_listed(bootstrap: str, topics: int) -> None:
     """Until the broker's Metadata lists every created topic (CreateTopics may answer first)."""
     with kafka_wire.connect(bootstrap, timeout=60) as c:
@@ -125,7 +174,7 @@ class _Env:
         return self.inner.kubectl(*args, **kw)
 
 
-def run_flotilla(workdir: Path, rounds: int, requests: int, topics: int) -> dict[str, Any]:
+def run_flotilla(workdir: Path, rounds: int, requests: int, topics: int, big: int = 0) -> dict[str, Any]:
     from flotilla.testenv import versions
     from flotilla.testenv.control_plane import ControlPlane
     from tests.support.cluster import BrokerCluster
@@ -138,13 +187,22 @@ def run_flotilla(workdir: Path, rounds: int, requests: int, topics: int) -> dict
         with BrokerCluster(workdir / "brokers", env, "bench", size=3) as cluster:
             bootstraps = [b.bootstrap for b in cluster.brokers]
             prop = propagation(bootstraps, rounds)
+            big_result = big_topic(bootstraps, big, 3, requests) if big else None
+            print(f"big topic: {big_result and {k: v for k, v in big_result.items() if k != 'metadata_s'}}",
+                  file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
             created_s = create_many(bootstraps[0], topics)
             for b in bootstraps:  # every broker has the 1,000 topics before timing
                 wait_listed(b, topics)
+            listed_s = time.perf_counter() - t0
+            print(f"{topics} topics created in {created_s:.1f} s, listed everywhere after {listed_s:.1f} s",
+                  file=sys.stderr, flush=True)
             lat = metadata_latency(bootstraps[1], requests)
+            idle = idle_cpu([b.pid for b in cluster.brokers], 30.0)
     finally:
         cp.down()
-    return {"propagation_s": prop, "create_1000_s": created_s, "metadata_s": lat}
+    return {"propagation_s": prop, "create_1000_s": created_s, "metadata_s": lat,
+            "listed_everywhere_s": listed_s, "idle_cpu_per_s": idle, "big_topic": big_result}
 
 
 def run_kafka(workdir: Path, rounds: int, requests: int, topics: int) -> dict[str, Any] | None:
@@ -175,12 +233,25 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | {fv['median_ms']:.1f} ms (p90 {fv['p90_ms']:.1f}) | {ks} | {ratio} |")
 
     row("topic create -> usable on every broker", summary(f["propagation_s"]), summary(k["propagation_s"]) if k else None)
-    row("Metadata, all 1,000 topics", summary(f["metadata_s"]["all_topics"]),
+    n = f"{result.get('topics', 1000):,}"
+    row(f"Metadata, all {n} topics", summary(f["metadata_s"]["all_topics"]),
         summary(k["metadata_s"]["all_topics"]) if k else None)
-    row("Metadata, one topic (1,000 exist)", summary(f["metadata_s"]["one_topic"]),
+    row(f"Metadata, one topic ({n} exist)", summary(f["metadata_s"]["one_topic"]),
         summary(k["metadata_s"]["one_topic"]) if k else None)
-    lines += ["", f"Creating 1,000 topics (50 per CreateTopics request): Flotilla {f['create_1000_s']:.1f} s"
-              + (f", Kafka {k['create_1000_s']:.1f} s." if k else "."),
+    lines += ["", f"Creating {n} topics (50 per CreateTopics request): Flotilla {f['create_1000_s']:.1f} s"
+              + (f" (listed by every broker after {f['listed_everywhere_s']:.1f} s)" if f.get("listed_everywhere_s") else "")
+              + (f", Kafka {k['create_1000_s']:.1f} s." if k else ".")]
+    if f.get("idle_cpu_per_s"):
+        lines += ["", f"Flotilla broker CPU while idle with {n} topics (30 s, Leases renewed meanwhile): "
+                  + ", ".join(f"{1000 * c:.0f} ms/s" for c in f["idle_cpu_per_s"]) + " (per broker)."]
+    big = f.get("big_topic")
+    if big:
+        lat = summary(big["metadata_s"])
+        lines += ["", f"One topic of {big['partitions']:,} partitions, replication factor {big['replication_factor']}: "
+                  f"CreateTopics answered after {big['create_answered_s']:.1f} s, every partition with a leader and "
+                  f"a full ISR on every broker after {big['usable_everywhere_s']:.1f} s; Metadata for that topic "
+                  f"{lat['median_ms']:.1f} ms (p90 {lat['p90_ms']:.1f})."]
+    lines += [
               "", "Kafka runs one node, so its propagation is local; Flotilla's crosses the API server,",
               "the controller's write and a watch to the two other brokers."]
     return "\n".join(lines) + "\n"
@@ -191,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--requests", type=int, default=50)
     ap.add_argument("--topics", type=int, default=1000)
+    ap.add_argument("--big-partitions", type=int, default=0,
+                    help="also one topic of this many partitions, replication factor 3 (Flotilla only)")
+    ap.add_argument("--name", default="cluster_metadata", help="results file stem")
     ap.add_argument("--no-kafka", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
@@ -199,11 +273,11 @@ def main(argv: list[str] | None = None) -> int:
         result: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                   "rounds": args.rounds, "requests": args.requests, "topics": args.topics}
         args.out.mkdir(parents=True, exist_ok=True)
-        result["flotilla"] = run_flotilla(work, args.rounds, args.requests, args.topics)
-        (args.out / "cluster_metadata.json").write_text(json.dumps(result, indent=1))  # kept if Kafka fails
+        result["flotilla"] = run_flotilla(work, args.rounds, args.requests, args.topics, args.big_partitions)
+        (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=1))  # kept if Kafka fails
         result["kafka"] = None if args.no_kafka else run_kafka(work, args.rounds, args.requests, args.topics)
-    (args.out / "cluster_metadata.json").write_text(json.dumps(result, indent=1))
-    (args.out / "cluster_metadata.md").write_text(render(result))
+    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=1))
+    (args.out / f"{args.name}.md").write_text(render(result))
     print(render(result))
     return 0
 

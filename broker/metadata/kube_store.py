@@ -90,6 +90,7 @@ class KubernetesMetadataStore(MetadataStore):
         self._leases: dict[str, dict[str, Any]] = {}
         self._topic_objs: dict[str, dict[str, Any]] = {}
         self._topics: dict[str, TopicRecord] = {}
+        self._changed: set[str] = set()            # topic names set or dropped since the last image
         self._object_of: dict[str, str] = {}       # topic name -> object name holding it
         self._shadowed: set[str] = set()           # objects naming a topic another object holds
         self._known_rv: dict[str, str] = {}        # "kind/object" -> newest resourceVersion applied
@@ -223,13 +224,30 @@ class KubernetesMetadataStore(MetadataStore):
             return None
         return ko.controller_from_lease(obj)
 
+    def _set_topic(self, name: str, rec: TopicRecord) -> None:
+        self._topics[name] = rec
+        self._changed.add(name)
+
     def _publish_now(self) -> None:
+        """Publish what changed since the last image, at the cost of the change: the topics set or
+        dropped since (`with_topics`, so subscribers look at those alone), and the live brokers and
+        controller only if they differ. A Lease renewal that changes neither publishes nothing: no
+        subscriber (the controller's planning, the replica manager) runs for it."""
         self._dirty = False
+        image = self.image
         if self._judge_view():
             brokers, controller = self._live_brokers(), self._live_controller()
         else:  # stale view: keep who was live (nobody can renew now); see the module docstring
-            brokers, controller = self.image.brokers, self.image.controller_id
-        self._publish(MetadataImage.build(self.cluster_id, brokers, controller, self._topics))
+            brokers, controller = image.brokers, image.controller_id
+        changed, self._changed = self._changed, set()
+        puts = [self._topics[n] for n in changed if n in self._topics and image.topics.get(n) is not self._topics[n]]
+        deletes = [n for n in changed if n not in self._topics and n in image.topics]
+        if puts or deletes:
+            image = image.with_topics(puts, deletes)
+        if brokers != image.brokers or controller != image.controller_id:
+            image = image.with_members(brokers, controller)
+        if image is not self.image:
+            self._publish(image)
 
     def _publish_soon(self) -> None:
         """Coalesce a burst of watch events into one new image."""
@@ -350,7 +368,7 @@ class KubernetesMetadataStore(MetadataStore):
         self._shadowed.discard(name)
         self._topic_objs[name] = obj
         self._object_of[rec.name] = name
-        self._topics[rec.name] = rec
+        self._set_topic(rec.name, rec)
 
     def _kept(self, name: str, old: dict[str, Any], obj: dict[str, Any], rec: TopicRecord) -> TopicRecord:
         """Defence in depth behind the CRD's status subresource and CEL rules (an older CRD has
@@ -430,6 +448,7 @@ class KubernetesMetadataStore(MetadataStore):
             return
         del self._object_of[topic]
         rec = self._topics.pop(topic)
+        self._changed.add(topic)
         # The oldest other object claiming the same name (see _put_topic_object) takes over.
         claims = sorted((self._topic_objs[o]["metadata"].get("creationTimestamp", ""), o) for o in self._shadowed
                         if ko.topic_name_of(self._topic_objs[o]) == topic)
@@ -437,7 +456,8 @@ class KubernetesMetadataStore(MetadataStore):
             self._put_topic_object(claims[0][1], self._topic_objs[claims[0][1]])
         elif detach and ko.is_detached(obj) and rec.topic_id != NO_TOPIC_ID:
             log.info("KafkaTopic %s (flotilla.io/managed=false) deleted: topic %r is kept, detached", name, topic)
-            self._topics[topic] = self._detached[topic] = rec
+            self._detached[topic] = rec
+            self._set_topic(topic, rec)
             self._repairs.add(topic)
             self._repair_soon()
 

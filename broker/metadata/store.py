@@ -152,6 +152,12 @@ class MetadataImage:
                                    serial=next(_SERIALS), parent=self.serial, changed_topics=frozenset(changed),
                                    _partitions=partitions)
 
+    def with_members(self, brokers: Mapping[int, BrokerRegistration], controller_id: int | None) -> "MetadataImage":
+        """This image with other live brokers or another controller, its topic indexes shared (not
+        copied): a membership change makes subscribers look at every topic (`changed_since` None)."""
+        return dataclasses.replace(self, brokers=types.MappingProxyType(dict(brokers)), controller_id=controller_id,
+                                   serial=next(_SERIALS), parent=None, changed_topics=None)
+
     def changed_since(self, older: "MetadataImage") -> frozenset[str] | None:
         """The topics that differ from `older` when this image was made from it by `with_topics`
         (brokers and controller are then the same); None when unknown: compare everything."""

@@ -11,6 +11,10 @@ down, is never added (as Kafka's controller refuses fenced or shutting-down brok
 AlterPartition). The result is the
 ISR the record holds afterwards (ours, or what another writer left), or None when the write was
 dropped (leadership moved, the topic is gone, the store is unreachable).
+
+Changes are batched per topic (`IsrBatcher`): the record holds every partition of a topic, so
+changes of several partitions at once (a follower falling behind on all it follows) are one
+write, not one per partition racing each other into Conflicts.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import random
 import uuid
+import weakref
 from collections.abc import Collection
+from dataclasses import dataclass, field
 
 from broker.metadata.store import Conflict, MetadataError, MetadataStore, PartitionState, eligible_brokers
 
@@ -41,34 +48,112 @@ def recompute(state: PartitionState, base: frozenset[int], proposed: frozenset[i
     return tuple(r for r in state.replicas if r in isr)
 
 
+@dataclass
+class _Change:
+    """One partition's ISR proposal waiting in its topic's batch, and the leader's future."""
+
+    topic_id: uuid.UUID
+    index: int
+    leader_id: int
+    leader_epoch: int
+    isr: frozenset[int]
+    base: frozenset[int] | None
+    done: asyncio.Future = field(repr=False)
+
+    def resolve(self, isr: frozenset[int] | None) -> None:
+        if not self.done.done():
+            self.done.set_result(isr)
+
+
+class IsrBatcher:
+    """ISR changes of one topic's partitions written together: one compare-and-set of the topic's
+    record carries every change queued meanwhile (Kafka's AlterPartition likewise carries many
+    partitions per request). One writer per topic: partitions of a topic never race each other
+    into Conflicts; changes that arrive while a write is in flight go out in the next one."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+        self._pending: dict[str, list[_Change]] = {}
+        self._writers: dict[str, asyncio.Task] = {}
+        self.writes = 0  # record writes made (tests compare them with the changes they carried)
+
+    async def write(self, topic: str, topic_id: uuid.UUID, index: int, leader_id: int, leader_epoch: int,
+                    isr: frozenset[int], base: frozenset[int] | None = None) -> frozenset[int] | None:
+        """Write the change from `base` to `isr` (without `base`: `isr` as it is, brokers not live
+        left out); the ISR the record holds afterwards, or None when the change was dropped."""
+        loop = asyncio.get_running_loop()
+        change = _Change(topic_id, index, leader_id, leader_epoch, frozenset(isr), base, loop.create_future())
+        self._pending.setdefault(topic, []).append(change)
+        if topic not in self._writers:
+            self._writers[topic] = loop.create_task(self._drain(topic), name=f"isr-write-{topic}")
+        return await asyncio.shield(change.done)
+
+    async def _drain(self, topic: str) -> None:
+        batch: list[_Change] = []
+        try:
+            while self._pending.get(topic):
+                batch = self._pending.pop(topic)
+                await self._write_batch(topic, batch)
+        finally:
+            del self._writers[topic]
+            for change in batch + self._pending.pop(topic, []):
+                change.resolve(None)  # cancelled (the broker stops): nothing was written for them
+
+    async def _write_batch(self, topic: str, batch: list[_Change]) -> None:
+        for attempt in range(ATTEMPTS):
+            image = self.store.image
+            record = image.topics.get(topic)
+            live = eligible_brokers(image.brokers)
+            assignment = list(record.assignment or ()) if record is not None else []
+            todo = []
+            for change in batch:
+                if record is None or record.topic_id != change.topic_id or change.index >= len(assignment):
+                    change.resolve(None)
+                    continue
+                state = assignment[change.index]
+                if state.leader != change.leader_id or state.leader_epoch != change.leader_epoch:
+                    change.resolve(None)  # no longer ours to change
+                    continue
+                new_isr = recompute(state, frozenset(state.isr) if change.base is None else change.base,
+                                    change.isr, live)
+                if frozenset(new_isr) != frozenset(state.isr):
+                    assignment[change.index] = dataclasses.replace(state, isr=new_isr)
+                todo.append(change)
+            if record is None or all(assignment[c.index] is record.assignment[c.index] for c in todo):
+                for change in todo:  # nothing left to change: the record holds it already
+                    change.resolve(frozenset(record.assignment[change.index].isr))
+                return
+            try:
+                written = await self.store.update_topic(dataclasses.replace(record, assignment=tuple(assignment)))
+            except Conflict:
+                # The newer record arrives by the watch; every change is recomputed against it.
+                await asyncio.sleep(RETRY_S * (attempt + 1) * random.uniform(0.5, 1.5))
+                batch = todo
+                continue
+            except MetadataError as e:
+                log.warning("%s: cannot write the ISR of partitions %s: %s", topic, [c.index for c in todo], e)
+                for change in todo:
+                    change.resolve(None)
+                return
+            self.writes += 1
+            for change in todo:
+                after = written.assignment[change.index] if written is not None and written.assignment else None
+                change.resolve(frozenset(after.isr) if after is not None else frozenset(assignment[change.index].isr))
+            return
+        log.warning("%s: ISR changes of partitions %s lost %d compare-and-sets; dropped", topic,
+                    [c.index for c in batch], ATTEMPTS)
+        for change in batch:
+            change.resolve(None)
+
+
 async def write_isr(store: MetadataStore, topic: str, topic_id: uuid.UUID, index: int, leader_id: int,
                     leader_epoch: int, isr: frozenset[int], base: frozenset[int] | None = None) -> frozenset[int] | None:
-    """Write the change from `base` to `isr` (without `base`: `isr` as it is, brokers not live
-    left out) to the partition's record, retried against each newer image."""
-    for attempt in range(ATTEMPTS):
-        image = store.image
-        record = image.topics.get(topic)
-        if record is None or record.topic_id != topic_id or record.assignment is None \
-                or index >= len(record.assignment):
-            return None
-        state = record.assignment[index]
-        if state.leader != leader_id or state.leader_epoch != leader_epoch:
-            return None  # no longer ours to change
-        new_isr = recompute(state, frozenset(state.isr) if base is None else base, isr,
-                            eligible_brokers(image.brokers))
-        if new_isr == tuple(state.isr) or frozenset(new_isr) == frozenset(state.isr):
-            return frozenset(state.isr)
-        assignment = list(record.assignment)
-        assignment[index] = dataclasses.replace(state, isr=new_isr)
-        try:
-            written = await store.update_topic(dataclasses.replace(record, assignment=tuple(assignment)))
-        except Conflict:
-            await asyncio.sleep(RETRY_S * (attempt + 1))  # the newer record arrives by the watch
-            continue
-        except MetadataError as e:
-            log.warning("%s-%d: cannot write ISR %s: %s", topic, index, sorted(new_isr), e)
-            return None
-        after = written.assignment[index] if written is not None and written.assignment else None
-        return frozenset(after.isr) if after is not None else frozenset(new_isr)
-    log.warning("%s-%d: ISR change to %s lost %d compare-and-sets; dropped", topic, index, sorted(isr), ATTEMPTS)
-    return None
+    """One partition's ISR change, batched with the changes to the same topic's other partitions
+    made through this store meanwhile (see IsrBatcher.write)."""
+    batcher = _batchers.get(store)
+    if batcher is None:
+        batcher = _batchers[store] = IsrBatcher(store)
+    return await batcher.write(topic, topic_id, index, leader_id, leader_epoch, isr, base)
+
+
+_batchers: "weakref.WeakKeyDictionary[MetadataStore, IsrBatcher]" = weakref.WeakKeyDictionary()

@@ -448,3 +448,67 @@ async def test_a_broker_with_another_cluster_id_cannot_join(stores):
         assert 2 not in a.image.brokers
     finally:
         await stranger.close()
+
+
+async def test_lease_renewals_do_not_make_the_controller_plan_again(stores):
+    """Issue 18 item 8: every broker renews its Lease every third of its duration; a renewal that
+    changes no registration must not re-plan every topic (only membership changes do)."""
+    from broker.controller.controller import Controller
+
+    a, b = await stores(), await stores()
+    await a.register_broker(registration(1, 9092))
+    await b.register_broker(registration(2, 9093))
+    names = [f"renewals-{i}" for i in range(20)]
+    for name in names:
+        await a.create_topic(new_topic(name, 2))
+    ctl = Controller(a, 1, grace_s=0)
+    ctl.start()
+    try:
+        await eventually(lambda: ctl.active and all(a.image.topics[n].assignment for n in names))
+        await eventually(lambda: not ctl._wake.is_set() and not ctl._dirty and not ctl._plan_all)
+        membership = []  # images whose live brokers or controller differ from the one before
+        a.subscribe(lambda old, new: membership.append(new) if (dict(old.brokers), old.controller_id)
+                    != (dict(new.brokers), new.controller_id) else None)
+        planned, images = ctl.planned, []
+        a.subscribe(lambda old, new: images.append(new))
+        renewals = []
+
+        def b_renewed_three_times() -> list[str]:
+            seen = ko.lease_spec(a._leases[ko.broker_lease_name("fleet", 2)]).get("renewTime")
+            if not renewals or renewals[-1] != seen:
+                renewals.append(seen)
+            return len(renewals) > 3 and renewals
+
+        await eventually(b_renewed_three_times, timeout=LEASE_S * 5)
+        # Each membership change (a Lease judged expired on a loaded machine) may re-plan everything.
+        assert ctl.planned - planned <= len(a.image.topics) * len(membership), (ctl.planned - planned, membership)
+        assert len(images) == len(membership), "renewals of Leases published images"
+    finally:
+        await ctl.stop()
+
+
+async def test_isr_changes_of_many_partitions_of_a_topic_are_one_write(stores):
+    """Issue 18 item 8: a leader shrinking the ISR of every partition of a topic at once (a
+    follower fell behind on all) writes the KafkaTopic once for all of them, not once per
+    partition racing the others into Conflicts (and dropping changes after ten of them)."""
+    from broker.server import isr_updates
+
+    s = await stores()
+    await s.register_broker(registration(1, 9093))
+    partitions = 40
+    t = await s.create_topic(new_topic("isr-batch", partitions, 3))
+    t = await s.update_topic(dataclasses.replace(t, assignment=tuple(
+        PartitionState(1, 3, (1, 2, 3), (1, 2, 3)) for _ in range(partitions))))
+    calls = []
+    update_topic = s.update_topic
+
+    async def counted(rec):
+        calls.append(rec.version)
+        return await update_topic(rec)
+
+    s.update_topic = counted
+    results = await asyncio.gather(*(isr_updates.write_isr(s, "isr-batch", t.topic_id, i, 1, 3, frozenset({1, 2}),
+                                                           frozenset({1, 2, 3})) for i in range(partitions)))
+    assert results == [frozenset({1, 2})] * partitions, "every partition's change was written"
+    assert [p.isr for p in s.image.topics["isr-batch"].assignment] == [(1, 2)] * partitions
+    assert len(calls) == 1, f"{len(calls)} writes of the KafkaTopic for {partitions} partitions' ISR changes"
