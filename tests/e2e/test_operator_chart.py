@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.support import operator_rbac
 from tests.support.crds import remove_crds
 from tests.support.waiting import wait_for
 
@@ -117,44 +118,14 @@ def test_install_brings_crds_and_rbac(helm, release):
     assert "STATUS: deployed" in status
 
 
-# What the operator does, in a namespace it manages (verb, resource[, subresource]).
-NEEDED = [
-    ("list", "kafkaclusters.flotilla.io"), ("watch", "kafkaclusters.flotilla.io"),
-    ("get", "kafkaclusters.flotilla.io"), ("patch", "kafkaclusters.flotilla.io"),
-    ("patch", "kafkaclusters.flotilla.io", "status"), ("patch", "clientquotas.flotilla.io", "status"),
-    ("patch", "recorddeletions.flotilla.io", "status"), ("watch", "recorddeletions.flotilla.io"),
-    ("create", "statefulsets.apps"), ("patch", "statefulsets.apps"), ("watch", "statefulsets.apps"),
-    ("create", "services"), ("patch", "services"), ("create", "configmaps"), ("patch", "configmaps"),
-    ("create", "serviceaccounts"), ("create", "poddisruptionbudgets.policy"),
-    ("create", "roles.rbac.authorization.k8s.io"), ("create", "rolebindings.rbac.authorization.k8s.io"),
-    ("create", "leases.coordination.k8s.io"), ("list", "leases.coordination.k8s.io"),
-    ("create", "kafkatopics.flotilla.io"), ("delete", "kafkatopics.flotilla.io"), ("create", "events"),
-    # Replacing a StatefulSet (pods orphaned, kept) to change its immutable podManagementPolicy;
-    # reading the broker pods for the roll gate.
-    ("delete", "statefulsets.apps"), ("list", "pods"), ("get", "pods"),
-]
-# What it must not do.
-FORBIDDEN = [
-    ("get", "secrets"), ("delete", "services"), ("create", "pods"), ("delete", "pods"),
-    ("create", "clusterroles.rbac.authorization.k8s.io"), ("delete", "kafkaclusters.flotilla.io"),
-    ("escalate", "roles.rbac.authorization.k8s.io"), ("create", "deployments.apps"),
-    ("delete", "configmaps"),  # brokers read and update one ConfigMap (client quotas), never delete
-]
-
-
 def can_i(kube_env, ns: str, sa_ns: str, verb: str, resource: str, subresource: str | None = None) -> bool:
-    args = ["auth", "can-i", verb, resource, "-n", ns, f"--as=system:serviceaccount:{sa_ns}:{SERVICE_ACCOUNT}"]
-    if subresource:
-        args.append(f"--subresource={subresource}")
-    proc = kube_env.kubectl(*args, check=False)
-    return proc.stdout.strip() == "yes"
+    return operator_rbac.can_i(kube_env, ns, f"{sa_ns}:{SERVICE_ACCOUNT}", verb, resource, subresource)
 
 
 def test_service_account_may_do_what_the_operator_does_and_no_more(helm, release, kube_namespace):
     sa_ns, _ = release
-    missing = [n for n in NEEDED if not can_i(helm, kube_namespace, sa_ns, *n)]
+    missing, excess = operator_rbac.missing_and_excess(helm, kube_namespace, f"{sa_ns}:{SERVICE_ACCOUNT}")
     assert not missing, f"chart RBAC lacks {missing}"
-    excess = [n for n in FORBIDDEN if can_i(helm, kube_namespace, sa_ns, *n)]
     assert not excess, f"chart RBAC grants {excess}"
     # Cluster-scoped: it may follow CRDs, not change them.
     assert can_i(helm, kube_namespace, sa_ns, "watch", "customresourcedefinitions.apiextensions.k8s.io")

@@ -117,3 +117,14 @@ def test_storage_default_matches_the_model():
 
     spec = _schema(KAFKA_CLUSTER)["properties"]["spec"]
     assert spec["properties"]["storage"]["default"] == Storage().to_k8s()
+
+
+# Strimzi's short names (its CRDs' spec.names.shortNames): ours must differ, so both operators
+# can be installed in one cluster and `kubectl get kt` keeps meaning Strimzi's topics.
+STRIMZI_SHORT_NAMES = {"k", "kt", "ku", "kc", "kctr", "kmm", "kmm2", "kb", "kr", "knp", "spsc"}
+
+
+def test_short_names_do_not_collide_with_strimzi():
+    ours = [name for resource in RESOURCES for name in resource.short_names]
+    assert ours and len(ours) == len(set(ours))
+    assert not STRIMZI_SHORT_NAMES & set(ours), STRIMZI_SHORT_NAMES & set(ours)

@@ -1,0 +1,56 @@
+"""What the operator's ServiceAccount must and must not be allowed to do, asked of the API server
+with `kubectl auth can-i --as=...`: shared by the Helm chart's and install/flotilla.yaml's tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# What the operator does, in a namespace it manages (verb, resource[, subresource]).
+NEEDED = [
+    ("list", "kafkaclusters.flotilla.io"), ("watch", "kafkaclusters.flotilla.io"),
+    ("get", "kafkaclusters.flotilla.io"), ("patch", "kafkaclusters.flotilla.io"),
+    ("list", "clientquotas.flotilla.io"), ("watch", "clientquotas.flotilla.io"),
+    ("patch", "clientquotas.flotilla.io"),
+    ("list", "recorddeletions.flotilla.io"), ("watch", "recorddeletions.flotilla.io"),
+    ("patch", "recorddeletions.flotilla.io"),
+    ("patch", "kafkaclusters.flotilla.io", "status"), ("patch", "clientquotas.flotilla.io", "status"),
+    ("patch", "recorddeletions.flotilla.io", "status"),
+    ("update", "kafkaclusters.flotilla.io", "finalizers"),  # blockOwnerDeletion on its children
+    ("create", "statefulsets.apps"), ("patch", "statefulsets.apps"), ("watch", "statefulsets.apps"),
+    ("create", "services"), ("patch", "services"), ("create", "configmaps"), ("patch", "configmaps"),
+    ("create", "serviceaccounts"), ("patch", "serviceaccounts"),
+    ("create", "poddisruptionbudgets.policy"), ("patch", "poddisruptionbudgets.policy"),
+    ("create", "roles.rbac.authorization.k8s.io"), ("create", "rolebindings.rbac.authorization.k8s.io"),
+    ("create", "leases.coordination.k8s.io"), ("list", "leases.coordination.k8s.io"),
+    ("create", "kafkatopics.flotilla.io"), ("delete", "kafkatopics.flotilla.io"),
+    ("watch", "kafkatopics.flotilla.io"), ("update", "kafkatopics.flotilla.io", "status"),
+    ("create", "events"),
+    # Replacing a StatefulSet (pods orphaned, kept) to change its immutable podManagementPolicy;
+    # reading the broker pods for the roll gate.
+    ("delete", "statefulsets.apps"), ("list", "pods"), ("get", "pods"),
+]
+# What it must not do.
+FORBIDDEN = [
+    ("get", "secrets"), ("list", "secrets"), ("delete", "services"), ("create", "pods"), ("delete", "pods"),
+    ("create", "clusterroles.rbac.authorization.k8s.io"), ("delete", "kafkaclusters.flotilla.io"),
+    ("escalate", "roles.rbac.authorization.k8s.io"), ("bind", "roles.rbac.authorization.k8s.io"),
+    ("create", "deployments.apps"), ("delete", "roles.rbac.authorization.k8s.io"),
+    ("delete", "configmaps"),  # brokers read and update one ConfigMap (client quotas), never delete
+    ("delete", "clientquotas.flotilla.io"), ("delete", "recorddeletions.flotilla.io"),
+    ("get", "kafkaclusters.flotilla.io", "status"),  # status is only ever patched
+    ("update", "kafkaclusters.flotilla.io"),  # kopf patches; nothing replaces a user's object
+]
+
+
+def can_i(kube_env: Any, ns: str, account: str, verb: str, resource: str, subresource: str | None = None) -> bool:
+    """`account` is namespace:name of a ServiceAccount."""
+    args = ["auth", "can-i", verb, resource, "-n", ns, f"--as=system:serviceaccount:{account}"]
+    if subresource:
+        args.append(f"--subresource={subresource}")
+    return kube_env.kubectl(*args, check=False).stdout.strip() == "yes"
+
+
+def missing_and_excess(kube_env: Any, ns: str, account: str) -> tuple[list, list]:
+    missing = [n for n in NEEDED if not can_i(kube_env, ns, account, *n)]
+    excess = [n for n in FORBIDDEN if can_i(kube_env, ns, account, *n)]
+    return missing, excess
