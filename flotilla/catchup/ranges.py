@@ -91,8 +91,9 @@ class PartitionRanges:
 
         `offset` is the next offset to read (Kafka's commit convention), so the record that was
         processed is `offset - 1`. If that record lies in an open range the range's progress moves
-        (and the range goes when done): answers "catchup". Otherwise the primary's committed offset
-        moves: answers "primary". Progress never moves backwards inside a range.
+        (and the range goes when done): answers "catchup". Above the primary's committed offset
+        that offset moves: answers "primary". Anything else was checkpointed already: "stale".
+        Nothing moves backwards.
         """
         r = self.range_of(offset - 1)
         if r is not None:
@@ -100,10 +101,11 @@ class PartitionRanges:
             if r.done:
                 self.ranges.remove(r)
             return "catchup"
-        if self.ranges and offset < self.ranges[-1].end:
-            raise ValueError(
-                f"commit of offset {offset} would rewind the primary below the open range"
-                f" {self.ranges[-1].start}-{self.ranges[-1].end}; seek instead")
+        if offset <= self.committed_primary:
+            # Records arrive out of order in this mode, so a late commit of a record below the
+            # primary's offset and outside every open range is one already checkpointed: it must
+            # not move the offset back (and past a range's token).
+            return "stale"
         self.committed_primary = offset
         return "primary"
 

@@ -62,12 +62,18 @@ def test_crash_before_the_primary_committed_anything_extends_the_open_range():
     assert [(r.start, r.end, r.next) for r in state.ranges] == [(70, 150, 80)]
 
 
-def test_rewinding_the_primary_below_an_open_range_is_refused():
+def test_late_commits_never_move_anything_back():
     state = PartitionRanges.from_commit(70, "")
     state.recover(120)
-    with pytest.raises(ValueError, match="rewind"):
-        state.commit(50)
-    assert state.committed_primary == 120 and state.ranges == [Range(70, 120)]
+    state.commit(130)
+    state.commit(100)
+    assert state.commit(50) == "stale"        # below every range: checkpointed long ago
+    assert state.commit(125) == "stale"       # a fresh record committed after a later one
+    assert state.commit(90) == "catchup"      # inside the range, behind its progress
+    assert (state.committed_primary, state.ranges) == (130, [Range(70, 120, 100)])
+    state.commit(120)
+    assert state.commit(110) == "stale"       # the range is gone: its records were checkpointed
+    assert state.committed() == 130
 
 
 @pytest.mark.parametrize("metadata", [
@@ -96,7 +102,7 @@ def test_finish_closes_a_range_whose_tail_holds_no_records():
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["produce", "primary", "primary_nocommit", "worker", "crash", "rebalance"]),
+        st.sampled_from(["produce", "primary", "primary_nocommit", "worker", "crash", "rebalance", "late"]),
         st.integers(min_value=1, max_value=40),
     ),
     max_size=60,
@@ -128,6 +134,12 @@ class Model:
             new = min(r.next + k, r.end)
             self.checkpointed.update(range(r.next, new))
             assert s.commit(new) == "catchup"
+        elif op == "late" and self.checkpointed:
+            # a late commit of any record already processed changes nothing that was promised
+            before = (s.committed(), s.token())
+            done = sorted(self.checkpointed)
+            s.commit(done[k % len(done)] + 1)
+            assert (s.committed(), s.token()) == before
         elif op in ("crash", "rebalance"):
             # All that survives is the committed offset and its metadata; the new owner (the same
             # process after a crash, another member after a rebalance) reads them back.
