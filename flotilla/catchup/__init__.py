@@ -2,9 +2,10 @@
 
     from flotilla.catchup import CatchUpConsumer
 
-See docs/catch-up-consumer.md.
+Needs confluent-kafka (`pip install flotilla[catchup]`). See docs/catch-up-consumer.md.
 """
 
+from flotilla.catchup.consumer import CatchUpConsumer
 from flotilla.catchup.ranges import PartitionRanges, Range, RangeTokenError
 
-__all__ = ["PartitionRanges", "Range", "RangeTokenError"]
+__all__ = ["CatchUpConsumer", "PartitionRanges", "Range", "RangeTokenError"]

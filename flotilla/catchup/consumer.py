@@ -76,6 +76,7 @@ class CatchUpConsumer:
         self._delivered: dict[TP, int] = {}
         self._delivered_gap: dict[TP, int] = {}
         self._turn = 0
+        self._callback_error: Exception | None = None
         self._user_cb: dict[str, Callable | None] = {}
         self.progress = Progress()
 
@@ -92,8 +93,23 @@ class CatchUpConsumer:
                                      ("on_lost", on_lost)) if v is not None}
             return self._primary.subscribe(topics, **kw)
         self._user_cb = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost}
-        self._primary.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                on_lost=self._on_lost)
+        self._primary.subscribe(topics, on_assign=self._guard(self._on_assign),
+                                on_revoke=self._guard(self._on_revoke), on_lost=self._guard(self._on_lost))
+
+    def _guard(self, callback: Callable) -> Callable:
+        """librdkafka swallows what a rebalance callback raises into a SystemError: keep the
+        exception and raise it from poll() instead, so bad input fails clearly."""
+        def run(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            try:
+                callback(consumer, partitions)
+            except Exception as exc:  # noqa: BLE001 - re-raised by poll()
+                self._callback_error = exc
+        return run
+
+    def _raise_callback_error(self) -> None:
+        exc, self._callback_error = self._callback_error, None
+        if exc is not None:
+            raise exc
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """A partition given to this member is a recovery: its gap becomes a range token."""
@@ -116,8 +132,6 @@ class CatchUpConsumer:
         if tokens:
             # the new range is durable before the primary delivers (let alone commits) past it
             consumer.commit(offsets=tokens, asynchronous=False)
-        for tp in committed:
-            tp.metadata = None
         consumer.assign(committed)
         self._sync_worker()
         if self._user_cb.get("assign"):
@@ -219,6 +233,7 @@ class CatchUpConsumer:
             if left is not None and left <= 0:
                 return None
             msg = self._primary.poll(0.02 if left is None else min(0.02, left))
+            self._raise_callback_error()
             if msg is not None:
                 return self._accept("primary", msg)
 
@@ -240,6 +255,7 @@ class CatchUpConsumer:
         if consumer is None or (source == "catchup" and not self._reading):
             return None
         msg = consumer.poll(0)
+        self._raise_callback_error()
         return None if msg is None else self._accept(source, msg)
 
     def _accept(self, source: str, msg: Message) -> Message | None:
