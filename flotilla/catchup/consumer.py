@@ -77,6 +77,8 @@ class CatchUpConsumer:
         self._delivered_gap: dict[TP, int] = {}
         self._turn = 0
         self._callback_error: Exception | None = None
+        #: which worker delivered the last record poll() returned: "primary" or "catchup"
+        self.last_source: str | None = None
         self._user_cb: dict[str, Callable | None] = {}
         self.progress = Progress()
 
@@ -274,6 +276,7 @@ class CatchUpConsumer:
             self._delivered_gap[key] = msg.offset() + 1
         _ts_type, ts = msg.timestamp()
         self.progress.delivered(source, ts)
+        self.last_source = source
         return msg
 
     # -- commits --------------------------------------------------------------------------------------
