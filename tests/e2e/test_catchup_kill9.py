@@ -125,13 +125,33 @@ def kbroker(broker_factory):
     return broker_factory(dict(SETTINGS))
 
 
+@pytest.fixture
+def fleet(tmp_path, kube_env, kube_namespace):
+    from tests.support.cluster import BrokerCluster
+
+    overrides = dict(SETTINGS, **{"offsets.topic.replication.factor": "3", "min.insync.replicas": "2"})
+    with BrokerCluster(tmp_path / "fleet", kube_env, kube_namespace, size=3, overrides=overrides) as c:
+        yield c
+
+
 def test_kill9_repeatedly_loses_nothing_and_serves_fresh_records_first(kbroker, tmp_path, record_property):
+    run_kill9_scenario(kbroker.bootstrap, kbroker.bootstrap, 1, tmp_path, record_property)
+
+
+@pytest.mark.kube
+@pytest.mark.flotilla_only("a Flotilla fleet on Kubernetes metadata")
+def test_kill9_repeatedly_on_a_three_broker_fleet(fleet, tmp_path, record_property):
+    run_kill9_scenario(fleet.bootstrap, fleet.brokers[0].bootstrap, 3, tmp_path, record_property)
+
+
+def run_kill9_scenario(bootstrap: str, one_broker: str, replicas: int, tmp_path: Path,
+                       record_property) -> None:
     topic, group = kafka_wire.unique_topic("cu9"), f"g-{uuid.uuid4().hex[:8]}"
-    with kafka_wire.connect(kbroker.bootstrap) as conn:
-        assert conn.create_topic(topic, PARTITIONS) == ErrorCode.none
+    with kafka_wire.connect(one_broker) as conn:
+        assert conn.create_topic(topic, PARTITIONS, replication_factor=replicas) == ErrorCode.none
     ledger = Ledger(tmp_path / "ledger.txt")
-    app = App(kbroker.bootstrap, topic, group, ledger.path, tmp_path / "app.log")
-    producer = Producer(kbroker.bootstrap, topic)
+    app = App(bootstrap, topic, group, ledger.path, tmp_path / "app.log")
+    producer = Producer(bootstrap, topic)
     producer.start()
     try:
         # Life 1: normal consumption, killed after a while.
