@@ -280,6 +280,9 @@ KEYS: tuple[Key, ...] = (
         "(as acks=all) before it answers REQUEST_TIMED_OUT."),
     Key("offsets.retention.minutes", "10080", _int_at_least(1),
         "Keep committed offsets of empty groups this long."),
+    Key("offsets.retention.check.interval.ms", "600000", _int_at_least(1),
+        "How often committed offsets of empty groups are checked against offsets.retention.minutes "
+        "and the expired ones removed."),
     Key("producer.id.expiration.ms", "86400000", _int_at_least(1),
         "Forget an idempotent producer's state once its newest batch's timestamp is this old."),
     Key("producer.id.expiration.check.interval.ms", "600000", _int_at_least(1),
