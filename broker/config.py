@@ -235,12 +235,13 @@ KEYS: tuple[Key, ...] = (
     Key("replica.fetch.backoff.ms", "1000", _int_at_least(0),
         "How long a replica fetcher waits after its leader could not be reached or answered an error."),
     Key("auto.leader.rebalance.enable", "true", _parse_bool,
-        "The controller moves leadership back to preferred replicas (the first of each partition) "
-        "of brokers over leader.imbalance.per.broker.percentage, every leader.imbalance.check.interval.seconds."),
+        "Every leader.imbalance.check.interval.seconds the controller moves leadership back to the "
+        "preferred replica (the first of each partition) wherever that replica is live and in the ISR."),
     Key("leader.imbalance.check.interval.seconds", "300", _int_at_least(1),
         "How often the controller checks for partitions not led by their preferred replica."),
     Key("leader.imbalance.per.broker.percentage", "10", _int_at_least(0),
-        "Share of a broker's preferred partitions led elsewhere above which the controller moves them back."),
+        "Accepted for compatibility; as in Kafka 4.1's KRaft controller, no threshold gates the "
+        "rebalance: every partition whose preferred replica can lead again is moved back."),
     Key("unclean.leader.election.enable", "false", _parse_bool,
         "Default unclean.leader.election.enable: whether a live replica outside the ISR may become leader "
         "when no in-sync replica is alive (losing what it lacks)."),
@@ -280,6 +281,9 @@ KEYS: tuple[Key, ...] = (
         "(as acks=all) before it answers REQUEST_TIMED_OUT."),
     Key("offsets.retention.minutes", "10080", _int_at_least(1),
         "Keep committed offsets of empty groups this long."),
+    Key("offsets.retention.check.interval.ms", "600000", _int_at_least(1),
+        "How often committed offsets of empty groups are checked against offsets.retention.minutes "
+        "and the expired ones removed."),
     Key("producer.id.expiration.ms", "86400000", _int_at_least(1),
         "Forget an idempotent producer's state once its newest batch's timestamp is this old."),
     Key("producer.id.expiration.check.interval.ms", "600000", _int_at_least(1),

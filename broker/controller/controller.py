@@ -35,13 +35,11 @@ WRITES_IN_FLIGHT = 16
 class Controller:
     def __init__(self, store: MetadataStore, node_id: int, campaign_interval_s: float | None = None,
                  rng: random.Random | None = None, grace_s: float | None = None,
-                 unclean_default: bool = False, rebalance_interval_s: float | None = None,
-                 imbalance_percent: int = 10) -> None:
+                 unclean_default: bool = False, rebalance_interval_s: float | None = None) -> None:
         self.store = store
         self.unclean_default = unclean_default
         # auto.leader.rebalance.enable: preferred leaders back every interval (None: off).
         self.rebalance_interval_s = rebalance_interval_s
-        self.imbalance_percent = imbalance_percent
         self.node_id = node_id
         lease_s = float(getattr(store, "lease_duration_s", 0.0) or 0.0)
         # Renew well inside the renew deadline (2/3 of the Lease): a quarter of it, at most 2 s.
@@ -243,14 +241,15 @@ class Controller:
 
     async def _rebalance_loop(self) -> None:
         """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, move
-        leadership back to preferred replicas of brokers over leader.imbalance.per.broker.percentage."""
+        leadership back to preferred replicas that can lead again (no per-broker threshold: Kafka's
+        KRaft controller has none)."""
         while True:
             await asyncio.sleep(self.rebalance_interval_s)
             if not self.active:
                 continue
             try:
                 image = self.store.image
-                wanted = imbalanced(image.topics.values(), set(eligible_brokers(image.brokers)), self.imbalance_percent)
+                wanted = imbalanced(image.topics.values(), set(eligible_brokers(image.brokers)))
                 if wanted:
                     done = await self.elect_leaders(wanted, PREFERRED)
                     moved = sum(1 for why in done.values() if why == "none")

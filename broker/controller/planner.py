@@ -130,24 +130,17 @@ def elect_on_request(state: PartitionState, electable: set[int], election_type: 
     return dataclasses.replace(state, leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr), "none"
 
 
-def imbalanced(topics, live: set[int], threshold_percent: int) -> dict[str, list[int]]:
-    """Kafka's auto leader rebalance: for each broker whose share of partitions it prefers (it is
-    the first replica) but does not lead exceeds `threshold_percent`, those partitions that can go
-    back to it (live, in the ISR). topic name -> partition indexes."""
-    preferred: dict[int, int] = {}
-    not_led: dict[int, list[tuple[str, int]]] = {}
+def imbalanced(topics, live: set[int]) -> dict[str, list[int]]:
+    """Kafka's (KRaft) auto leader rebalance: every partition not led by its preferred replica (the
+    first of its replicas) while that replica is live and in the ISR, so it can lead again. No
+    per-broker share gates it (leader.imbalance.per.broker.percentage was the ZooKeeper
+    controller's). topic name -> partition indexes."""
+    out: dict[str, list[int]] = {}
     for t in topics:
         for i, s in enumerate(t.assignment or ()):
             if not s.replicas:
                 continue
             p = s.replicas[0]
-            preferred[p] = preferred.get(p, 0) + 1
-            if s.leader != p:
-                not_led.setdefault(p, []).append((t.name, i))
-    out: dict[str, list[int]] = {}
-    for broker, parts in not_led.items():
-        if broker not in live or 100 * len(parts) <= threshold_percent * preferred[broker]:
-            continue
-        for name, i in parts:
-            out.setdefault(name, []).append(i)
+            if s.leader != p and p in live and p in s.isr:
+                out.setdefault(t.name, []).append(i)
     return out

@@ -88,8 +88,7 @@ class Broker:
         self.controller = Controller(
             self.store, self.node_id, unclean_default=config["unclean.leader.election.enable"],
             rebalance_interval_s=config["leader.imbalance.check.interval.seconds"]
-            if config["auto.leader.rebalance.enable"] else None,
-            imbalance_percent=config["leader.imbalance.per.broker.percentage"])
+            if config["auto.leader.rebalance.enable"] else None)
         self.topics = TopicManager(config, self.store, self.replicas)
         self.producer_ids = ProducerIdManager(self.store)
         from broker.coordinator.group.coordinator import GroupCoordinator

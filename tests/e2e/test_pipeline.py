@@ -80,7 +80,8 @@ def single_broker(request: pytest.FixtureRequest, target: str, workdir: Path) ->
 
 def fleet_of_three(request: pytest.FixtureRequest, target: str, workdir: Path) -> Cluster:
     """Three Flotilla brokers sharing one KafkaCluster's metadata in the test kube-apiserver
-    (tests/support/cluster.py). Topics use replication factor 1: the fleet does not replicate yet."""
+    (tests/support/cluster.py). Topics use replication factor 3: every partition is replicated on
+    every broker, so the pipeline's writes (acks=all) and reads go through leaders with followers."""
     if target != "flotilla":
         pytest.skip("the fleet is Flotilla's (Apache Kafka runs as the single broker)")
     from tests.support.cluster import BrokerCluster
@@ -89,7 +90,7 @@ def fleet_of_three(request: pytest.FixtureRequest, target: str, workdir: Path) -
     namespace = f"pipeline-fleet-{uuid.uuid4().hex[:8]}"  # kube_namespace is per test; this is per module
     kube_env.kubectl("create", "namespace", namespace)
     fleet = BrokerCluster(workdir, kube_env, namespace, size=3)
-    cluster = Cluster(",".join(b.bootstrap for b in fleet.brokers), 1, list(fleet.brokers), cleanups=[
+    cluster = Cluster(",".join(b.bootstrap for b in fleet.brokers), 3, list(fleet.brokers), cleanups=[
         lambda: kube_env.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found",
                                  check=False, timeout=30)])
     try:
@@ -395,3 +396,17 @@ def test_dead_letter_topic_holds_exactly_the_malformed_events(scenario: Scenario
     for r in scenario.dead_letters:
         src = (r.header("dlq.source.topic"), r.header("dlq.source.partition"), r.header("dlq.source.offset"))
         assert seen.setdefault(src, (r.key, r.value, r.headers)) == (r.key, r.value, r.headers)
+
+
+def test_topics_are_replicated_as_the_cluster_says(scenario: Scenario) -> None:
+    """The pipeline's topics have the cluster's replication factor (3 on the fleet: each partition
+    on every broker), all replicas in sync once the runs are over."""
+    from confluent_kafka.admin import AdminClient
+
+    topics = scenario.topics
+    meta = AdminClient({"bootstrap.servers": scenario.cluster.bootstrap}).list_topics(timeout=10)
+    for name in (topics.raw, topics.output, topics.dead_letter):
+        partitions = meta.topics[name].partitions
+        assert partitions, name
+        shapes = {p: (len(set(pm.replicas)), sorted(pm.isrs) == sorted(pm.replicas)) for p, pm in partitions.items()}
+        assert set(shapes.values()) == {(topics.replication_factor, True)}, (name, shapes)

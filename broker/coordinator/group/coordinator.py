@@ -47,8 +47,6 @@ log = logging.getLogger(__name__)
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 # Largest metadata string kept with a committed offset (Kafka's offset.metadata.max.bytes).
 OFFSET_METADATA_MAX_BYTES = 4096
-# How often expired offsets of empty groups are removed (offsets.retention.check.interval.ms).
-OFFSETS_RETENTION_CHECK_S = 600.0
 # A shard being loaded gives the event loop a turn after this many records.
 LOAD_YIELD_RECORDS = 2000
 
@@ -145,6 +143,7 @@ class GroupCoordinator:
         self.min_session_timeout_ms: int = config["group.min.session.timeout.ms"]
         self.max_session_timeout_ms: int = config["group.max.session.timeout.ms"]
         self.offsets_retention_ms: int = config["offsets.retention.minutes"] * 60 * 1000
+        self.offsets_retention_check_ms: int = config["offsets.retention.check.interval.ms"]
         self.commit_timeout_ms: int = config["offsets.commit.timeout.ms"]
         self.groups: dict[str, GroupMetadata] = {}
         self.store = OffsetsLog(broker)
@@ -931,7 +930,7 @@ class GroupCoordinator:
     # -- offset expiry -----------------------------------------------------------------------
     async def _expiry_loop(self) -> None:
         while True:
-            await asyncio.sleep(OFFSETS_RETENTION_CHECK_S)
+            await asyncio.sleep(self.offsets_retention_check_ms / 1000)
             try:
                 self.expire_offsets(now_ms())
             except Exception:

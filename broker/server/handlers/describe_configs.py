@@ -21,7 +21,7 @@ _LONG_BROKER_KEYS = {
     "log.flush.interval.messages", "log.flush.interval.ms", "connections.max.idle.ms", "producer.id.expiration.ms",
     "log.cleaner.backoff.ms", "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms", "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
-    "offsets.retention.minutes",
+    "offsets.retention.minutes", "offsets.retention.check.interval.ms",
 }
 _LIST_BROKER_KEYS = {"log.cleanup.policy"}  # listeners, log.dirs, ...: Kafka types them STRING
 

@@ -134,16 +134,19 @@ def test_unclean_election_on_request():
     assert elect_on_request(offline, set(), UNCLEAN)[1] == "eligible_leaders_not_available"
 
 
-def test_imbalance_counts_partitions_led_away_from_their_preferred_broker():
+def test_rebalance_moves_back_every_partition_whose_preferred_replica_can_lead():
     from broker.controller.planner import imbalanced
 
-    # broker 1 prefers 10 partitions, leads 8: 20% led elsewhere, over 10%; broker 2 is balanced
-    states = tuple(PartitionState(2 if i < 2 else 1, 1, (1, 2), (1, 2)) for i in range(10)) + \
+    # broker 1 prefers 20 partitions and leads 19: one led elsewhere (5 %) is moved back, as Kafka
+    # 4.1's KRaft controller does (no leader.imbalance.per.broker.percentage gate); partition 2's
+    # preferred replica is out of the ISR, so it cannot lead yet; broker 2 is balanced
+    states = (PartitionState(2, 1, (1, 2), (1, 2)), PartitionState(1, 0, (1, 2), (1, 2)),
+              PartitionState(2, 1, (1, 2), (2,))) + \
+        tuple(PartitionState(1, 0, (1, 2), (1, 2)) for _ in range(17)) + \
         tuple(PartitionState(2, 0, (2, 1), (2, 1)) for _ in range(10))
-    topic = dataclasses.replace(new_topic("t", 20, replication_factor=2), assignment=states)
-    assert imbalanced([topic], {1, 2}, 10) == {"t": [0, 1]}
-    assert imbalanced([topic], {1, 2}, 20) == {}  # not over the threshold
-    assert imbalanced([topic], {2}, 10) == {}  # the preferred broker is down
+    topic = dataclasses.replace(new_topic("t", 30, replication_factor=2), assignment=states)
+    assert imbalanced([topic], {1, 2}) == {"t": [0]}
+    assert imbalanced([topic], {2}) == {}  # the preferred broker is down
 
 
 # -- controlled shutdown (issue 18, item 12) ---------------------------------------------------
