@@ -23,7 +23,10 @@ Cleaning one log (Kafka's Cleaner.clean):
      cleaning never moves the log start offset: committed offsets in it stay valid;
   3. tombstones (null values) follow KIP-534: the first clean that keeps one stamps its batch
      with a delete horizon (now + `delete.retention.ms`, in the base timestamp, attribute bit
-     0x40); a clean after that horizon drops them;
+     0x40); a clean after that horizon drops them. The horizon lives in the batch, so a restart
+     neither moves it nor forgets it: the first look at a log after start-up reads the earliest
+     horizon of its cleaned section back (`recorded_delete_horizon`), so a log with nothing dirty
+     is still cleaned once its tombstones are due;
   4. control batches (transaction markers) are kept as they are: transactions do not exist yet,
      so there are no aborted records to drop and no markers whose transaction is gone.
 
@@ -360,6 +363,17 @@ def swap_in(job: CleanJob, group: list[SegmentView], cleaned: Cleaned) -> bool:
 
 # -- the manager: which log, when, and the checkpoint ---------------------------------------
 
+def recorded_delete_horizon(views: list["SegmentView"]) -> int | None:
+    """The earliest delete horizon stamped in these segments' batches (KIP-534), or None: what
+    a cleaner that has just started knows of the tombstones earlier cleans kept."""
+    earliest = None
+    for v in views:
+        for h, _ in iter_batches(v.file, v.size):
+            if h.attributes & DELETE_HORIZON_FLAG and (earliest is None or h.base_timestamp < earliest):
+                earliest = h.base_timestamp
+    return earliest
+
+
 class LogCleaner:
     """Chooses the filthiest compacted log and cleans it (Kafka's LogCleaner and
     LogCleanerManager), in a background task whose reading and writing run in a thread."""
@@ -373,6 +387,7 @@ class LogCleaner:
         self.cleaner = Cleaner(self.stop_event, map_capacity)
         self.first_dirty: dict[tuple[str, int], int] = {}
         self.delete_horizons: dict[tuple[str, int], int] = {}
+        self._horizons_read: set[tuple[str, int]] = set()  # logs whose stamped horizons were read back
         self.cleanings = 0
         # Totals for /metrics (Kafka's LogCleaner metrics in spirit): bytes read and written,
         # and how long the last cleaning took.
@@ -422,6 +437,11 @@ class LogCleaner:
             first = next(iter_batches(dirty_views[0].file, dirty_views[0].size), None)
             due = first is not None and first[0].max_timestamp >= 0 and \
                 now_ms - first[0].base_timestamp > cfg.max_compaction_lag_ms
+        if tp not in self._horizons_read:
+            self._horizons_read.add(tp)
+            recorded = recorded_delete_horizon([v for v in views if v.next_base <= first_dirty])
+            if recorded is not None and tp not in self.delete_horizons:
+                self.delete_horizons[tp] = recorded
         horizon = self.delete_horizons.get(tp)
         if not due and horizon is not None and horizon <= now_ms and total > 0:
             due = True
@@ -522,6 +542,7 @@ class LogCleaner:
         """A partition deleted here: its next log starts dirty."""
         self.first_dirty.pop(tp, None)
         self.delete_horizons.pop(tp, None)
+        self._horizons_read.discard(tp)
 
     def _checkpoint_contents(self) -> dict[Path, dict[tuple[str, int], int]]:
         """Per log directory, how far each open log is cleaned (taken on the event loop)."""

@@ -39,6 +39,7 @@ from broker.server.replication_metrics import ReplicationCollector
 from broker.server.quota_manager import QuotaConfig, QuotaManagers
 from broker.server.quota_metrics import QuotaMetrics
 from broker.server.replica_manager import ReplicaManager
+from broker.server.restart_fencing import fence_previous_leaderships
 from broker.server.store_wait import until_available
 from broker.server.topics import TopicManager
 
@@ -183,6 +184,8 @@ class Broker:
                               after_failure=self.client_quotas.close, on_wait=self._waiting_for_store)
         self.quotas.update_quotas(self.client_quotas.quotas)
         await self.register()
+        # Leaderships the previous process of this node held get new epochs before it serves.
+        await fence_previous_leaderships(self.store, self.node_id)
         self.replicas.load()
         self._leadership_follows_image = True
         self.replica_fetchers.start()

@@ -34,6 +34,7 @@ from broker.coordinator.group.group_metadata import (
     MemberMetadata,
     OffsetAndMetadata,
 )
+from broker.coordinator.group.append_errors import coordinator_error
 from broker.coordinator.group.offsets_log import TOPIC, Appended, OffsetsLog, StoreError
 from broker.server.delayed_produce import DelayedProduce
 
@@ -154,6 +155,8 @@ class GroupCoordinator:
         self._loading: dict[int, asyncio.Task] = {}
         self.active = False
         self._expiry_task: asyncio.Task | None = None
+        # Writes nobody waits on (an empty group's metadata), finished or cancelled at stop.
+        self._writes: set[asyncio.Task] = set()
         broker.replicas.on_leadership_change(self._on_leadership)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -182,6 +185,10 @@ class GroupCoordinator:
         if self._expiry_task is not None:
             self._expiry_task.cancel()
             await asyncio.gather(self._expiry_task, return_exceptions=True)
+        writes = list(self._writes)
+        for task in writes:
+            task.cancel()
+        await asyncio.gather(*writes, return_exceptions=True)
         for group in list(self.groups.values()):
             self._unload_group(group)
         self.shards.clear()
@@ -479,19 +486,9 @@ class GroupCoordinator:
             if group.protocol_name == group.select_protocol():
                 member.rebalance_timeout_ms = rebalance_timeout_ms
                 member.session_timeout_ms = session_timeout_ms
-                try:
-                    self._store_group(group)
-                except StoreError as e:
-                    # Undo, as Kafka does, so the old member id stays valid.
-                    member.protocols = old_protocols
-                    group.replace_static_member(instance_id, new_member_id, old_member_id)
-                    return JoinResult(e.code, "")
-                log.info("group %s: static member %s rejoined as %s without a rebalance",
-                         group.group_id, instance_id, new_member_id)
-                is_leader = group.is_leader(new_member_id)
-                return JoinResult(ErrorCode.none, new_member_id, group.generation_id, group.protocol_type,
-                                  group.protocol_name, group.leader_id or "",
-                                  group.current_member_metadata() if is_leader else [], skip_assignment=is_leader)
+                self._spawn(self._store_static_rejoin(group, self._group_record(group), instance_id, old_member_id,
+                                                      new_member_id, old_protocols, waiter))
+                return None
             self._update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
             self._maybe_prepare_rebalance(group, f"static member {instance_id} changed its protocols")
         elif group.is_(GroupState.COMPLETING_REBALANCE):
@@ -502,6 +499,31 @@ class GroupCoordinator:
             self._update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
         self._try_complete_join(group)
         return None
+
+    async def _store_static_rejoin(self, group: GroupMetadata, record: list[tuple[bytes, bytes | None]],
+                                   instance_id: str, old_member_id: str,
+                                   new_member_id: str, old_protocols: list[tuple[str, bytes]],
+                                   waiter: asyncio.Future) -> None:
+        """The static member's new id is answered once the in-sync replicas hold it; if they
+        cannot, the change is undone, as Kafka does, so the old member id stays valid."""
+        try:
+            code = await self._write(group.group_id, record)
+            if group.static_member_id(instance_id) != new_member_id:
+                _resolve(waiter, JoinResult(ErrorCode.fenced_instance_id, new_member_id))
+            elif code != ErrorCode.none:
+                group.get(new_member_id).protocols = old_protocols
+                group.replace_static_member(instance_id, new_member_id, old_member_id)
+                _resolve(waiter, JoinResult(code, ""))
+            else:
+                log.info("group %s: static member %s rejoined as %s without a rebalance",
+                         group.group_id, instance_id, new_member_id)
+                is_leader = group.is_leader(new_member_id)
+                _resolve(waiter, JoinResult(ErrorCode.none, new_member_id, group.generation_id,
+                                            group.protocol_type, group.protocol_name, group.leader_id or "",
+                                            group.current_member_metadata() if is_leader else [],
+                                            skip_assignment=is_leader))
+        finally:
+            _resolve(waiter, JoinResult(ErrorCode.not_coordinator, new_member_id))
 
     # -- rebalancing -------------------------------------------------------------------------
     def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
@@ -568,10 +590,7 @@ class GroupCoordinator:
         group.init_next_generation(now_ms())
         if group.is_(GroupState.EMPTY):
             log.info("group %s: now empty at generation %d", group.group_id, group.generation_id)
-            try:
-                self._store_group(group)
-            except StoreError as e:
-                log.warning("group %s: could not store empty group: %s", group.group_id, e)
+            self._spawn(self._store_empty_group(group.group_id, self._group_record(group)))
             return
         log.info("group %s: generation %d with protocol %s, leader %s, %d members", group.group_id,
                  group.generation_id, group.protocol_name, group.leader_id, len(group.members))
@@ -660,13 +679,17 @@ class GroupCoordinator:
         member.sync_waiter = waiter
         group.pending_sync.discard(member_id)
         if group.is_leader(member_id):
+            # The assignment is answered once the in-sync replicas hold it (Kafka: storeGroup
+            # with acks=all), so a member never works from an assignment a new coordinator lacks.
             full = {m: assignments.get(m, b"") for m in group.members}
-            try:
-                self._store_group(group, full)
-            except StoreError as e:
-                log.warning("group %s: could not store the assignment: %s", group.group_id, e)
-                self._reset_and_propagate_assignment_error(group, e.code)
-                self._maybe_prepare_rebalance(group, f"error {e.code.name} storing the assignment")
+            generation = group.generation_id
+            code = await self._write(group_id, self._group_record(group, full))
+            if group.generation_id != generation or not group.is_(GroupState.COMPLETING_REBALANCE):
+                pass  # the group moved on meanwhile; its members were answered by that change
+            elif code != ErrorCode.none:
+                log.warning("group %s: could not store the assignment: %s", group_id, code.name)
+                self._reset_and_propagate_assignment_error(group, code)
+                self._maybe_prepare_rebalance(group, f"error {code.name} storing the assignment")
             else:
                 self._set_and_propagate_assignment(group, full)
         return await waiter
@@ -764,15 +787,38 @@ class GroupCoordinator:
         return results
 
     async def _await_in_sync_replicas(self, appended: Appended) -> ErrorCode:
+        """NONE once the in-sync replicas hold `appended` (bounded by offsets.commit.timeout.ms),
+        else the coordinator error Kafka answers for the failed write."""
         tp = (TOPIC, appended.part.index)
         op = DelayedProduce(self.broker.replicas, {tp: (appended.part, appended.leader_epoch, appended.end_offset)})
         await self.broker.produce_purgatory.wait(op, [tp], self.commit_timeout_ms / 1000)
-        code = op.results.get(tp, ErrorCode.request_timed_out)
-        if code in (ErrorCode.none, ErrorCode.request_timed_out):
-            return code
-        if code == ErrorCode.not_leader_or_follower:
-            return ErrorCode.not_coordinator
-        return ErrorCode.coordinator_not_available  # NOT_ENOUGH_REPLICAS(_AFTER_APPEND), as Kafka maps it
+        return coordinator_error(op.results.get(tp, ErrorCode.request_timed_out))
+
+    async def _write(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Append records of one group and wait for its in-sync replicas: every coordinator
+        write is acks=all, as Kafka's, so what a client was told survives its coordinator."""
+        code, _ = await self._write_at(group_id, entries)
+        return code
+
+    async def _write_at(self, group_id: str, entries: list[tuple[bytes, bytes | None]]
+                        ) -> tuple[ErrorCode, Appended | None]:
+        try:
+            appended = self.store.append(group_id, entries)
+        except StoreError as e:
+            return e.code, None
+        if appended is None:
+            return ErrorCode.none, None
+        return await self._await_in_sync_replicas(appended), appended
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _store_empty_group(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
+        code = await self._write(group_id, entries)
+        if code != ErrorCode.none:
+            log.warning("group %s: could not store empty group: %s", group_id, code.name)
 
     def _commit(self, *, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
                 offsets: dict[tuple[str, int], OffsetAndMetadata]
@@ -883,7 +929,9 @@ class GroupCoordinator:
         return GroupSummary(group_id, ErrorCode.none, group.state.value, group.protocol_type or "",
                             (group.protocol_name or "") if stable else "", members)
 
-    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        """Each empty group's tombstones are answered once the in-sync replicas hold them, so a
+        deleted group does not come back with a new coordinator."""
         out: dict[str, ErrorCode] = {}
         for group_id in group_ids:
             if (error := self.not_here(group_id)) is not None:
@@ -895,27 +943,30 @@ class GroupCoordinator:
             elif not group.is_(GroupState.EMPTY):
                 out[group_id] = ErrorCode.non_empty_group
             else:
-                try:
-                    self._delete_group(group)
-                    out[group_id] = ErrorCode.none
-                except StoreError as e:
-                    out[group_id] = e.code
+                out[group_id] = await self._delete_group(group)
         return out
 
-    def _delete_group(self, group: GroupMetadata) -> None:
+    async def _delete_group(self, group: GroupMetadata) -> ErrorCode:
         entries: list[tuple[bytes, bytes | None]] = [
             (codec.encode_offset_key(codec.OffsetKey(group.group_id, t, p)), None) for t, p in group.offsets]
         entries.append((codec.encode_group_key(codec.GroupKey(group.group_id)), None))
-        self.store.append(group.group_id, entries)
+        code = await self._write(group.group_id, entries)
+        if code != ErrorCode.none:
+            return code
+        if self.groups.get(group.group_id) is not group or not group.is_(GroupState.EMPTY):
+            return ErrorCode.none  # unloaded, or joined again meanwhile: its newer records follow
         group.transition_to(GroupState.DEAD, now_ms())
         _cancel(group.join_timer)
         _cancel(group.sync_timer)
         self.groups.pop(group.group_id, None)
         log.info("group %s deleted", group.group_id)
+        return ErrorCode.none
 
     # -- persistence -------------------------------------------------------------------------
-    def _store_group(self, group: GroupMetadata, assignments: dict[str, bytes] | None = None) -> None:
-        """Append the group's metadata (after a rebalance, or a static member's new id)."""
+    @staticmethod
+    def _group_record(group: GroupMetadata, assignments: dict[str, bytes] | None = None
+                      ) -> list[tuple[bytes, bytes | None]]:
+        """The group's metadata record (after a rebalance, or a static member's new id)."""
         members = tuple(
             codec.StoredMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata_for(group.protocol_name),
@@ -924,22 +975,22 @@ class GroupCoordinator:
             for m in group.members.values())
         value = codec.StoredGroup(group.protocol_type or "", group.generation_id, group.protocol_name,
                                   group.leader_id, group.state_timestamp_ms, members)
-        self.store.append(group.group_id, [(codec.encode_group_key(codec.GroupKey(group.group_id)),
-                                            codec.encode_group_value(value))])
+        return [(codec.encode_group_key(codec.GroupKey(group.group_id)), codec.encode_group_value(value))]
 
     # -- offset expiry -----------------------------------------------------------------------
     async def _expiry_loop(self) -> None:
         while True:
             await asyncio.sleep(self.offsets_retention_check_ms / 1000)
             try:
-                self.expire_offsets(now_ms())
+                await self.expire_offsets(now_ms())
             except Exception:
                 log.exception("offset expiry failed")
 
-    def expire_offsets(self, now: int) -> int:
+    async def expire_offsets(self, now: int) -> int:
         """Kafka 2.1+ rules: offsets of an empty group expire `offsets.retention.minutes` after it
         became empty (a group without a protocol type: after each offset's commit); an empty
-        group without offsets is removed. Returns how many offsets expired."""
+        group without offsets is removed. The tombstones count once the in-sync replicas hold
+        them. Returns how many offsets expired."""
         removed = 0
         for group in list(self.groups.values()):
             if not group.is_(GroupState.EMPTY):
@@ -957,15 +1008,15 @@ class GroupCoordinator:
                 entries.append((codec.encode_group_key(codec.GroupKey(group.group_id)), None))
             if not entries:
                 continue
-            try:
-                self.store.append(group.group_id, entries)
-            except StoreError as e:
-                log.warning("group %s: could not expire offsets: %s", group.group_id, e)
+            code, appended = await self._write_at(group.group_id, entries)
+            if code != ErrorCode.none or appended is None:
+                log.warning("group %s: could not expire offsets: %s", group.group_id, code.name)
                 continue
             for tp in expired:
-                group.offsets.pop(tp, None)
-            removed += len(expired)
-            if not group.offsets:
+                if group.offset_written_at.get(tp, -1) <= appended.end_offset:  # not committed again meanwhile
+                    group.offsets.pop(tp, None)
+                    removed += 1
+            if not group.offsets and group.is_(GroupState.EMPTY) and self.groups.get(group.group_id) is group:
                 group.transition_to(GroupState.DEAD, now)
                 self.groups.pop(group.group_id, None)
         return removed

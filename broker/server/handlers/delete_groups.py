@@ -12,7 +12,7 @@ class DeleteGroupsHandler(Handler):
 
     async def handle(self, ctx: RequestContext, request):
         names = list(dict.fromkeys(request.groups_names))
-        errors = self.broker.groups.delete_groups(names)
+        errors = await self.broker.groups.delete_groups(names)
         results = tuple(ctx.build("DeletableGroupResult", group_id=g, error_code=errors[g]) for g in names)
         return ctx.build("DeleteGroupsResponse", throttle_time=NO_THROTTLE, results=results)
 

@@ -364,3 +364,41 @@ def test_log_append_time_batch_keeps_its_timestamp_when_rewritten(tmp_path):
     assert [(r.offset, r.key, r.timestamp) for r in decode_records(data, h)] == [(1, b"j", before.max_timestamp)]
     assert crc32c.crc32c(data[records.ATTRIBUTES_OFFSET:]) == h.crc
 
+
+
+def test_tombstone_horizon_survives_a_restart_of_the_cleaner(tmp_path):
+    """Issue 18 item 13: a restarted broker's cleaner reads the horizon back from the batch, so
+    the tombstone neither goes early nor stays forever when nothing else makes the log dirty."""
+    lg = open_log(tmp_path)
+    append(lg, [(b"gone", b"v1")])
+    append(lg, [(b"stay", b"s1")])
+    append(lg, [(b"gone", None)])
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    lc = cleaner_for(lg, tmp_path)
+    clean(lc, lg, now=NOW)
+    lc.close()  # writes the checkpoint: after a restart nothing is dirty
+    restarted = cleaner_for(lg, tmp_path)
+    assert restarted.first_dirty == {("t", 0): lg.active.base_offset}
+    assert restarted.plan(("t", 0), lg, NOW + 59_999) is None  # not before the horizon
+    clean(restarted, lg, now=NOW + 60_000)
+    assert [(k, v) for _, k, v in records_of(lg)] == [(b"stay", b"s1"), (b"x", b"active")]
+
+
+def test_recleaning_without_a_checkpoint_keeps_the_stamped_horizon(tmp_path):
+    """A restart that lost the cleaner checkpoint (kill -9 before it was written) cleans the log
+    again from its start: the tombstone keeps its first horizon, not a later or earlier one."""
+    lg = open_log(tmp_path)
+    append(lg, [(b"gone", b"v1")])
+    append(lg, [(b"gone", None)])
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    clean(cleaner_for(lg, tmp_path), lg, now=NOW)
+    again = cleaner_for(lg, tmp_path)
+    assert again.first_dirty == {}
+    clean(again, lg, now=NOW + 30_000)
+    h = next(h for h, d in batches(lg) if any(r.is_tombstone for r in decode_records(d, h)))
+    assert h.attributes & DELETE_HORIZON_FLAG and h.base_timestamp == NOW + 60_000
+    assert again.plan(("t", 0), lg, NOW + 59_999) is None
+    clean(again, lg, now=NOW + 60_000)
+    assert [(k, v) for _, k, v in records_of(lg)] == [(b"x", b"active")]

@@ -237,7 +237,7 @@ async def test_list_describe_delete(broker):
     assert (d.error, d.state, d.protocol_type, d.protocol_data) == (E.none, "Stable", "consumer", "range")
     assert [(m.member_id, m.metadata, m.assignment) for m in d.members] == [(a, b"meta", b"A")]
     assert broker.groups.describe_group("missing").error == E.group_id_not_found
-    assert broker.groups.delete_groups(["g", "empty", "missing"]) == {
+    assert await broker.groups.delete_groups(["g", "empty", "missing"]) == {
         "g": E.non_empty_group, "empty": E.none, "missing": E.group_id_not_found}
     assert broker.groups.fetch_offsets("empty", [("t", 0)])[1][("t", 0)] is None
 
@@ -253,7 +253,7 @@ async def test_state_survives_restart(tmp_path):
                                        offsets={("t", 1): OffsetAndMetadata(17, 2, "meta")}) == {("t", 1): E.none}
         await b.groups.commit_offsets(group_id="gone", member_id="", group_instance_id=None, generation_id=-1,
                                 offsets={("t", 0): OffsetAndMetadata(3)})
-        assert b.groups.delete_groups(["gone"]) == {"gone": E.none}
+        assert await b.groups.delete_groups(["gone"]) == {"gone": E.none}
     finally:
         await close_broker(b)
     b2 = await open_broker(tmp_path)
@@ -283,7 +283,7 @@ async def test_expired_offsets_of_empty_groups(broker):
     await broker.topics.create("t", 1, timeout_s=10)
     await broker.groups.commit_offsets(group_id="old", member_id="", group_instance_id=None, generation_id=-1,
                                  offsets={("t", 0): OffsetAndMetadata(1, commit_timestamp_ms=1)})
-    assert broker.groups.expire_offsets(now=10**13) == 1
+    assert await broker.groups.expire_offsets(now=10**13) == 1
     assert "old" not in broker.groups.groups
 
 
@@ -299,7 +299,7 @@ async def test_log_cleaner_compacts_consumer_offsets_and_state_survives_restart(
                                         offsets={("t", p): OffsetAndMetadata(i * 10 + p)})
         await b.groups.commit_offsets(group_id="gone", member_id="", group_instance_id=None, generation_id=-1,
                                 offsets={("t", 0): OffsetAndMetadata(1)})
-        assert b.groups.delete_groups(["gone"]) == {"gone": E.none}
+        assert await b.groups.delete_groups(["gone"]) == {"gone": E.none}
         part = b.replicas.get("__consumer_offsets", 0)
         part.log.roll()  # everything written so far becomes cleanable
         await b.groups.commit_offsets(group_id="other", member_id="", group_instance_id=None, generation_id=-1,
