@@ -93,6 +93,13 @@ class Broker:
         from broker.coordinator.group.coordinator import GroupCoordinator
 
         self.groups = GroupCoordinator(self)
+        from broker.coordinator.transaction.coordinator import TransactionCoordinator
+        from broker.coordinator.transaction.markers import MarkerSender
+
+        self.transactions = TransactionCoordinator(
+            config=config, store=self.store, topics=self.topics, replicas=self.replicas,
+            produce_purgatory=self.produce_purgatory, producer_ids=self.producer_ids,
+            markers=MarkerSender(self.store, self.node_id, self.replica_fetchers.listener))
         # KIP-13 quotas: static defaults from the config, dynamic ones from the cluster metadata.
         self.quota_metrics = QuotaMetrics(self.metrics.registry)
         self.quotas = QuotaManagers(QuotaConfig.from_broker_config(config), on_throttle=self.quota_metrics.on_throttle)
@@ -184,6 +191,7 @@ class Broker:
         self._leadership_follows_image = True
         self.replica_fetchers.start()
         await self.groups.start()
+        await self.transactions.start()
         self.controller.start()
         lost = getattr(self.store, "registration_lost", None)
         if lost is not None:
@@ -261,6 +269,7 @@ class Broker:
         await _bounded("stopping the replica fetchers", self.replica_fetchers.stop(), STEP_TIMEOUT_S)
         # Answer pending JoinGroup/SyncGroup (NOT_COORDINATOR) so their connections can finish.
         await _bounded("stopping the group coordinator", self.groups.stop(), STEP_TIMEOUT_S)
+        await _bounded("stopping the transaction coordinator", self.transactions.stop(), STEP_TIMEOUT_S)
         await _bounded("closing connections", self.sockets.close_connections(), 3 * STEP_TIMEOUT_S)
         await _bounded("stopping the controller", self.controller.stop(), STEP_TIMEOUT_S)
         for t in self._tasks:
