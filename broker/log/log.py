@@ -268,10 +268,12 @@ class Log:
 
     # -- appending ---------------------------------------------------------------------------
     def append(self, payload: bytes, headers: list[BatchHeader], leader_epoch: int = 0,
-               flush_if_due: bool = True) -> AppendResult:
+               flush_if_due: bool = True, from_coordinator: bool = False) -> AppendResult:
         """Assign offsets to validated batches and write them; timestamps are checked (or set, with
         LogAppendTime) first, then idempotence, as Kafka's LogValidator and producer state do.
-        With flush_if_due=False the caller flushes (flush_async) when flush_is_due() says so."""
+        With flush_if_due=False the caller flushes (flush_async) when flush_is_due() says so.
+        A coordinator's own batches (TxnOffsetCommit's, Kafka's AppendOrigin.COORDINATOR) are
+        checked for fencing only, not for sequence numbers."""
         now_ms = int(time.time() * 1000)
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
         if not log_append_time:
@@ -280,6 +282,8 @@ class Log:
             self._validate_keys(payload, headers)
         for h in headers:
             check = self.producer_state.check(h)
+            if from_coordinator and check.outcome != SequenceCheck.FENCED:
+                continue
             if check.outcome == SequenceCheck.DUPLICATE:
                 assert check.duplicate is not None
                 raise DuplicateSequence(check.duplicate.base_offset)

@@ -617,12 +617,14 @@ class ReplicaManager:
         part = self.partitions.get((topic, partition))
         return part if part is not None and part.is_leader else None
 
-    def append(self, part: Partition, payload: bytes, headers: list[BatchHeader]) -> AppendResult:
+    def append(self, part: Partition, payload: bytes, headers: list[BatchHeader],
+               from_coordinator: bool = False) -> AppendResult:
         d = part.log.directory.parent
         if d in self.offline_dirs:
             raise LogDirOffline(f"{part.topic}-{part.index}: log directory {d} is offline ({self.offline_dirs[d]})")
         try:
-            result = part.log.append(payload, headers, leader_epoch=part.leader_epoch)
+            result = part.log.append(payload, headers, leader_epoch=part.leader_epoch,
+                                     from_coordinator=from_coordinator)
         except StorageError as e:
             self.mark_offline(d, str(e), e)
             raise

@@ -132,3 +132,56 @@ def test_state_survives_a_restart(broker_factory) -> None:
         assert (d.transaction_state, int(d.producer_id), int(d.producer_epoch)) == ("Ongoing", pid, 1)
         assert [(t.topic, list(t.partitions)) for t in d.topics] == [(topic, [0])]
         assert add(conn, tid, pid, 0, topic, [0]) == {(topic, 0): ErrorCode.producer_fenced}
+
+
+def txn_offset_commit(conn, tid: str, group: str, pid: int, epoch: int, topic: str, offset: int) -> ErrorCode:
+    from kio.schema.txn_offset_commit.v3.request import (TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition,
+                                                         TxnOffsetCommitRequestTopic)
+    r = conn.request(TxnOffsetCommitRequest(
+        transactional_id=tid, group_id=group, producer_id=i64(pid), producer_epoch=i16(epoch), generation_id=i32(-1),
+        member_id="", group_instance_id=None, topics=(TxnOffsetCommitRequestTopic(name=topic, partitions=(
+            TxnOffsetCommitRequestPartition(partition_index=i32(0), committed_offset=i64(offset),
+                                            committed_leader_epoch=i32(-1), committed_metadata="m"),)),)))
+    return r.topics[0].partitions[0].error_code
+
+
+def fetch_offset(conn, group: str, topic: str, require_stable: bool) -> tuple[ErrorCode, int]:
+    from kio.schema.offset_fetch.v8.request import (OffsetFetchRequest, OffsetFetchRequestGroup,
+                                                    OffsetFetchRequestTopics)
+    r = conn.request(OffsetFetchRequest(require_stable=require_stable, groups=(OffsetFetchRequestGroup(
+        group_id=group, topics=(OffsetFetchRequestTopics(name=topic, partition_indexes=(i32(0),)),)),)))
+    p = r.groups[0].topics[0].partitions[0]
+    return p.error_code, int(p.committed_offset)
+
+
+def find_group_coordinator(conn, group: str) -> None:
+    def ask():
+        c = conn.request(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group,))).coordinators[0]
+        return c if c.error_code == ErrorCode.none else None
+    wait_for(f"a group coordinator for {group}", ask, timeout=60)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.flotilla_only("restarts the broker process")
+def test_txn_offset_commit_stays_pending_until_its_marker_also_after_a_restart(broker_factory) -> None:
+    b: ServerProcess = broker_factory({})
+    tid, topic = kafka_wire.unique_topic("txo"), kafka_wire.unique_topic("txot")
+    group = tid + "-group"
+    with kafka_wire.connect(b.bootstrap) as conn:
+        assert int(conn.create_topic(topic, 1)) == 0
+        conn.wait_for_leaders(topic, 1)
+        find_coordinator(conn, tid)
+        pid, epoch = init_ok(conn, tid)
+        find_group_coordinator(conn, group)
+        assert conn.request(AddOffsetsToTxnRequest(transactional_id=tid, producer_id=i64(pid),
+                                                   producer_epoch=i16(epoch), group_id=group)).error_code == 0
+        assert txn_offset_commit(conn, tid, group, pid, epoch, topic, 42) == ErrorCode.none
+        # Not applied before the transaction commits: a stable read is told to wait.
+        assert fetch_offset(conn, group, topic, require_stable=False) == (ErrorCode.none, -1)
+        assert fetch_offset(conn, group, topic, require_stable=True) == (ErrorCode.unstable_offset_commit, -1)
+    b.restart()
+    with kafka_wire.connect(b.bootstrap) as conn:
+        find_group_coordinator(conn, group)
+        seen = wait_for("the group loaded again", lambda: fetch_offset(conn, group, topic, require_stable=True),
+                        until=lambda r: r[0] != ErrorCode.coordinator_load_in_progress)
+        assert seen == (ErrorCode.unstable_offset_commit, -1), "the pending TxnOffsetCommit was lost or applied"
