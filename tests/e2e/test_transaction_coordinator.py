@@ -185,3 +185,22 @@ def test_txn_offset_commit_stays_pending_until_its_marker_also_after_a_restart(b
         seen = wait_for("the group loaded again", lambda: fetch_offset(conn, group, topic, require_stable=True),
                         until=lambda r: r[0] != ErrorCode.coordinator_load_in_progress)
         assert seen == (ErrorCode.unstable_offset_commit, -1), "the pending TxnOffsetCommit was lost or applied"
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.flotilla_only("sets the timed-out transaction check interval")
+def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(broker_factory) -> None:
+    b: ServerProcess = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+                                       "transaction.max.timeout.ms": "60000"})
+    tid, topic = kafka_wire.unique_topic("txto"), kafka_wire.unique_topic("txtot")
+    with kafka_wire.connect(b.bootstrap) as conn:
+        assert int(conn.create_topic(topic, 1)) == 0
+        conn.wait_for_leaders(topic, 1)
+        find_coordinator(conn, tid)
+        assert init(conn, tid, timeout_ms=60001).error_code == ErrorCode.invalid_transaction_timeout
+        pid, epoch = init_ok(conn, tid, timeout_ms=1000)
+        assert add(conn, tid, pid, epoch, topic, [0]) == {(topic, 0): ErrorCode.none}
+        d = wait_for("the timed-out transaction aborted", lambda: describe(conn, tid),
+                     until=lambda d: d.transaction_state in ("PrepareAbort", "CompleteAbort"))
+        assert int(d.producer_epoch) == epoch + 1, "the abort did not fence the producer's epoch"
+        assert end(conn, tid, pid, epoch, True) == ErrorCode.producer_fenced
