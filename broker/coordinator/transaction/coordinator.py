@@ -197,13 +197,24 @@ class TransactionCoordinator:
         shard = self.shards.get(index)
         if shard is None:
             return None, ErrorCode.not_coordinator
+        if not self._owns(shard):
+            return None, ErrorCode.coordinator_load_in_progress if index in self._loading else ErrorCode.not_coordinator
         return shard, ErrorCode.none
 
     def _owns(self, shard: Shard) -> bool:
+        """Still the shard's leader at the epoch it was loaded at. Led again at a newer epoch
+        (another broker may have led in between): loaded afresh, as Kafka's onElection does."""
         if self.shards.get(shard.index) is not shard:
             return False
         part = self.log.leader_of(shard.index)
-        return part is not None and part.leader_epoch == shard.coordinator_epoch
+        if part is None:
+            return False
+        if part.leader_epoch != shard.coordinator_epoch:
+            log.info("%s-%d: led at epoch %d now (loaded at %d): reloading", TOPIC, shard.index,
+                     part.leader_epoch, shard.coordinator_epoch)
+            self._on_leadership(TOPIC, shard.index, True)
+            return False
+        return True
 
     # -- writing ---------------------------------------------------------------------------------
     async def _write(self, shard: Shard, m: TxnMetadata, transit: st.Transit) -> ErrorCode:
