@@ -112,6 +112,9 @@ class Broker:
         self.sockets = SocketServer(config, self.dispatcher, self.metrics)
         self.metrics.watch_logs(self.replicas)
         self.metrics.registry.register(ReplicationCollector(self.replicas, self.controller, self.replica_fetchers))
+        from broker.coordinator.transaction.metrics import TransactionCollector
+
+        self.metrics.registry.register(TransactionCollector(self.transactions))
         self._tasks: list[asyncio.Task] = []
         self._metrics_runner = None
         self.metrics_port: int | None = None

@@ -7,6 +7,7 @@ Kafka 4.1, so the answers are Kafka's."""
 from __future__ import annotations
 
 import datetime
+import urllib.request
 
 import pytest
 from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
@@ -204,6 +205,10 @@ def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(broke
                      until=lambda d: d.transaction_state in ("PrepareAbort", "CompleteAbort"))
         assert int(d.producer_epoch) == epoch + 1, "the abort did not fence the producer's epoch"
         assert end(conn, tid, pid, epoch, True) == ErrorCode.producer_fenced
+    metrics = urllib.request.urlopen(b.metrics_url, timeout=10).read().decode()
+    assert "flotilla_transactions_timed_out_total 1.0" in metrics, metrics
+    assert 'flotilla_transactions_ended_total{result="abort"} 1.0' in metrics
+    assert 'flotilla_transactions{state="Ongoing"} 0.0' in metrics
 
 
 @pytest.mark.timeout(60)

@@ -52,6 +52,19 @@ def now_ms() -> int:
 
 
 @dataclass
+class Stats:
+    """Counts for /metrics (metrics.py)."""
+
+    committed: int = 0
+    aborted: int = 0
+    timed_out: int = 0
+    marker_rounds: int = 0
+    marker_seconds: float = 0.0
+    loads: int = 0
+    load_seconds: float = 0.0
+
+
+@dataclass
 class Shard:
     index: int
     coordinator_epoch: int
@@ -99,7 +112,7 @@ class TransactionCoordinator:
         self._loading: dict[int, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
         self.active = False
-        self.timed_out_aborts = 0
+        self.stats = Stats()
         replicas.on_leadership_change(self._on_leadership)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -182,6 +195,8 @@ class TransactionCoordinator:
             if self._loading.get(index) is asyncio.current_task():
                 del self._loading[index]
         self.shards[index] = shard
+        self.stats.loads += 1
+        self.stats.load_seconds += time.monotonic() - started
         prepared = [m for m in shard.txns.values() if m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)]
         for m in prepared:  # what the last leader left half-done: finish it
             self._send_markers(shard, m)
@@ -354,6 +369,10 @@ class TransactionCoordinator:
             return ErrorCode.none
         code = await self._write(shard, m, transit)
         if code == ErrorCode.none:
+            if commit:
+                self.stats.committed += 1
+            else:
+                self.stats.aborted += 1
             self._send_markers(shard, m)
         return code
 
@@ -365,8 +384,12 @@ class TransactionCoordinator:
         the shard: a new leader does it otherwise)."""
         prepared = m.state
         commit = prepared == TxnState.PREPARE_COMMIT
+        started = time.monotonic()
         done = await self.markers.send(m.producer_id, m.producer_epoch, commit, shard.coordinator_epoch,
                                        set(m.partitions), lambda: self._owns(shard) and m.state == prepared)
+        if done:
+            self.stats.marker_rounds += 1
+            self.stats.marker_seconds += time.monotonic() - started
         backoff = 0.1
         while done and self._owns(shard) and m.state == prepared:
             if m.pending is None:
@@ -393,7 +416,7 @@ class TransactionCoordinator:
                 code = await self._end(shard, m, m.producer_id, fence.producer_epoch, commit=False, from_client=False)
                 if code == ErrorCode.none:
                     started += 1
-                    self.timed_out_aborts += 1
+                    self.stats.timed_out += 1
         return started
 
     async def expire_ids(self) -> int:
