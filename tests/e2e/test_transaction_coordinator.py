@@ -219,3 +219,36 @@ def test_only_transaction_version_1_is_advertised(shared_broker: ServerProcess) 
     finalized = {f.name: (int(f.min_version_level), int(f.max_version_level)) for f in versions.finalized_features}
     supported = {f.name: (int(f.min_version), int(f.max_version)) for f in versions.supported_features}
     assert finalized.get("transaction.version") == (1, 1) and supported.get("transaction.version") == (0, 1)
+
+
+@pytest.mark.timeout(180)
+def test_confluent_transactional_producer_speaks_to_the_coordinator(shared_broker: ServerProcess) -> None:
+    """librdkafka's coordinator steps (FindCoordinator, InitProducerId, AddOffsetsToTxn, its
+    TxnOffsetCommit with the group's metadata, EndTxn) are answered; the produce side is not
+    needed for this path."""
+    ck = pytest.importorskip("confluent_kafka")
+    tid, topic = kafka_wire.unique_topic("txck"), kafka_wire.unique_topic("txckt")
+    group = tid + "-group"
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        assert int(conn.create_topic(topic, 1)) == 0
+        conn.wait_for_leaders(topic, 1)
+    producer = ck.Producer({"bootstrap.servers": shared_broker.bootstrap, "transactional.id": tid,
+                            "transaction.timeout.ms": 60000})
+    consumer = ck.Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group,
+                            "enable.auto.commit": False})
+    try:
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([ck.TopicPartition(topic, 0, 7)], consumer.consumer_group_metadata(), 60)
+        with kafka_wire.connect(shared_broker.bootstrap) as conn:
+            find_coordinator(conn, tid)
+            d = describe(conn, tid)
+            assert d.transaction_state == "Ongoing" and [t.topic for t in d.topics] == ["__consumer_offsets"], d
+            assert fetch_offset(conn, group, topic, require_stable=True) == (ErrorCode.unstable_offset_commit, -1)
+        producer.abort_transaction(60)
+        with kafka_wire.connect(shared_broker.bootstrap) as conn:
+            d = wait_for("the abort", lambda: describe(conn, tid),
+                         until=lambda d: d.transaction_state in ("PrepareAbort", "CompleteAbort"))
+            assert int(d.producer_epoch) == 0
+    finally:
+        consumer.close()
