@@ -368,6 +368,8 @@ class TransactionCoordinator:
         if transit is None:
             return ErrorCode.none
         code = await self._write(shard, m, transit)
+        if code != ErrorCode.none and not from_client:
+            m.failed_epoch_fence = True  # the bumped epoch stays; a retry does not bump it again
         if code == ErrorCode.none:
             if commit:
                 self.stats.committed += 1
