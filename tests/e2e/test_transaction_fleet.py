@@ -55,3 +55,29 @@ def test_an_ongoing_transaction_survives_its_coordinator_being_killed(cluster: B
         assert [(t.topic, sorted(t.partitions)) for t in d.topics] == [(topic, [0, 1])]
         assert end(conn, tid, pid, epoch, True) == ErrorCode.none
         assert describe(conn, tid).transaction_state in ("PrepareCommit", "CompleteCommit")
+
+
+@pytest.mark.timeout(300)
+def test_a_coordinator_killed_in_prepare_commit_leaves_the_commit_to_the_next(cluster: BrokerCluster) -> None:
+    topic = create_topic(cluster.brokers[0], 3, prefix="txpc")
+    cluster.wait_leaders(topic, 3)
+    tid = kafka_wire.unique_topic("txpc-id")
+    with kafka_wire.connect(cluster.brokers[0].bootstrap) as conn:
+        coordinator = find_coordinator(conn, tid)
+    old = cluster.broker(coordinator)
+    with kafka_wire.connect(old.bootstrap) as conn:
+        pid, epoch = init_ok(conn, tid)
+        assert add(conn, tid, pid, epoch, topic, [0, 1, 2]) == {(topic, p): ErrorCode.none for p in range(3)}
+        assert end(conn, tid, pid, epoch, True) == ErrorCode.none
+    old.kill9()
+    survivor = next(b for b in cluster.running())
+    with kafka_wire.connect(survivor.bootstrap) as conn:
+        new = wait_for("a new transaction coordinator", lambda: find_coordinator(conn, tid),
+                       until=lambda n: n != coordinator)
+    with kafka_wire.connect(cluster.broker(new).bootstrap) as conn:
+        d = wait_for("the transaction on the new coordinator", lambda: describe(conn, tid),
+                     until=lambda d: d.error_code == ErrorCode.none)
+        # The commit decision survived: never Ongoing again, never aborted.
+        assert d.transaction_state in ("PrepareCommit", "CompleteCommit"), d
+        assert (int(d.producer_id), int(d.producer_epoch)) == (pid, epoch)
+        assert end(conn, tid, pid, epoch, False) == ErrorCode.invalid_txn_state, "an abort after the commit"
