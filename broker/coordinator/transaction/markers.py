@@ -38,6 +38,27 @@ GIVE_UP = {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_f
 Partition = tuple[str, int]
 
 
+def settled(response, asked: set[Partition]) -> tuple[set[Partition], set[Partition]]:
+    """From a WriteTxnMarkers answer: (partitions whose marker is written, partitions not to be
+    sent again); the rest of `asked` is retried."""
+    written: set[Partition] = set()
+    given_up: set[Partition] = set()
+    for marker in response.markers:
+        for topic in marker.topics:
+            for p in topic.partitions:
+                tp, code = (topic.name, int(p.partition_index)), p.error_code
+                if tp not in asked:
+                    continue
+                if code == ErrorCode.none:
+                    written.add(tp)
+                elif code in GIVE_UP:
+                    log.warning("marker for %s-%d refused with %s: not sent again", *tp, code.name)
+                    given_up.add(tp)
+                else:
+                    log.info("marker for %s-%d: %s; retrying", *tp, code.name)
+    return written, given_up
+
+
 class MarkerSender:
     def __init__(self, store: "MetadataStore", node_id: int, listener: str) -> None:
         self.store, self.node_id, self.listener = store, node_id, listener
@@ -98,20 +119,9 @@ class MarkerSender:
                 log.info("markers to broker %d: %s; retrying", leader, e)
                 self._drop(leader)
                 return set()
-        done: set[Partition] = set()
-        for marker in response.markers:
-            for topic in marker.topics:
-                for p in topic.partitions:
-                    tp, code = (topic.name, int(p.partition_index)), p.error_code
-                    if code == ErrorCode.none:
-                        done.add(tp)
-                        self.sent += 1
-                    elif code in GIVE_UP:
-                        log.warning("marker for %s-%d refused with %s: not sent again", *tp, code.name)
-                        done.add(tp)
-                    else:
-                        log.info("marker for %s-%d: %s; retrying", *tp, code.name)
-        return done & tps
+        written, given_up = settled(response, tps)
+        self.sent += len(written)
+        return written | given_up
 
     async def _connection(self, node_id: int) -> KafkaConnection:
         conn = self._conns.get(node_id)
