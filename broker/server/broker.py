@@ -100,6 +100,10 @@ class Broker:
             config=config, store=self.store, topics=self.topics, replicas=self.replicas,
             produce_purgatory=self.produce_purgatory, producer_ids=self.producer_ids,
             markers=MarkerSender(self.store, self.node_id, self.replica_fetchers.listener))
+        from broker.coordinator.transaction.verification import TxnVerifier
+
+        # KIP-890 part 1: partition leaders ask the coordinator before a transaction opens there.
+        self.txn_verifier = TxnVerifier(self.transactions, self.store, self.node_id, self.replica_fetchers.listener)
         # KIP-13 quotas: static defaults from the config, dynamic ones from the cluster metadata.
         self.quota_metrics = QuotaMetrics(self.metrics.registry)
         self.quotas = QuotaManagers(QuotaConfig.from_broker_config(config), on_throttle=self.quota_metrics.on_throttle)
@@ -273,6 +277,7 @@ class Broker:
         # Answer pending JoinGroup/SyncGroup (NOT_COORDINATOR) so their connections can finish.
         await _bounded("stopping the group coordinator", self.groups.stop(), STEP_TIMEOUT_S)
         await _bounded("stopping the transaction coordinator", self.transactions.stop(), STEP_TIMEOUT_S)
+        self.txn_verifier.close()
         await _bounded("closing connections", self.sockets.close_connections(), 3 * STEP_TIMEOUT_S)
         await _bounded("stopping the controller", self.controller.stop(), STEP_TIMEOUT_S)
         for t in self._tasks:
