@@ -636,11 +636,22 @@ class ReplicaManager:
         """Append for a Produce: the write happens now, and if the flush policy (flush.messages,
         flush.ms) says the data must be on disk, the answer waits for an fsync that runs in the
         storage threads, so the event loop serves everyone else meanwhile."""
+        return await self._append_then_flush(part, lambda: part.log.append(
+            payload, headers, leader_epoch=part.leader_epoch, flush_if_due=False))
+
+    async def append_marker_async(self, part: Partition, producer_id: int, producer_epoch: int, commit: bool,
+                                  coordinator_epoch: int) -> AppendResult:
+        """Append a transaction's COMMIT/ABORT marker (WriteTxnMarkers), as append_async does a Produce."""
+        return await self._append_then_flush(part, lambda: part.log.append_marker(
+            producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch=part.leader_epoch,
+            flush_if_due=False))
+
+    async def _append_then_flush(self, part: Partition, append) -> AppendResult:
         d = part.log.directory.parent
         if d in self.offline_dirs:
             raise LogDirOffline(f"{part.topic}-{part.index}: log directory {d} is offline ({self.offline_dirs[d]})")
         try:
-            result = part.log.append(payload, headers, leader_epoch=part.leader_epoch, flush_if_due=False)
+            result = append()
             if part.log.flush_is_due():
                 await part.log.flush_async()
         except OSError as e:

@@ -13,6 +13,7 @@ _MODULES = (
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups",
     "describe_client_quotas", "alter_client_quotas", "offset_for_leader_epoch", "elect_leaders",
+    "write_txn_markers",
 )
 
 
