@@ -23,9 +23,11 @@ import crc32c
 from broker.log.segment_swap import recover_interrupted_clean
 from broker.log.durable import STORAGE_IO
 from broker.log.leader_epoch import LeaderEpochCache
-from broker.log.producer_state import ProducerStateManager, SequenceCheck
+from broker.log.producer_state import CompletedTxn, ProducerStateManager, SequenceCheck
 from broker.log.segment import FileRegion, Segment
-from broker.protocol import batch_records, records
+from broker.log.stable_offset import StableOffsetTracker
+from broker.log.transaction_index import AbortedTxn
+from broker.protocol import batch_records, control_records, records
 from broker.protocol.records import BatchHeader
 
 log = logging.getLogger(__name__)
@@ -124,6 +126,10 @@ class ProducerFenced(LogError):
     pass
 
 
+class CoordinatorFenced(LogError):
+    """A marker from an older coordinator epoch than the last one written: TRANSACTION_COORDINATOR_FENCED."""
+
+
 class UnexpectedAppendOffset(LogError):
     """A follower was given batches starting below its log end (Kafka's UnexpectedAppendOffsetException)."""
 
@@ -153,6 +159,7 @@ class Log:
         self.recovery_point = 0
         self.producer_state = ProducerStateManager(directory)
         self.leader_epochs = LeaderEpochCache(directory)
+        self.stable = StableOffsetTracker()
         self._unflushed_messages = 0
         self._first_unflushed_at: float | None = None
         self._flush_lock = asyncio.Lock()  # one flush at a time; recovery point moves in order
@@ -242,16 +249,58 @@ class Log:
         cache.truncate_from_start(self.log_start_offset)
 
     def _rebuild_producer_state(self) -> None:
-        """Producer state: the newest snapshot not past the log end, then the batch headers after it."""
+        """Producer state: the newest snapshot not past the log end, then the batches after it
+        (headers; a marker's record too). The aborted transaction indexes are rebuilt for the
+        same offsets: entries of markers at or past the snapshot are dropped and re-added."""
         now_ms = int(time.time() * 1000)
         snap = self.producer_state.load_snapshot(self.log_end_offset, now_ms, self.config.producer_id_expiration_ms)
+        self.stable.clear()
         for seg in self.segments:
             if seg.next_offset <= snap:
                 continue
-            for _, h in seg.iter_headers(seg.offset_index.lookup(max(0, snap - seg.base_offset))):
-                if h.last_offset >= snap:
+            seg.txn_index.truncate_to(snap)
+            for pos, h in seg.iter_headers(seg.offset_index.lookup(max(0, snap - seg.base_offset))):
+                if h.last_offset < snap:
+                    continue
+                if h.is_control and h.has_producer_id:
+                    try:
+                        self._apply_marker(seg, h, os.pread(seg.fd, h.size, pos))
+                    except records.InvalidRecordError as e:
+                        log.warning("%s-%d: unreadable control batch at offset %d: %s", self.topic, self.partition,
+                                    h.base_offset, e)
+                else:
                     self.producer_state.record(h)
         self.remove_expired_producers(now_ms)
+
+    def _apply_marker(self, seg: Segment, h: BatchHeader, batch: bytes | memoryview) -> CompletedTxn | None:
+        """A COMMIT/ABORT marker in `seg` ends its producer's transaction: an aborted one gets an
+        entry in the segment's aborted transaction index, with the LSO it leaves behind."""
+        marker = control_records.read_marker(bytes(batch), h)
+        if marker is None:
+            return None
+        completed = self.producer_state.complete_txn(h, not marker.commit, marker.coordinator_epoch)
+        if completed.aborted:
+            lso = self.stable.stable_after(completed, self.producer_state.ongoing)
+            seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, lso))
+        if completed.last_offset >= self.high_watermark:
+            self.stable.completed(completed)
+        return completed
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided and replicated (read_committed's limit)."""
+        return self.stable.last_stable_offset(self.producer_state.ongoing, self.high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions with records in [fetch_offset, upper_bound): from the aborted
+        indexes of the segment holding `fetch_offset` on (Kafka's collectAbortedTransactions)."""
+        first = max(bisect.bisect_right(self.segments, fetch_offset, key=_base_offset) - 1, 0)
+        out: list[AbortedTxn] = []
+        for seg in self.segments[first:]:
+            if seg.base_offset >= upper_bound:
+                break
+            out.extend(seg.txn_index.collect(fetch_offset, upper_bound))
+        return out
 
     # -- offsets -----------------------------------------------------------------------------
     @property
@@ -268,10 +317,12 @@ class Log:
 
     # -- appending ---------------------------------------------------------------------------
     def append(self, payload: bytes, headers: list[BatchHeader], leader_epoch: int = 0,
-               flush_if_due: bool = True) -> AppendResult:
+               flush_if_due: bool = True, from_coordinator: bool = False) -> AppendResult:
         """Assign offsets to validated batches and write them; timestamps are checked (or set, with
         LogAppendTime) first, then idempotence, as Kafka's LogValidator and producer state do.
-        With flush_if_due=False the caller flushes (flush_async) when flush_is_due() says so."""
+        With flush_if_due=False the caller flushes (flush_async) when flush_is_due() says so.
+        A coordinator's own batches (TxnOffsetCommit's, Kafka's AppendOrigin.COORDINATOR) are
+        checked for fencing only, not for sequence numbers."""
         now_ms = int(time.time() * 1000)
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
         if not log_append_time:
@@ -280,6 +331,8 @@ class Log:
             self._validate_keys(payload, headers)
         for h in headers:
             check = self.producer_state.check(h)
+            if from_coordinator and check.outcome != SequenceCheck.FENCED:
+                continue
             if check.outcome == SequenceCheck.DUPLICATE:
                 assert check.duplicate is not None
                 raise DuplicateSequence(check.duplicate.base_offset)
@@ -305,6 +358,27 @@ class Log:
         self._write(buf, assigned, flush_if_due)
         return AppendResult(assigned[0].base_offset, assigned[-1].last_offset, self.log_start_offset,
                             log_append_time=now_ms if log_append_time else -1)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      leader_epoch: int = 0, flush_if_due: bool = True) -> AppendResult:
+        """Write a COMMIT/ABORT control batch for `producer_id` (WriteTxnMarkers), after the checks
+        Kafka makes of a coordinator's marker: an older producer epoch raises ProducerFenced, an
+        older coordinator epoch CoordinatorFenced."""
+        check = self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if check.outcome == SequenceCheck.FENCED:
+            raise ProducerFenced(check.message)
+        if check.outcome == SequenceCheck.COORDINATOR_FENCED:
+            raise CoordinatorFenced(check.message)
+        now_ms = int(time.time() * 1000)
+        buf = bytearray(control_records.marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
+        offset = self.log_end_offset
+        records.rebase(buf, 0, offset)
+        records.set_leader_epoch(buf, 0, leader_epoch)
+        h = records.read_header(buf, 0)
+        self._maybe_roll(len(buf), offset + 1)
+        self._assign_epoch(leader_epoch, offset)
+        self._write(buf, [h], flush_if_due)
+        return AppendResult(offset, offset, self.log_start_offset)
 
     def append_as_follower(self, payload: bytes, flush_if_due: bool = True) -> AppendResult:
         """Write batches fetched from the leader as they are: the leader's offsets, epochs,
@@ -338,8 +412,17 @@ class Log:
             self.active.append(buf, headers)
         except OSError as e:
             raise StorageError(f"{self.topic}-{self.partition}: write failed: {os.strerror(e.errno or errno.EIO)}") from e
+        pos = 0
         for h in headers:
-            self.producer_state.record(h)
+            if h.is_control and h.has_producer_id:
+                try:
+                    self._apply_marker(self.active, h, memoryview(buf)[pos:pos + h.size])
+                except (records.InvalidRecordError, ValueError) as e:
+                    log.warning("%s-%d: control batch at offset %d not applied: %s", self.topic, self.partition,
+                                h.base_offset, e)
+            else:
+                self.producer_state.record(h)
+            pos += h.size
         self._unflushed_messages += sum(h.records_count for h in headers)
         if self._first_unflushed_at is None:
             self._first_unflushed_at = time.monotonic()

@@ -17,6 +17,7 @@ from pathlib import Path
 import crc32c
 
 from broker.log.durable import fsync_data, fsync_path
+from broker.log.transaction_index import TransactionIndex
 from broker.log.index import OffsetIndex, TimeIndex
 from broker.protocol import batch_records, records
 from broker.protocol.records import BatchHeader
@@ -73,6 +74,7 @@ class Segment:
         self.log_path = directory / (segment_name(base_offset, ".log") + suffix)
         self.offset_index = OffsetIndex(directory / (segment_name(base_offset, ".index") + suffix))
         self.time_index = TimeIndex(directory / (segment_name(base_offset, ".timeindex") + suffix))
+        self.txn_index = TransactionIndex(directory / (segment_name(base_offset, ".txnindex") + suffix))
         self.index_interval_bytes = index_interval_bytes
         self.file: SegmentFile | None = SegmentFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
         self.size = os.fstat(self.fd).st_size
@@ -131,12 +133,13 @@ class Segment:
         fsync_data(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def flush_job(self):
         """A callable that fsyncs this segment from another thread: it holds its own reference
         to the log file (see SegmentFile) and reaches the indexes by name, so a segment deleted
         or closed meanwhile is harmless."""
-        file, indexes = self.file, (self.offset_index.path, self.time_index.path)
+        file, indexes = self.file, (self.offset_index.path, self.time_index.path, self.txn_index.path)
 
         def job() -> None:
             if file is not None:
@@ -332,6 +335,7 @@ class Segment:
         self.next_offset = max(self.base_offset, min(offset, h.base_offset))
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(self.next_offset - self.base_offset)
+        self.txn_index.truncate_to(self.next_offset)
         self._bytes_since_index = self.index_interval_bytes  # index the next append
         self._rescan_max_timestamp()
 
@@ -366,3 +370,4 @@ class Segment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()

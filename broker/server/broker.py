@@ -95,6 +95,17 @@ class Broker:
         from broker.coordinator.group.coordinator import GroupCoordinator
 
         self.groups = GroupCoordinator(self)
+        from broker.coordinator.transaction.coordinator import TransactionCoordinator
+        from broker.coordinator.transaction.markers import MarkerSender
+
+        self.transactions = TransactionCoordinator(
+            config=config, store=self.store, topics=self.topics, replicas=self.replicas,
+            produce_purgatory=self.produce_purgatory, producer_ids=self.producer_ids,
+            markers=MarkerSender(self.store, self.node_id, self.replica_fetchers.listener))
+        from broker.coordinator.transaction.verification import TxnVerifier
+
+        # KIP-890 part 1: partition leaders ask the coordinator before a transaction opens there.
+        self.txn_verifier = TxnVerifier(self.transactions, self.store, self.node_id, self.replica_fetchers.listener)
         # KIP-13 quotas: static defaults from the config, dynamic ones from the cluster metadata.
         self.quota_metrics = QuotaMetrics(self.metrics.registry)
         self.quotas = QuotaManagers(QuotaConfig.from_broker_config(config), on_throttle=self.quota_metrics.on_throttle)
@@ -107,6 +118,9 @@ class Broker:
         self.sockets = SocketServer(config, self.dispatcher, self.metrics)
         self.metrics.watch_logs(self.replicas)
         self.metrics.registry.register(ReplicationCollector(self.replicas, self.controller, self.replica_fetchers))
+        from broker.coordinator.transaction.metrics import TransactionCollector
+
+        self.metrics.registry.register(TransactionCollector(self.transactions))
         self._tasks: list[asyncio.Task] = []
         self._metrics_runner = None
         self.metrics_port: int | None = None
@@ -190,6 +204,7 @@ class Broker:
         self._leadership_follows_image = True
         self.replica_fetchers.start()
         await self.groups.start()
+        await self.transactions.start()
         self.controller.start()
         lost = getattr(self.store, "registration_lost", None)
         if lost is not None:
@@ -268,6 +283,8 @@ class Broker:
         await _bounded("stopping the replica fetchers", self.replica_fetchers.stop(), STEP_TIMEOUT_S)
         # Answer pending JoinGroup/SyncGroup (NOT_COORDINATOR) so their connections can finish.
         await _bounded("stopping the group coordinator", self.groups.stop(), STEP_TIMEOUT_S)
+        await _bounded("stopping the transaction coordinator", self.transactions.stop(), STEP_TIMEOUT_S)
+        self.txn_verifier.close()
         await _bounded("closing connections", self.sockets.close_connections(), 3 * STEP_TIMEOUT_S)
         await _bounded("stopping the controller", self.controller.stop(), STEP_TIMEOUT_S)
         for t in self._tasks:

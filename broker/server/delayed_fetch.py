@@ -23,8 +23,10 @@ class DelayedFetch(DelayedOperation):
     them can no longer be read from its fetch offset (deleted, truncated, moved past it)."""
 
     def __init__(self, replicas: "ReplicaManager", lookup: Callable[[tuple[str, int]], "CachedPartition | None"],
-                 available: dict[tuple[str, int], int], min_bytes: int, replica: bool = False) -> None:
+                 available: dict[tuple[str, int], int], min_bytes: int, replica: bool = False,
+                 read_committed: bool = False) -> None:
         super().__init__()
+        self.read_committed = read_committed  # readable up to the last stable offset (KIP-98)
         self.replica = replica  # a follower's fetch: readable up to the log end, not the high watermark
         self.replicas = replicas
         self.lookup = lookup  # (topic, partition) -> what is fetched from it
@@ -48,9 +50,10 @@ class DelayedFetch(DelayedOperation):
         if cp.fetch_offset < log.log_start_offset or cp.fetch_offset > log.log_end_offset:
             return True
         size = 0
-        upper = log.log_end_offset if self.replica else log.high_watermark
+        upper = (log.log_end_offset if self.replica else
+                 log.last_stable_offset if self.read_committed else log.high_watermark)
         if upper > cp.fetch_offset:
-            if self.replica:
+            if self.replica or self.read_committed:
                 region = self.replicas.read(part, cp.fetch_offset, cp.max_bytes, min_one=True, upper_bound=upper)
             else:
                 region = self.replicas.read(part, cp.fetch_offset, cp.max_bytes, min_one=True)

@@ -4,7 +4,8 @@ and the checks ReplicaManager.fetchOffset makes on its result).
 A consumer (replica id -1) is only told offsets below the high watermark, the last offset it
 could fetch: a timestamp or MAX_TIMESTAMP lookup that lands on a record at or past it answers
 no offset (-1), as if that record did not exist yet, since it may still be truncated away.
-Other callers (a replica id >= 0) may see up to the log end.
+Other callers (a replica id >= 0) may see up to the log end. A consumer at READ_COMMITTED
+(isolation_level 1) is told offsets below the last stable offset instead (KIP-98).
 
 KIP-207: right after a leader change the new leader's high watermark may still be below the
 offset its epoch started at (the end of what the previous leader wrote, which the old high
@@ -41,12 +42,12 @@ NOTHING = Answer(ErrorCode.none)
 
 
 def lookup(log, leader_epoch: int, epoch_start_offset: int | None, timestamp: int, replica_id: int,
-           version: int) -> Answer:
+           version: int, read_committed: bool = False) -> Answer:
     """The answer for `timestamp` (a time or one of the special values above) from `log`, led at
     `leader_epoch` since `epoch_start_offset` (None: not known, nothing lags)."""
     client = replica_id == CONSUMER
     hw = log.high_watermark
-    last_fetchable = hw if client else log.log_end_offset
+    last_fetchable = (log.last_stable_offset if read_committed else hw) if client else log.log_end_offset
     lagging = client and epoch_start_offset is not None and epoch_start_offset > hw
     unavailable = Answer(ErrorCode.offset_not_available if version >= FIRST_OFFSET_NOT_AVAILABLE
                          else ErrorCode.leader_not_available)

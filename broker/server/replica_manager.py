@@ -633,12 +633,14 @@ class ReplicaManager:
         part = self.partitions.get((topic, partition))
         return part if part is not None and part.is_leader else None
 
-    def append(self, part: Partition, payload: bytes, headers: list[BatchHeader]) -> AppendResult:
+    def append(self, part: Partition, payload: bytes, headers: list[BatchHeader],
+               from_coordinator: bool = False) -> AppendResult:
         d = part.log.directory.parent
         if d in self.offline_dirs:
             raise LogDirOffline(f"{part.topic}-{part.index}: log directory {d} is offline ({self.offline_dirs[d]})")
         try:
-            result = part.log.append(payload, headers, leader_epoch=part.leader_epoch)
+            result = part.log.append(payload, headers, leader_epoch=part.leader_epoch,
+                                     from_coordinator=from_coordinator)
         except StorageError as e:
             self.mark_offline(d, str(e), e)
             raise
@@ -650,11 +652,22 @@ class ReplicaManager:
         """Append for a Produce: the write happens now, and if the flush policy (flush.messages,
         flush.ms) says the data must be on disk, the answer waits for an fsync that runs in the
         storage threads, so the event loop serves everyone else meanwhile."""
+        return await self._append_then_flush(part, lambda: part.log.append(
+            payload, headers, leader_epoch=part.leader_epoch, flush_if_due=False))
+
+    async def append_marker_async(self, part: Partition, producer_id: int, producer_epoch: int, commit: bool,
+                                  coordinator_epoch: int) -> AppendResult:
+        """Append a transaction's COMMIT/ABORT marker (WriteTxnMarkers), as append_async does a Produce."""
+        return await self._append_then_flush(part, lambda: part.log.append_marker(
+            producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch=part.leader_epoch,
+            flush_if_due=False))
+
+    async def _append_then_flush(self, part: Partition, append) -> AppendResult:
         d = part.log.directory.parent
         if d in self.offline_dirs:
             raise LogDirOffline(f"{part.topic}-{part.index}: log directory {d} is offline ({self.offline_dirs[d]})")
         try:
-            result = part.log.append(payload, headers, leader_epoch=part.leader_epoch, flush_if_due=False)
+            result = append()
             if part.log.flush_is_due():
                 await part.log.flush_async()
         except OSError as e:

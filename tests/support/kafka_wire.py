@@ -19,7 +19,7 @@ import socket
 import struct
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import kio.serial as kser
 from kio.records.schema import NewRecordBatch, Record
@@ -236,12 +236,55 @@ class KafkaConnection:
                 raise RuntimeError(f"InitProducerId failed: {resp.error_code!r}")
             time.sleep(0.2)
 
-    def produce(self, topic: str, partition: int, records: bytes, acks: int = -1, timeout_ms: int = 10000) -> Any:
+    def begin_transaction(self, transactional_id: str, partitions: Sequence[tuple[str, int]], inits: int = 1,
+                          timeout_ms: int = 900000) -> tuple[int, int]:
+        """What a transactional producer asks the coordinator (this connection's broker, a single
+        broker) before its first batch: InitProducerId `inits` times (each bumps the epoch), then
+        AddPartitionsToTxn for `partitions`; returns (producer id, epoch). The partition leader
+        verifies a transactional batch with the coordinator (KIP-890 part 1), so raw transactional
+        batches need this first."""
+        import time
+
+        from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+        from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+        from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+        def retry(what: str, call: Callable[[], Any], code_of: Callable[[Any], ErrorCode]) -> Any:
+            deadline = time.monotonic() + 60
+            while True:
+                resp = call()
+                code = code_of(resp)
+                if code == ErrorCode.none:
+                    return resp
+                if not code.retriable or time.monotonic() > deadline:
+                    raise RuntimeError(f"{what} failed: {code!r}")
+                time.sleep(0.2)
+
+        retry("FindCoordinator", lambda: self.request(FindCoordinatorRequest(
+            key_type=i8(1), coordinator_keys=(transactional_id,))), lambda r: r.coordinators[0].error_code)
+        for _ in range(inits):
+            init = retry("InitProducerId", lambda: self.request(InitProducerIdRequest(
+                transactional_id=transactional_id, transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),
+                producer_id=i64(-1), producer_epoch=i16(-1))), lambda r: r.error_code)
+        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions:
+            by_topic.setdefault(t, []).append(p)
+        retry("AddPartitionsToTxn", lambda: self.request(AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=i64(pid),
+            v3_and_below_producer_epoch=i16(epoch), v3_and_below_topics=tuple(
+                AddPartitionsToTxnTopic(name=t, partitions=tuple(i32(p) for p in ps)) for t, ps in by_topic.items()))),
+            lambda r: max((p.partition_error_code for t in r.results_by_topic_v3_and_below
+                           for p in t.results_by_partition), key=lambda c: c != ErrorCode.none))
+        return pid, epoch
+
+    def produce(self, topic: str, partition: int, records: bytes, acks: int = -1, timeout_ms: int = 10000,
+                transactional_id: str | None = None) -> Any:
         """Send one batch (or any bytes) as a Produce v9 request; return the partition response."""
         from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
         req = ProduceRequest(
-            transactional_id=None,
+            transactional_id=transactional_id,
             acks=i16(acks),
             timeout=datetime.timedelta(milliseconds=timeout_ms),
             topic_data=(
@@ -257,13 +300,14 @@ class KafkaConnection:
         resp = self.request(req)
         return resp.responses[0].partition_responses[0]
 
-    def list_offsets(self, topic: str, partition: int, timestamp: int = -1) -> int:
-        """Offset for a timestamp (-1 latest/high watermark, -2 earliest)."""
+    def list_offsets(self, topic: str, partition: int, timestamp: int = -1, isolation_level: int = 0) -> int:
+        """Offset for a timestamp (-1 latest: the high watermark, or the last stable offset with
+        isolation_level=1; -2 earliest)."""
         from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
         req = ListOffsetsRequest(
             replica_id=i32(-1),
-            isolation_level=i8(0),
+            isolation_level=i8(isolation_level),
             topics=(
                 ListOffsetsTopic(
                     name=topic,
@@ -278,6 +322,24 @@ class KafkaConnection:
         if p.error_code != ErrorCode.none:
             raise RuntimeError(f"ListOffsets {topic}-{partition}: {p.error_code!r}")
         return int(p.offset)
+
+    def write_txn_markers(self, producer_id: int, producer_epoch: int, commit: bool,
+                          partitions: Sequence[tuple[str, int]], coordinator_epoch: int = 0) -> dict[tuple[str, int], int]:
+        """WriteTxnMarkers v1 (what a transaction coordinator sends a partition leader): one marker
+        for these partitions; returns each partition's error code."""
+        from kio.schema.write_txn_markers.v1.request import (WritableTxnMarker, WritableTxnMarkerTopic,
+                                                             WriteTxnMarkersRequest)
+
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        resp = self.request(WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+            producer_id=i64(producer_id), producer_epoch=i16(producer_epoch), transaction_result=commit,
+            coordinator_epoch=i32(coordinator_epoch),
+            topics=tuple(WritableTxnMarkerTopic(name=t, partition_indexes=tuple(i32(i) for i in ix))
+                         for t, ix in by_topic.items())),)))
+        return {(t.name, int(p.partition_index)): int(p.error_code)
+                for m in resp.markers for t in m.topics for p in t.partitions}
 
     def close(self) -> None:
         try:
@@ -319,8 +381,10 @@ def build_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     timestamp: datetime.datetime | None = None,
+    transactional: bool = False,
 ) -> bytes:
-    """An uncompressed v2 record batch (base offset 0) with a valid CRC."""
+    """An uncompressed v2 record batch (base offset 0) with a valid CRC (with `transactional`, the
+    attribute of a transactional producer's batch)."""
     ts = timestamp or datetime.datetime.now(datetime.timezone.utc)
     ts = ts.replace(microsecond=(ts.microsecond // 1000) * 1000)
     records = tuple(
@@ -342,7 +406,7 @@ def build_batch(
             producer_epoch=i16(producer_epoch),
             base_sequence=i32(base_sequence),
             records=records,
-            attributes=i16(0),
+            attributes=i16(0x10 if transactional else 0),
         ),
     )
     return buf.getvalue()

@@ -35,7 +35,7 @@ from broker.coordinator.group.group_metadata import (
     OffsetAndMetadata,
 )
 from broker.coordinator.group.append_errors import coordinator_error
-from broker.coordinator.group.offsets_log import TOPIC, Appended, OffsetsLog, StoreError
+from broker.coordinator.group.offsets_log import TOPIC, Appended, LoadedMarker, OffsetsLog, StoreError
 from broker.server.delayed_produce import DelayedProduce
 
 if TYPE_CHECKING:
@@ -258,12 +258,23 @@ class GroupCoordinator:
         LOAD_YIELD_RECORDS records; the groups are published only once all are read."""
         stored_groups: dict[str, codec.StoredGroup | None] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        # TxnOffsetCommits by producer id, then group, until their marker (Kafka's loader too).
+        pending: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         for n, rec in enumerate(self.store.replay_partition(index), 1):
             if n % LOAD_YIELD_RECORDS == 0:
                 await asyncio.sleep(0)
+            if isinstance(rec, LoadedMarker):
+                for group_id, txn_offsets in pending.pop(rec.producer_id, {}).items():
+                    if rec.commit:
+                        offsets.setdefault(group_id, {}).update(txn_offsets)
+                continue
             key = rec.key
             try:
-                if isinstance(key, codec.OffsetKey):
+                if isinstance(key, codec.OffsetKey) and rec.producer_id >= 0:
+                    if rec.value is not None:
+                        pending.setdefault(rec.producer_id, {}).setdefault(key.group, {})[
+                            (key.topic, key.partition)] = codec.decode_offset_value(rec.value)
+                elif isinstance(key, codec.OffsetKey):
                     per_group = offsets.setdefault(key.group, {})
                     if rec.value is None:
                         per_group.pop((key.topic, key.partition), None)
@@ -274,13 +285,16 @@ class GroupCoordinator:
             except codec.CodecError as e:
                 log.warning("skipping an unreadable record of group %s: %s", key.group, e)
         loaded = []
-        for group_id in set(stored_groups) | set(offsets):
+        pending_groups = {g for per_pid in pending.values() for g in per_pid}
+        for group_id in set(stored_groups) | set(offsets) | pending_groups:
             stored = stored_groups.get(group_id)
             group_offsets = offsets.get(group_id) or {}
-            if stored is None and not group_offsets:
+            if stored is None and not group_offsets and group_id not in pending_groups:
                 continue
             group = self._group_from_stored(group_id, stored)
             group.offsets = dict(group_offsets)
+            group.pending_txn_offsets = {pid: dict(per_group[group_id]) for pid, per_group in pending.items()
+                                         if group_id in per_group}
             self.groups[group_id] = group
             loaded.append(group)
         for group in loaded:
@@ -893,6 +907,70 @@ class GroupCoordinator:
             # Only members may commit to a group that has members.
             return ErrorCode.unknown_member_id
         return None
+
+    # -- transactional offsets (KIP-98) ------------------------------------------------------
+    async def txn_commit_offsets(self, *, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                 group_instance_id: str | None, generation_id: int,
+                                 offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit as Kafka's: the offsets are written to the group's partition in a
+        transactional batch of the producer and answered once the in-sync replicas hold them,
+        but they apply only when the transaction's COMMIT marker reaches this partition
+        (`on_txn_marker`); until then OffsetFetch does not show them."""
+        def all_(code: ErrorCode) -> dict[tuple[str, int], ErrorCode]:
+            return {tp: code for tp in offsets}
+
+        if (error := self.not_here(group_id)) is not None:
+            return all_(error)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms())
+        if group.is_(GroupState.DEAD):
+            return all_(ErrorCode.coordinator_not_available)
+        if generation_id >= 0 or member_id != "" or group_instance_id is not None:
+            # KIP-447: a member's commit is checked against the group as it is now.
+            error = self._validate_member(group, member_id, group_instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = ErrorCode.illegal_generation
+            if error is not None:
+                return all_(error)
+        results: dict[tuple[str, int], ErrorCode] = {}
+        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if len(om.metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+                results[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                accepted[tp] = om
+        if not accepted:
+            return results
+        entries: list[tuple[bytes, bytes | None]] = [
+            (codec.encode_offset_key(codec.OffsetKey(group_id, t, p)), codec.encode_offset_value(om))
+            for (t, p), om in accepted.items()]
+        try:
+            appended = self.store.append(group_id, entries, producer=(producer_id, producer_epoch))
+        except StoreError as e:
+            return {**results, **{tp: e.code for tp in accepted}}
+        assert appended is not None
+        code = await self._await_in_sync_replicas(appended)
+        if code == ErrorCode.none:
+            group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
+        return {**results, **{tp: code for tp in accepted}}
+
+    def on_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker of `producer_id` was appended to __consumer_offsets-`partition`
+        (by the WriteTxnMarkers handler): its pending TxnOffsetCommits apply or are dropped."""
+        for group in list(self.groups.values()):
+            if self.store.partition_for(group.group_id) != partition:
+                continue
+            txn_offsets = group.pending_txn_offsets.pop(producer_id, None)
+            if txn_offsets and commit:
+                group.offsets.update(txn_offsets)
+
+    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions with a TxnOffsetCommit not yet decided (OffsetFetch's require_stable)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        return {tp for per_pid in group.pending_txn_offsets.values() for tp in per_pid}
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
                       ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetAndMetadata | None]]:

@@ -140,6 +140,9 @@ class GroupMetadata:
         # Where in __consumer_offsets each applied offset was written: a commit acknowledged
         # after a later one (both waiting for the in-sync replicas) must not undo it.
         self.offset_written_at: dict[tuple[str, int], int] = {}
+        # TxnOffsetCommits written but not yet decided, per producer id: they apply when the
+        # transaction's COMMIT marker lands in this group's partition, and go at ABORT.
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
         # Timers the coordinator keeps for this group (opaque here).
         self.join_timer: Any = None
         self.sync_timer: Any = None

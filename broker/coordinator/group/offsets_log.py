@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i64
 
 from broker.coordinator.group import codec
-from broker.log.log import LogError, StorageError
+from broker.log.log import LogError, ProducerFenced, StorageError
 from broker.protocol import records as batch_records
 
 if TYPE_CHECKING:
@@ -50,13 +50,26 @@ class StoreError(Exception):
 class LoadedRecord:
     key: codec.OffsetKey | codec.GroupKey
     value: bytes | None
+    producer_id: int = -1  # a TxnOffsetCommit's producer (pending until its marker), else -1
 
 
-def build_batch(entries: list[tuple[bytes, bytes | None]], now: datetime.datetime | None = None) -> bytes:
-    """One uncompressed v2 batch without producer id holding `(key, value)` records."""
+@dataclass(frozen=True, slots=True)
+class LoadedMarker:
+    """A transaction marker: the producer's pending TxnOffsetCommits apply (commit) or go."""
+
+    producer_id: int
+    commit: bool
+
+
+def build_batch(entries: list[tuple[bytes, bytes | None]], now: datetime.datetime | None = None,
+                producer: tuple[int, int] | None = None) -> bytes:
+    """One uncompressed v2 batch holding `(key, value)` records: without producer id, or
+    transactional for `producer` = (id, epoch) (a TxnOffsetCommit, sequence 0 as Kafka writes it)."""
     ts = now or datetime.datetime.now(datetime.UTC)
+    pid, epoch = producer or (-1, -1)
     batch = NewRecordBatch(
-        producer_id=i64(-1), producer_epoch=i16(-1), base_sequence=i32(-1), attributes=i16(0),
+        producer_id=i64(pid), producer_epoch=i16(epoch), base_sequence=i32(0 if producer else -1),
+        attributes=i16(batch_records.ATTR_TRANSACTIONAL if producer else 0),
         records=tuple(Record(attributes=i8(0), timestamp=ts, offset=i64(i), key=k, value=v, headers=())
                       for i, (k, v) in enumerate(entries)),
     )
@@ -67,15 +80,30 @@ def build_batch(entries: list[tuple[bytes, bytes | None]], now: datetime.datetim
 
 def iter_batch_records(buf: bytes) -> Iterator[tuple[bytes | None, bytes | None]]:
     """(key, value) of every record of the uncompressed, non-control batches in `buf`."""
+    for h, key, value in iter_records_with_batch(buf):
+        if not h.is_control:
+            yield key, value
+
+
+def iter_records_with_batch(buf: bytes) -> Iterator[tuple[batch_records.BatchHeader, bytes | None, bytes | None]]:
+    """(batch header, key, value) of every record of the uncompressed batches in `buf`, control
+    batches (transaction markers) included."""
     for pos, h in batch_records.iter_headers(buf):
-        if h.is_control:
-            continue
         if h.attributes & batch_records.ATTR_COMPRESSION_MASK:
             log.warning("%s: skipping a compressed batch at offset %d", TOPIC, h.base_offset)
             continue
         batch, _ = read_batch(buf, pos)
         for rec in batch.records:
-            yield rec.key, rec.value
+            yield h, rec.key, rec.value
+
+
+def control_commits(key: bytes | None) -> bool | None:
+    """A control record's key (version int16, type int16): True for COMMIT (1), False for ABORT
+    (0), None for anything else."""
+    if key is None or len(key) < 4:
+        return None
+    kind = int.from_bytes(key[2:4], "big", signed=True)
+    return {0: False, 1: True}.get(kind)
 
 
 @dataclass(frozen=True)
@@ -125,35 +153,40 @@ class OffsetsLog:
         return part
 
     # -- writing -----------------------------------------------------------------------------
-    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> "Appended | None":
+    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]],
+               producer: tuple[int, int] | None = None) -> "Appended | None":
         """Write records for one group (same partition) as one batch; raises StoreError. Returns
-        where the batch ends, for a caller that waits for the in-sync replicas to hold it."""
+        where the batch ends, for a caller that waits for the in-sync replicas to hold it.
+        With `producer` the batch is transactional (TxnOffsetCommit)."""
         if not entries:
             return None
         part = self._partition(self.partition_for(group_id))
-        self._append(part, entries)
+        self._append(part, entries, producer)
         return Appended(part, part.leader_epoch, part.log.log_end_offset)
 
-    def _append(self, part: "Partition", entries: list[tuple[bytes, bytes | None]]) -> None:
-        payload = build_batch(entries)
+    def _append(self, part: "Partition", entries: list[tuple[bytes, bytes | None]],
+                producer: tuple[int, int] | None = None) -> None:
+        payload = build_batch(entries, producer=producer)
         try:
             headers = batch_records.validate_batches(payload, part.log.config.max_message_bytes)
         except batch_records.RecordTooLargeError as e:
             raise StoreError(ErrorCode.invalid_commit_offset_size, str(e)) from None
         try:
-            self.broker.replicas.append(part, payload, headers)
+            self.broker.replicas.append(part, payload, headers, from_coordinator=True)
+        except ProducerFenced as e:  # a TxnOffsetCommit from an epoch its markers have fenced
+            raise StoreError(ErrorCode.invalid_producer_epoch, str(e)) from None
         except StorageError as e:
             raise StoreError(ErrorCode.coordinator_not_available, str(e)) from None
         except LogError as e:
             raise StoreError(ErrorCode.unknown_server_error, str(e)) from None
 
     # -- reading -----------------------------------------------------------------------------
-    def replay_partition(self, index: int) -> Iterator[LoadedRecord]:
+    def replay_partition(self, index: int) -> Iterator[LoadedRecord | LoadedMarker]:
         """Every record of one partition, in offset order (a coordinator shard being loaded)."""
         part = self._partition(index)
         yield from self._replay_partition(part)
 
-    def _replay_partition(self, part: "Partition") -> Iterator[LoadedRecord]:
+    def _replay_partition(self, part: "Partition") -> Iterator[LoadedRecord | LoadedMarker]:
         offset = part.log.log_start_offset
         end = part.log.log_end_offset  # as Kafka: a new leader loads all it has, committed or not yet
         while offset < end:
@@ -166,7 +199,12 @@ class OffsetsLog:
                 last = h
             if last is None:
                 break
-            for key, value in iter_batch_records(buf):
+            for h, key, value in iter_records_with_batch(buf):
+                if h.is_control:
+                    commit = control_commits(key)
+                    if commit is not None and h.has_producer_id:
+                        yield LoadedMarker(h.producer_id, commit)
+                    continue
                 if key is None:
                     continue
                 try:
@@ -174,5 +212,5 @@ class OffsetsLog:
                 except codec.CodecError as e:
                     log.warning("%s-%d: skipping a record with an unreadable key: %s", TOPIC, part.index, e)
                     continue
-                yield LoadedRecord(decoded, value)
+                yield LoadedRecord(decoded, value, h.producer_id if h.is_transactional else -1)
             offset = last.last_offset + 1

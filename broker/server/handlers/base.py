@@ -18,15 +18,6 @@ if TYPE_CHECKING:
 
 NO_THROTTLE = datetime.timedelta(0)
 
-# Until transactions (KIP-98) land, every transactional request gets this one refusal. It is the
-# error both reference clients treat as fatal at their first transactional step (librdkafka's
-# FindCoordinator and InitProducerId handlers, Java's TransactionManager), so init_transactions()
-# fails at once with the message instead of retrying until its timeout; Kafka answers the same
-# code to a transactional id it may not use.
-TRANSACTIONS_REFUSED = ErrorCode.transactional_id_authorization_failed
-TRANSACTIONS_REFUSED_MESSAGE = "transactions are not supported by this broker yet"
-
-
 class RequestRefused(Exception):
     """A handler refuses the whole request with one error code (Kafka: an ApiException thrown by
     KafkaApis); the dispatcher answers with `error_response`, without a traceback."""

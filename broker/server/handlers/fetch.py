@@ -29,6 +29,7 @@ from broker.server.handlers.base import Handler, RequestContext
 from broker.server.leader_epoch_check import check_current_leader_epoch
 
 ALL_BYTES = 2**31 - 1
+READ_COMMITTED = 1  # isolation_level (v4+): read only below the last stable offset
 REFUSAL_LOG_INTERVAL_S = 60.0
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ class FetchHandler(Handler):
     # -- reading ------------------------------------------------------------------------------
 
     def read(self, partitions: Iterable[CachedPartition], skip_unchanged: bool, max_bytes: int, replica_id: int = -1,
-             refused: bool = False):
+             refused: bool = False, read_committed: bool = False):
         """Read each partition from its fetch offset. Returns ([(partition, result)], record bytes,
         any error?, {(topic, index): bytes readable} for the partitions that had some).
 
@@ -121,6 +122,10 @@ class FetchHandler(Handler):
         follower's log ends (which may move the high watermark and the ISR), then reads up to the
         log end, not the high watermark: followers copy everything, consumers only what is committed.
         A fetch whose `replica_id` is `refused` (follower_identity) reads nothing and moves nothing.
+
+        A consumer at READ_COMMITTED (KIP-98) reads only below the last stable offset, and is told
+        the aborted transactions overlapping what it may read (from the aborted transaction
+        indexes) so it can drop their records.
         """
         rm = self.broker.replicas
         held = rm.partitions
@@ -152,10 +157,16 @@ class FetchHandler(Handler):
                     continue
                 upper = lg.high_watermark
             hw, log_start = lg.high_watermark, lg.log_start_offset
+            lso = lg.last_stable_offset
+            if read_committed and replica_id < 0:
+                upper = lso
             if (skip_unchanged and cp.fetch_offset == upper and hw == cp.high_watermark
-                    and hw == cp.last_stable_offset and log_start == cp.log_start_offset):
+                    and lso == cp.last_stable_offset and log_start == cp.log_start_offset):
                 continue  # CachedPartition.nothing_new, inlined: this is the loop over every idle partition
-            pr = PartitionResult(cp.partition, 0, hw, hw, log_start, None, -1, b"")
+            pr = PartitionResult(cp.partition, 0, hw, lso, log_start, None, -1, b"")
+            if read_committed and replica_id < 0:
+                pr.aborted_transactions = [(t.producer_id, t.first_offset)
+                                           for t in lg.aborted_transactions(cp.fetch_offset, upper)]
             if cp.fetch_offset == upper and log_start <= upper:
                 results.append((cp, pr))  # caught up: nothing to read
                 continue
@@ -275,18 +286,20 @@ class FetchHandler(Handler):
             if quota_bytes is not None:
                 max_bytes = max(1, min(max_bytes, int(quota_bytes)))
         partitions = context.partitions()
+        read_committed = int(getattr(request, "isolation_level", 0)) == READ_COMMITTED
         results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes, replica_id,
-                                                      refused)
+                                                      refused, read_committed)
         max_wait_s = request.max_wait.total_seconds()
         if total < request.min_bytes and not errors and max_wait_s > 0 and context.kind != "session_error":
             keys, lookup = self.watcher(context, partitions)
             if keys:
-                op = DelayedFetch(self.broker.replicas, lookup, available, request.min_bytes, replica=follower)
+                op = DelayedFetch(self.broker.replicas, lookup, available, request.min_bytes, replica=follower,
+                                  read_committed=read_committed)
                 parked = time.perf_counter_ns()
                 await self.broker.fetch_purgatory.wait(op, keys, max_wait_s)
                 ctx.waited_ns += time.perf_counter_ns() - parked  # not handler time (request quota)
                 results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes,
-                                                              replica_id, refused)
+                                                              replica_id, refused, read_committed)
         if not follower and (quotas.fetch.enabled or quotas.request.enabled):
             throttled = self.throttled_response(ctx, context, results)
             if throttled is not None:

@@ -2,8 +2,8 @@
 
 The first request creates `__consumer_offsets` (as Kafka does, so that its partitions spread over
 the brokers alive by then) and answers COORDINATOR_NOT_AVAILABLE until the controller has given
-the group's partition a leader; clients retry. Transaction coordinators come later: until then
-key type 1 gets TRANSACTIONS_REFUSED (fatal in clients, with a message).
+the group's partition a leader; clients retry. Key type 1 (TRANSACTION) does the same with the
+transactional id's `__transaction_state` partition.
 v0-v3 ask for one key, v4+ for a batch (`coordinator_keys`, KIP-699).
 """
 
@@ -15,8 +15,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group.offsets_log import TOPIC
 from broker.server import cluster_view
-from broker.server.handlers.base import (NO_THROTTLE, TRANSACTIONS_REFUSED, TRANSACTIONS_REFUSED_MESSAGE, Handler,
-                                         RequestContext)
+from broker.coordinator.transaction.txn_log import TOPIC as TXN_TOPIC
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.topics import TopicError
 
 log = logging.getLogger(__name__)
@@ -35,37 +35,40 @@ class FindCoordinatorHandler(Handler):
     min_version = 0
     max_version = 6
 
+    def _store(self, key_type: int):
+        """The coordinator's log: partition count, topic creation."""
+        return self.broker.groups.store if key_type == KEY_TYPE_GROUP else self.broker.transactions.log
+
     async def _answer(self, ctx: RequestContext, key_type: int, key: str) -> dict:
-        if key_type == KEY_TYPE_TRANSACTION:
-            return _none(TRANSACTIONS_REFUSED, TRANSACTIONS_REFUSED_MESSAGE)
-        if key_type != KEY_TYPE_GROUP:
+        if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
             return _none(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
         b = self.broker
-        if TOPIC not in b.store.image.topics:
+        store = self._store(key_type)
+        topic = TOPIC if key_type == KEY_TYPE_GROUP else TXN_TOPIC
+        if topic not in b.store.image.topics:
             try:
-                await b.groups.store.ensure_topic()
+                await store.ensure_topic()
             except TopicError as e:
-                log.warning("cannot create %s: %s", TOPIC, e.message)
-                return _none(ErrorCode.coordinator_not_available, f"{TOPIC} cannot be created yet")
+                log.warning("cannot create %s: %s", topic, e.message)
+                return _none(ErrorCode.coordinator_not_available, f"{topic} cannot be created yet")
             # Usually the controller assigns it at once: spare the client a retry.
-            await b.topics.wait_for_image(lambda img: self._leader(img, key) >= 0, CREATE_WAIT_S)
+            await b.topics.wait_for_image(lambda img: self._leader(img, topic, store, key) >= 0, CREATE_WAIT_S)
         image = b.store.image
-        b.groups.store.refresh_partition_count()
-        partition = b.groups.store.partition_for(key)
-        state = cluster_view.partition_state(image, TOPIC, partition)
+        store.refresh_partition_count()
+        partition = store.partition_for(key)
+        state = cluster_view.partition_state(image, topic, partition)
         if state is None or state.leader < 0:
-            return _none(ErrorCode.coordinator_not_available, f"{TOPIC}-{partition} has no leader yet")
+            return _none(ErrorCode.coordinator_not_available, f"{topic}-{partition} has no leader yet")
         address = cluster_view.node_address(image, state.leader, cluster_view.listener_of(ctx))
         if address is None:
             return _none(ErrorCode.coordinator_not_available, f"broker {state.leader} has no endpoint here")
         return dict(error_code=ErrorCode.none, error_message=None, node_id=address.node_id,
                     host=address.host, port=address.port)
 
-    def _leader(self, image, key: str) -> int:
-        record = image.topics.get(TOPIC)
-        if record is None:
+    def _leader(self, image, topic: str, store, key: str) -> int:
+        if topic not in image.topics:
             return -1
-        state = cluster_view.partition_state(image, TOPIC, self.broker.groups.store.partition_for(key))
+        state = cluster_view.partition_state(image, topic, store.partition_for(key))
         return -1 if state is None else state.leader
 
     async def handle(self, ctx: RequestContext, request):

@@ -1,7 +1,6 @@
-"""InitProducerId (key 22) for idempotent producers: a fresh producer id, epoch 0.
-
-With a transactional id this becomes the transaction coordinator's job (KIP-98, a later issue);
-until then such requests get TRANSACTIONS_REFUSED, as FindCoordinator and Produce do.
+"""InitProducerId (key 22): for idempotent producers a fresh producer id, epoch 0; with a
+transactional id the transaction coordinator's answer (epoch bump, fencing, KIP-360's
+producer_id/producer_epoch of v3+ for a producer recovering its id).
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from broker.metadata.store import MetadataError
-from broker.server.handlers.base import NO_THROTTLE, TRANSACTIONS_REFUSED, Handler, RequestContext
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +22,12 @@ class InitProducerIdHandler(Handler):
 
     async def handle(self, ctx: RequestContext, request):
         if request.transactional_id is not None:
-            log.warning("client %s asked for transactional id %r: transactions are not supported yet",
-                        ctx.client_id, request.transactional_id)
-            return ctx.build("InitProducerIdResponse", throttle_time=NO_THROTTLE,
-                             error_code=TRANSACTIONS_REFUSED, producer_id=-1,
-                             producer_epoch=-1)
+            pid, epoch = getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1)
+            expected = (int(pid), int(epoch)) if pid != -1 else None
+            timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
+            r = await self.broker.transactions.init_producer_id(request.transactional_id, timeout_ms, expected)
+            return ctx.build("InitProducerIdResponse", throttle_time=NO_THROTTLE, error_code=r.error,
+                             producer_id=r.producer_id, producer_epoch=r.producer_epoch)
         try:
             pid = await self.broker.producer_ids.next_id()
         except MetadataError as e:

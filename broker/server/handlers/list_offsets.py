@@ -2,7 +2,8 @@
 
 The answer for each partition comes from broker/server/offset_lookup.py (what a consumer may be
 told: nothing past the high watermark, OFFSET_NOT_AVAILABLE while a new leader's high watermark
-lags, KIP-207); `current_leader_epoch` (v4+) is checked first (KIP-320).
+lags, KIP-207; under READ_COMMITTED nothing past the last stable offset, KIP-98);
+`current_leader_epoch` (v4+) is checked first (KIP-320).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from kio.schema.errors import ErrorCode
 from broker.server import offset_lookup
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.leader_epoch_check import check_current_leader_epoch
+
+READ_COMMITTED = 1  # isolation_level (v2+): latest is the last stable offset
 
 
 class ListOffsetsHandler(Handler):
@@ -26,7 +29,8 @@ class ListOffsetsHandler(Handler):
         for t in request.topics:
             parts = []
             for p in t.partitions:
-                answer = self._answer(rm, t.name, p, replica_id, ctx.api_version)
+                answer = self._answer(rm, t.name, p, replica_id, ctx.api_version,
+                                      int(getattr(request, "isolation_level", 0)) == READ_COMMITTED)
                 parts.append(ctx.build("ListOffsetsPartitionResponse", partition_index=p.partition_index,
                                        error_code=answer.error, timestamp=answer.timestamp, offset=answer.offset,
                                        leader_epoch=answer.leader_epoch))
@@ -34,7 +38,7 @@ class ListOffsetsHandler(Handler):
         return ctx.build("ListOffsetsResponse", throttle_time=NO_THROTTLE, topics=tuple(topics))
 
     @staticmethod
-    def _answer(rm, topic: str, p, replica_id: int, version: int) -> offset_lookup.Answer:
+    def _answer(rm, topic: str, p, replica_id: int, version: int, read_committed: bool) -> offset_lookup.Answer:
         current = int(getattr(p, "current_leader_epoch", -1))  # v4+
         part, code, _ = rm.leader_or_error(topic, p.partition_index)
         if part is None:
@@ -47,7 +51,7 @@ class ListOffsetsHandler(Handler):
         if code != ErrorCode.none:
             return offset_lookup.Answer(code)
         return offset_lookup.lookup(part.log, part.leader_epoch, part.epoch_start_offset, int(p.timestamp),
-                                    replica_id, version)
+                                    replica_id, version, read_committed)
 
 
 HANDLER = ListOffsetsHandler

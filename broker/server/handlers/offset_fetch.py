@@ -1,7 +1,8 @@
 """OffsetFetch (API 9): committed offsets of one group (v1-v7) or of several (v8+, KIP-709).
 
-A partition without a committed offset answers -1. `require_stable` (v7+) needs nothing here:
-there are no pending transactional offsets until transactions exist. v10 names topics by id.
+A partition without a committed offset answers -1. With `require_stable` (v7+, KIP-447) a
+partition with a TxnOffsetCommit not yet decided answers UNSTABLE_OFFSET_COMMIT (the consumer
+retries) instead of the last committed offset. v10 names topics by id.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ class OffsetFetchHandler(Handler):
         v = ctx.api_version
         if v < 8:
             error, topics = self._group(ctx, request.group_id, request.topics, "OffsetFetchResponseTopic",
-                                        "OffsetFetchResponsePartition")
+                                        "OffsetFetchResponsePartition", getattr(request, "require_stable", False))
             if v < 2 and error != ErrorCode.none:
                 # v1 has no group-level error code: every partition carries it.
                 topics = tuple(ctx.build("OffsetFetchResponseTopic", name=t.name, partitions=tuple(
@@ -30,11 +31,12 @@ class OffsetFetchHandler(Handler):
         groups = []
         for g in request.groups:
             error, topics = self._group(ctx, g.group_id, g.topics, "OffsetFetchResponseTopics",
-                                        "OffsetFetchResponsePartitions")
+                                        "OffsetFetchResponsePartitions", request.require_stable)
             groups.append(ctx.build("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics, error_code=error))
         return ctx.build("OffsetFetchResponse", throttle_time=NO_THROTTLE, groups=tuple(groups))
 
-    def _group(self, ctx: RequestContext, group_id: str, req_topics, topic_cls: str, part_cls: str):
+    def _group(self, ctx: RequestContext, group_id: str, req_topics, topic_cls: str, part_cls: str,
+               require_stable: bool = False):
         by_id = ctx.api_version >= 10
         store = self.broker.store
         wanted: list[tuple[object, str | None, list[int]]] | None = None
@@ -64,7 +66,12 @@ class OffsetFetchHandler(Handler):
                 else:
                     wanted.append((name, name, ps))
 
+        unstable = self.broker.groups.pending_txn_partitions(group_id) if require_stable else set()
+
         def part(name: str | None, p: int):
+            if (name, p) in unstable:
+                return ctx.build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                 metadata="", error_code=ErrorCode.unstable_offset_commit)
             om = committed.get((name, p)) if name is not None else None
             return ctx.build(part_cls, partition_index=p,
                              committed_offset=om.offset if om else -1,

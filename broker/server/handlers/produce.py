@@ -22,8 +22,8 @@ from broker.log.log import (DuplicateSequence, InvalidTimestamp, KeylessRecord, 
 from broker.network.response import Response
 from broker.protocol import produce_response, records
 from broker.protocol.produce_response import PartitionResult
-from broker.server.handlers.base import (NO_THROTTLE, TRANSACTIONS_REFUSED, TRANSACTIONS_REFUSED_MESSAGE, Handler,
-                                         RequestContext)
+from broker.server import transaction_verification
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.delayed_produce import DelayedProduce
 from broker.server.new_leaders import NewLeaders
 
@@ -128,6 +128,31 @@ class ProduceHandler(Handler):
             for p in t.partition_data)) for t in request.topic_data)
         return ctx.build("ProduceResponse", responses=topics, throttle_time=NO_THROTTLE)
 
+    async def _check_transactional(self, request, name, index, part, headers):
+        """Kafka's checks of a transactional Produce before the append (KIP-98): clients never write
+        control batches (INVALID_RECORD); transactional batches need a transactional id
+        (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's authorizer answers a null id) and a
+        producer id; the first batch of a transaction on this partition is verified with the
+        coordinator (KIP-890 part 1, server/transaction_verification.py). None: go on."""
+        if any(h.is_control for h in headers):
+            return ErrorCode.invalid_record, -1, -1, "clients may not write control batches", -1, None
+        txn = [h for h in headers if h.is_transactional]
+        if not txn:
+            return None
+        if request.transactional_id is None:
+            return (ErrorCode.transactional_id_authorization_failed, -1, -1,
+                    "a transactional batch needs the request's transactional id", -1, None)
+        h = txn[0]
+        if not h.has_producer_id or len(txn) != len(headers):
+            return (ErrorCode.invalid_record, -1, -1,
+                    "transactional batches need a producer id, and cannot be mixed with others", -1, None)
+        if transaction_verification.needs_verification(part.log.producer_state, h):
+            code, message = await self.broker.txn_verifier.verify(
+                request.transactional_id, h.producer_id, h.producer_epoch, name, index)
+            if code != ErrorCode.none:
+                return code, -1, -1, message, -1, None
+        return None
+
     async def _append(self, ctx, record, name, index, payload, request, leaders):
         """(error, base offset, log start offset, message, log append time or -1, what acks=all waits
         for: (partition, leader epoch, offset the high watermark must reach) or None)."""
@@ -149,8 +174,9 @@ class ProduceHandler(Handler):
             return ErrorCode.corrupt_message, -1, -1, str(e), -1, None
         except records.InvalidRecordError as e:
             return ErrorCode.invalid_record, -1, -1, str(e), -1, None
-        if any(h.is_transactional for h in headers) or request.transactional_id is not None:
-            return TRANSACTIONS_REFUSED, -1, -1, TRANSACTIONS_REFUSED_MESSAGE, -1, None
+        refused = await self._check_transactional(request, name, index, part, headers)
+        if refused is not None:
+            return refused
         if request.acks == -1:
             # Kafka's effectiveMinIsr: min.insync.replicas, capped by the number of replicas; the
             # ISR as this leader knows it (committed to the metadata).

@@ -1,0 +1,28 @@
+"""ListTransactions (API 66, KIP-664): the transactional ids coordinated here, filtered by state,
+producer id and (v1, KIP-994) how long they have been ongoing. Unknown state names are echoed in
+unknown_state_filters, as Kafka does."""
+
+from __future__ import annotations
+
+from broker.coordinator.transaction.state import TxnState
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+
+
+class ListTransactionsHandler(Handler):
+    api_key = 66
+    min_version = 0
+    max_version = 1
+
+    async def handle(self, ctx: RequestContext, request):
+        states = set(request.state_filters)
+        unknown = tuple(s for s in request.state_filters if TxnState.from_kafka_name(s) is None)
+        duration = getattr(request, "duration_filter", -1)
+        code, listed = self.broker.transactions.list_transactions(
+            states, {int(p) for p in request.producer_id_filters}, int(duration))
+        return ctx.build("ListTransactionsResponse", throttle_time=NO_THROTTLE, error_code=code,
+                         unknown_state_filters=unknown, transaction_states=tuple(
+                             ctx.build("TransactionState", transactional_id=t.transactional_id,
+                                       producer_id=t.producer_id, transaction_state=t.state) for t in listed))
+
+
+HANDLER = ListTransactionsHandler

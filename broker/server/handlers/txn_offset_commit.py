@@ -1,0 +1,44 @@
+"""TxnOffsetCommit (API 28): a transactional producer's consumed offsets, written to the group's
+`__consumer_offsets` partition at once but applied only when the transaction commits (the group
+coordinator's `txn_commit_offsets` and `on_txn_marker`). v3+ carries the member's generation,
+member id and instance id (KIP-447), checked as an OffsetCommit's are."""
+
+from __future__ import annotations
+
+import time
+
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.group.group_metadata import OffsetAndMetadata
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+
+
+class TxnOffsetCommitHandler(Handler):
+    api_key = 28
+    min_version = 0
+    max_version = 4
+
+    async def handle(self, ctx: RequestContext, request):
+        now = int(time.time() * 1000)
+        offsets = {(t.name, int(p.partition_index)): OffsetAndMetadata(
+            offset=int(p.committed_offset), leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
+            metadata=p.committed_metadata or "", commit_timestamp_ms=now)
+            for t in request.topics for p in t.partitions}
+        image = self.broker.store.image
+        unknown = {tp for tp in offsets if tp[0] not in image.topics or not 0 <= tp[1] < image.topics[tp[0]].partitions}
+        results = {tp: ErrorCode.unknown_topic_or_partition for tp in unknown}
+        known = {tp: om for tp, om in offsets.items() if tp not in unknown}
+        if known:
+            results.update(await self.broker.groups.txn_commit_offsets(
+                group_id=request.group_id, producer_id=int(request.producer_id),
+                producer_epoch=int(request.producer_epoch), member_id=getattr(request, "member_id", ""),
+                group_instance_id=getattr(request, "group_instance_id", None),
+                generation_id=int(getattr(request, "generation_id", -1)), offsets=known))
+        topics = tuple(ctx.build("TxnOffsetCommitResponseTopic", name=t.name, partitions=tuple(
+            ctx.build("TxnOffsetCommitResponsePartition", partition_index=p.partition_index,
+                      error_code=results.get((t.name, int(p.partition_index)), ErrorCode.unknown_server_error))
+            for p in t.partitions)) for t in request.topics)
+        return ctx.build("TxnOffsetCommitResponse", throttle_time=NO_THROTTLE, topics=topics)
+
+
+HANDLER = TxnOffsetCommitHandler
