@@ -4,12 +4,11 @@ that no coordinator knows about and so nothing would ever end).
 
 `needs_verification` is the rule: only a producer's first transactional batch on a partition
 (no ongoing transaction of this producer there, or one of an older epoch) is checked, as Kafka's
-ReplicaManager does; later batches of the same transaction are not. `verify` is the hook the
-transaction coordinator's side fills in: ask the coordinator of `transactional_id`
-(AddPartitionsToTxn v4+, verify_only) whether the partition is part of the producer's ongoing
-transaction at this epoch, and answer its error (Kafka: INVALID_TXN_STATE when it is not,
-NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / ... as the coordinator answered). Until then every
-transactional append is accepted.
+ReplicaManager does; later batches of the same transaction are not; nothing is checked with
+`transaction.partition.verification.enable=false` (Kafka's key). `verify` is the hook: it asks
+the broker's `txn_verifier` (the transaction coordinator's side: AddPartitionsToTxn v4+
+verify_only to the id's coordinator) and answers its error (Kafka: INVALID_TXN_STATE when the
+partition is not in the transaction, ...); a broker without one accepts every append.
 """
 
 from __future__ import annotations
@@ -27,7 +26,9 @@ def needs_verification(producer_state: ProducerStateManager, h: BatchHeader) -> 
     return entry is None or entry.txn_first_offset < 0 or entry.epoch != h.producer_epoch
 
 
-async def verify(transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+async def verify(verifier, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
                  partition: int) -> tuple[ErrorCode, str | None]:
     """(error, message) of the coordinator's check; (NONE, None) lets the append go on."""
-    return ErrorCode.none, None
+    if verifier is None:
+        return ErrorCode.none, None
+    return await verifier.verify(transactional_id, producer_id, producer_epoch, topic, partition)

@@ -23,7 +23,8 @@ pytestmark = [
     pytest.mark.flotilla_only("replication on a Flotilla cluster on Kubernetes metadata"),
 ]
 
-OVERRIDES = {"replica.lag.time.max.ms": "4000", "replica.fetch.backoff.ms": "200"}
+OVERRIDES = {"replica.lag.time.max.ms": "4000", "replica.fetch.backoff.ms": "200",
+             "transaction.partition.verification.enable": "false"}  # no coordinator sends these batches
 
 
 @pytest.fixture

@@ -128,8 +128,7 @@ class ProduceHandler(Handler):
             for p in t.partition_data)) for t in request.topic_data)
         return ctx.build("ProduceResponse", responses=topics, throttle_time=NO_THROTTLE)
 
-    @staticmethod
-    async def _check_transactional(request, name, index, part, headers):
+    async def _check_transactional(self, request, name, index, part, headers):
         """Kafka's checks of a transactional Produce before the append (KIP-98): clients never write
         control batches (INVALID_RECORD); transactional batches need a transactional id
         (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's authorizer answers a null id) and a
@@ -147,9 +146,11 @@ class ProduceHandler(Handler):
         if not h.has_producer_id or len(txn) != len(headers):
             return (ErrorCode.invalid_record, -1, -1,
                     "transactional batches need a producer id, and cannot be mixed with others", -1, None)
-        if transaction_verification.needs_verification(part.log.producer_state, h):
+        if (self.broker.config["transaction.partition.verification.enable"]
+                and transaction_verification.needs_verification(part.log.producer_state, h)):
             code, message = await transaction_verification.verify(
-                request.transactional_id, h.producer_id, h.producer_epoch, name, index)
+                getattr(self.broker, "txn_verifier", None), request.transactional_id, h.producer_id,
+                h.producer_epoch, name, index)
             if code != ErrorCode.none:
                 return code, -1, -1, message, -1, None
         return None
