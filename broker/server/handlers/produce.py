@@ -6,6 +6,8 @@ acks=-1 (all) is refused with NOT_ENOUGH_REPLICAS while the ISR has fewer than m
 members, and otherwise waits in the purgatory (server/delayed_produce.py) until the high watermark
 passes the batch (the whole ISR has it), or the request's timeout (REQUEST_TIMED_OUT).
 Idempotent producers' retries come back with their original offset instead of a second copy.
+Transactional batches (KIP-98) are appended like idempotent ones after `_check_transactional`
+(docs/transactions-partitions.md); the transaction they open holds the last stable offset.
 A partition led by another broker answers NOT_LEADER_OR_FOLLOWER with that leader in the
 response (KIP-951, v10+), so the client can go there without a metadata round trip.
 """
