@@ -306,6 +306,9 @@ KEYS: tuple[Key, ...] = (
         "Forget an idempotent producer's state once its newest batch's timestamp is this old."),
     Key("producer.id.expiration.check.interval.ms", "600000", _int_at_least(1),
         "How often idle producers are looked for and expired (producer.id.expiration.ms)."),
+    Key("transaction.partition.verification.enable", "true", _parse_bool,
+        "KIP-890 part 1: a producer's first transactional batch on a partition is checked with the "
+        "transaction coordinator (the partition must be in its ongoing transaction) before it is appended."),
     Key("max.incremental.fetch.session.cache.slots", "1000", _int_at_least(0),
         "Incremental fetch sessions (KIP-227) the broker keeps; a full cache answers new fetchers "
         "sessionless unless a session may be evicted."),

@@ -27,8 +27,11 @@ Cleaning one log (Kafka's Cleaner.clean):
      neither moves it nor forgets it: the first look at a log after start-up reads the earliest
      horizon of its cleaned section back (`recorded_delete_horizon`), so a log with nothing dirty
      is still cleaned once its tombstones are due;
-  4. control batches (transaction markers) are kept as they are: transactions do not exist yet,
-     so there are no aborted records to drop and no markers whose transaction is gone.
+  4. transactions (KIP-98): the first uncleanable offset is at most the last stable offset, so
+     no undecided record is cleaned; records of aborted transactions (the aborted transaction
+     indexes say which) are dropped and never map their key, so they cannot remove a committed
+     record either; control batches (markers) are kept as they are (no marker horizon yet), and
+     the aborted transaction index entries of merged segments move to the cleaned one.
 
 Each group's result is written beside the log as `<base>.log.cleaned` (+ indexes) by a thread,
 fsynced, then swapped in on the event loop the way Kafka does it: `.cleaned` -> `.swap` (the
@@ -48,7 +51,7 @@ import os
 import struct
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -169,6 +172,13 @@ class CleanJob:
     segment_bytes: int
     index_interval_bytes: int
     producer_last_offsets: dict[int, int]  # producer id -> offset of its last batch
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> (first, marker)
+
+    def is_aborted(self, h: BatchHeader) -> bool:
+        """A data batch of a transaction that was aborted (its records are dropped)."""
+        if not h.is_transactional or h.is_control:
+            return False
+        return any(first <= h.base_offset <= last for first, last in self.aborted.get(h.producer_id, ()))
 
 
 @dataclass
@@ -212,7 +222,7 @@ class Cleaner:
                 break
             for h, data in iter_batches(view.file, view.size):
                 self._check_stop()
-                if h.is_control or h.last_offset < job.first_dirty:
+                if h.is_control or h.last_offset < job.first_dirty or job.is_aborted(h):
                     continue
                 try:
                     recs = decode_records(data, h)
@@ -260,6 +270,12 @@ class Cleaner:
         header (a producer's last batch), or None (dropped)."""
         if h.is_control:
             return data
+        if job.is_aborted(h):
+            stats.records_read += h.records_count
+            stats.batches_rewritten += 1
+            if job.producer_last_offsets.get(h.producer_id) == h.last_offset:
+                return empty_batch(h)
+            return None
         try:
             recs = decode_records(data, h)
         except records.InvalidRecordError as e:
@@ -342,8 +358,11 @@ def swap_in(job: CleanJob, group: list[SegmentView], cleaned: Cleaned) -> bool:
     new = None
     if cleaned.segment is not None:
         os.rename(d / (segment_name(base, ".log") + ".cleaned"), d / (segment_name(base, ".log") + ".swap"))
-    for seg in old:
+    moved = [t for seg in old[1:] for t in seg.txn_index.entries]  # the first keeps its own file
+    for k, seg in enumerate(old):
         seg.close()
+        if k > 0 or cleaned.segment is None:
+            seg.txn_index.delete()
         for p in paths(d, seg.base_offset):
             try:
                 os.rename(p, p.with_name(p.name + ".deleted"))
@@ -357,6 +376,8 @@ def swap_in(job: CleanJob, group: list[SegmentView], cleaned: Cleaned) -> bool:
         os.rename(d / (segment_name(base, ".log") + ".swap"), d / segment_name(base, ".log"))
         new = Segment(d, base, job.index_interval_bytes)
         new.load_indexes()
+        for t in moved:
+            new.txn_index.append(t)
     lg.replace_segments(old, new)
     return True
 
@@ -410,7 +431,7 @@ class LogCleaner:
         segs = lg.segments
         if len(segs) < 2:
             return None
-        first_uncleanable = min(segs[-1].base_offset, lg.high_watermark)
+        first_uncleanable = min(segs[-1].base_offset, lg.last_stable_offset)
         if cfg.min_compaction_lag_ms > 0:
             for s in segs[:-1]:
                 if s.max_timestamp > now_ms - cfg.min_compaction_lag_ms:
@@ -448,8 +469,12 @@ class LogCleaner:
         if not due:
             return None
         producers = {pid: e.batches[-1].last_offset for pid, e in lg.producer_state.producers.items() if e.batches}
+        aborted: dict[int, list[tuple[int, int]]] = {}
+        for seg in segs:  # a marker may lie past the cleaned range (below the LSO all are written)
+            for t in seg.txn_index.entries:
+                aborted.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
         job = CleanJob(tp, lg, lg.directory, views, first_dirty, first_uncleanable, now_ms,
-                       cfg.delete_retention_ms, cfg.segment_bytes, cfg.index_interval_bytes, producers)
+                       cfg.delete_retention_ms, cfg.segment_bytes, cfg.index_interval_bytes, producers, aborted)
         return job, ratio
 
     def filthiest(self, now_ms: int) -> CleanJob | None:

@@ -6,6 +6,8 @@ acks=-1 (all) is refused with NOT_ENOUGH_REPLICAS while the ISR has fewer than m
 members, and otherwise waits in the purgatory (server/delayed_produce.py) until the high watermark
 passes the batch (the whole ISR has it), or the request's timeout (REQUEST_TIMED_OUT).
 Idempotent producers' retries come back with their original offset instead of a second copy.
+Transactional batches (KIP-98) are appended like idempotent ones after `_check_transactional`
+(docs/transactions-partitions.md); the transaction they open holds the last stable offset.
 A partition led by another broker answers NOT_LEADER_OR_FOLLOWER with that leader in the
 response (KIP-951, v10+), so the client can go there without a metadata round trip.
 """
@@ -146,9 +148,11 @@ class ProduceHandler(Handler):
         if not h.has_producer_id or len(txn) != len(headers):
             return (ErrorCode.invalid_record, -1, -1,
                     "transactional batches need a producer id, and cannot be mixed with others", -1, None)
-        if transaction_verification.needs_verification(part.log.producer_state, h):
-            code, message = await self.broker.txn_verifier.verify(
-                request.transactional_id, h.producer_id, h.producer_epoch, name, index)
+        if (self.broker.config["transaction.partition.verification.enable"]
+                and transaction_verification.needs_verification(part.log.producer_state, h)):
+            code, message = await transaction_verification.verify(
+                getattr(self.broker, "txn_verifier", None), request.transactional_id, h.producer_id,
+                h.producer_epoch, name, index)
             if code != ErrorCode.none:
                 return code, -1, -1, message, -1, None
         return None

@@ -402,3 +402,37 @@ def test_recleaning_without_a_checkpoint_keeps_the_stamped_horizon(tmp_path):
     assert again.plan(("t", 0), lg, NOW + 59_999) is None
     clean(again, lg, now=NOW + 60_000)
     assert [(k, v) for _, k, v in records_of(lg)] == [(b"x", b"active")]
+
+
+def test_transactions_aborted_records_go_markers_stay_and_undecided_records_are_not_cleaned(tmp_path):
+    lg = open_log(tmp_path)
+    append(lg, [(b"k1", b"v1")])                                                    # 0
+    lg.roll()
+    append(lg, [(b"k1", b"aborted")], producer_id=5, epoch=0, base_sequence=0, transactional=True)  # 1
+    lg.roll()
+    lg.append_marker(5, 0, commit=False, coordinator_epoch=0)                       # 2: its index entry is here
+    lg.high_watermark = lg.log_end_offset
+    append(lg, [(b"k2", b"committed")], producer_id=6, epoch=0, base_sequence=0, transactional=True)  # 3
+    lg.append_marker(6, 0, commit=True, coordinator_epoch=0)                        # 4
+    lg.high_watermark = lg.log_end_offset
+    lg.roll()
+    append(lg, [(b"k2", b"open")], producer_id=7, epoch=0, base_sequence=0, transactional=True)  # 5, undecided
+    append(lg, [(b"k2", b"later")])                                                 # 6
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    assert lg.last_stable_offset == 5
+    assert [t.producer_id for t in lg.aborted_transactions(0, lg.log_end_offset)] == [5]
+
+    clean(cleaner_for(lg, tmp_path), lg)
+    kept = [(o, k, v) for o, k, v in records_of(lg)]
+    data = [(o, k, v) for o, k, v in kept if k in (b"k1", b"k2", b"x")]
+    # k1=v1 stays (the aborted record neither stays nor hides it); records at or past the LSO are
+    # not cleaned, so k2's committed record is not removed while k2=open is undecided.
+    assert data == [(0, b"k1", b"v1"), (3, b"k2", b"committed"), (5, b"k2", b"open"), (6, b"k2", b"later"),
+                    (7, b"x", b"active")]
+    assert [h.base_offset for h, _ in batches(lg) if h.is_control] == [2, 4]
+    # The aborted transaction's index entry moved with its marker into the merged segment.
+    assert [(t.producer_id, t.first_offset, t.last_offset)
+            for t in lg.aborted_transactions(0, lg.log_end_offset)] == [(5, 1, 2)]
+    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.txnindex")) == [
+        "%020d.txnindex" % lg.segments[0].base_offset]

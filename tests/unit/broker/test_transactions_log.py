@@ -126,3 +126,16 @@ def test_producer_with_an_open_transaction_does_not_expire(tmp_path):
     psm.record(h)
     assert psm.remove_expired(now_ms=h.max_timestamp + 10_000, expiration_ms=1) == 0
     assert psm.ongoing == {9: 0}
+
+
+def test_only_the_first_transactional_batch_of_a_producer_epoch_needs_verification(tmp_path):
+    from broker.server.transaction_verification import needs_verification
+
+    psm = ProducerStateManager(tmp_path)
+    first = records.read_header(make_batch([b"x"], producer_id=9, epoch=0, base_sequence=0, transactional=True))
+    plain = records.read_header(make_batch([b"x"], producer_id=9, epoch=0, base_sequence=0))
+    assert needs_verification(psm, first) and not needs_verification(psm, plain)
+    psm.record(first)
+    assert not needs_verification(psm, first)  # the transaction is open here already
+    newer = records.read_header(make_batch([b"x"], producer_id=9, epoch=1, base_sequence=0, transactional=True))
+    assert needs_verification(psm, newer)
