@@ -16,7 +16,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.support import kafka_wire
 from tests.support.broker_process import FlotillaBroker, free_port
 from tests.support.crds import install_crds
 from tests.support.fleet import Fleet
