@@ -203,53 +203,18 @@ class Fleet:
 
 @contextlib.contextmanager
 def apache_fleet(workdir: Path) -> Iterator[Fleet]:
+    """Three KRaft nodes (tests/support/kraft_cluster.py) with the stock JVM options of
+    kafka-server-start.sh and Kafka's default of never fsyncing by message count."""
     from bench.targets import KAFKA_STOCK_JVM_OPTS, apache_available
-    from tests.support.apache_kafka import JVM_OPTS, ApacheKafka
-    from tests.support.broker_process import ServerProcess, free_port
+    from tests.support.kraft_cluster import ApacheCluster
 
     ok, why = apache_available(fetch=False)
     if not ok:
         raise TargetUnavailable(why)
-    controller_ports = {n: free_port() for n in (1, 2, 3)}
-    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller_ports.items())
-
-    class Node(ApacheKafka):
-        """One of three KRaft nodes (broker + controller), the stock JVM options of
-        kafka-server-start.sh; started without waiting, since none is ready before a quorum."""
-
-        waiting = False
-
-        def __init__(self, node_id: int) -> None:
-            super().__init__(workdir / f"kafka-{node_id}", controller_port=controller_ports[node_id])
-            self.node_id = node_id
-
-        def settings(self) -> dict[str, str]:
-            s = super().settings()
-            s.update({"node.id": str(self.node_id), "controller.quorum.voters": voters,
-                      "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
-                      "transaction.state.log.min.isr": "2", "log.flush.interval.messages": str(2 ** 63 - 1)})
-            return s
-
-        def command(self) -> list[str]:
-            cmd = super().command()
-            i = cmd.index(JVM_OPTS[0])
-            return cmd[:i] + KAFKA_STOCK_JVM_OPTS + cmd[i + len(JVM_OPTS):]
-
-        def wait_ready(self, timeout: float | None = None) -> None:
-            if self.waiting:
-                ServerProcess.wait_ready(self, timeout)
-
-    nodes = [Node(n) for n in (1, 2, 3)]
-    try:
-        for node in nodes:
-            node.start()
-        for node in nodes:
-            node.waiting = True
-            node.wait_ready(180)
+    overrides = {"log.flush.interval.messages": str(2 ** 63 - 1)}
+    with ApacheCluster(workdir, size=3, overrides=overrides, jvm_opts=KAFKA_STOCK_JVM_OPTS) as cluster:
+        nodes = cluster.brokers
         yield Fleet([n.bootstrap for n in nodes], {n.node_id: n.data_dir for n in nodes}, [n.pid for n in nodes])
-    finally:
-        for node in nodes:
-            node.close()
 
 
 @contextlib.contextmanager

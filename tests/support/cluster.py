@@ -16,9 +16,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.support import kafka_wire
 from tests.support.broker_process import FlotillaBroker, free_port
 from tests.support.crds import install_crds
+from tests.support.fleet import Fleet
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "crds"
@@ -52,7 +52,7 @@ class ClusterBroker(FlotillaBroker):
         return env
 
 
-class BrokerCluster:
+class BrokerCluster(Fleet):
     def __init__(self, workdir: Path, kube_env: Any, namespace: str, size: int = 3,
                  name: str = "fleet", overrides: dict[str, str] | None = None) -> None:
         self.workdir = Path(workdir)
@@ -99,21 +99,7 @@ class BrokerCluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def broker(self, node_id: int) -> ClusterBroker:
-        return next(b for b in self.brokers if b.node_id == node_id)
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers if b.is_running())
-
-    def running(self) -> list[ClusterBroker]:
-        return [b for b in self.brokers if b.is_running()]
-
     # -- what the brokers say ----------------------------------------------------------------
-    def metadata(self, broker: ClusterBroker, topics: list[str] | None = None) -> Any:
-        with kafka_wire.connect(broker.bootstrap, timeout=5.0) as conn:
-            return conn.metadata(topics=topics)
-
     def views(self) -> dict[int, tuple[tuple[int, ...], int]]:
         """Per running broker: (broker ids it lists, controller id it names)."""
         out = {}
@@ -146,22 +132,3 @@ class BrokerCluster:
 
     def controller_id(self) -> int:
         return self.wait_formed()
-
-    def leaders(self, topic: str, via: ClusterBroker | None = None) -> dict[int, int]:
-        md = self.metadata(via or self.running()[0], [topic])
-        t = md.topics[0]
-        return {int(p.partition_index): int(p.leader_id) for p in t.partitions}
-
-    def wait_leaders(self, topic: str, partitions: int, timeout: float = 30.0,
-                     via: ClusterBroker | None = None) -> dict[int, int]:
-        deadline = time.monotonic() + timeout
-        last: object = None
-        while time.monotonic() < deadline:
-            try:
-                last = self.leaders(topic, via)
-                if len(last) == partitions and all(v >= 0 for v in last.values()):
-                    return last
-            except Exception as e:
-                last = e
-            time.sleep(0.25)
-        raise AssertionError(f"{topic}: not every partition has a leader after {timeout}s: {last}")
