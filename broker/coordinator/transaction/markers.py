@@ -21,7 +21,8 @@ from kio.schema.write_txn_markers.v1.request import (WritableTxnMarker, Writable
                                                      WriteTxnMarkersRequest)
 from kio.static.primitive import i16, i32, i64
 
-from broker.network.client import ClientError, KafkaConnection
+from broker.coordinator.transaction.inter_broker import InterBrokerConnections
+from broker.network.client import ClientError
 from broker.server import cluster_view
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 30.0
-CONNECT_TIMEOUT_S = 5.0
 RETRY_BACKOFF_S = (0.05, 2.0)
 # Answers after which the marker for that partition is not sent again.
 GIVE_UP = {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced, ErrorCode.producer_fenced}
@@ -62,7 +62,7 @@ def settled(response, asked: set[Partition]) -> tuple[set[Partition], set[Partit
 class MarkerSender:
     def __init__(self, store: "MetadataStore", node_id: int, listener: str) -> None:
         self.store, self.node_id, self.listener = store, node_id, listener
-        self._conns: dict[int, KafkaConnection] = {}
+        self._conns = InterBrokerConnections(store, listener, f"flotilla-txn-markers-{node_id}")
         self._locks: dict[int, asyncio.Lock] = {}
         self.sent = 0  # markers acknowledged (partition count), for metrics and tests
 
@@ -113,33 +113,15 @@ class MarkerSender:
         lock = self._locks.setdefault(leader, asyncio.Lock())
         async with lock:  # one request in flight per connection
             try:
-                conn = await self._connection(leader)
+                conn = await self._conns.get(leader)
                 response = await conn.request(request, REQUEST_TIMEOUT_S)
             except ClientError as e:
                 log.info("markers to broker %d: %s; retrying", leader, e)
-                self._drop(leader)
+                self._conns.drop(leader)
                 return set()
         written, given_up = settled(response, tps)
         self.sent += len(written)
         return written | given_up
 
-    async def _connection(self, node_id: int) -> KafkaConnection:
-        conn = self._conns.get(node_id)
-        if conn is not None:
-            return conn
-        address = cluster_view.node_address(self.store.image, node_id, self.listener)
-        if address is None:
-            raise ClientError(f"broker {node_id} has no {self.listener} endpoint")
-        conn = KafkaConnection(address.host, address.port, f"flotilla-txn-markers-{self.node_id}")
-        await conn.connect(CONNECT_TIMEOUT_S)
-        self._conns[node_id] = conn
-        return conn
-
-    def _drop(self, node_id: int) -> None:
-        conn = self._conns.pop(node_id, None)
-        if conn is not None:
-            conn.close()
-
     def close(self) -> None:
-        for node_id in list(self._conns):
-            self._drop(node_id)
+        self._conns.close()

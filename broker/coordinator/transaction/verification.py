@@ -23,7 +23,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i64
 
 from broker.coordinator.transaction.txn_log import TOPIC
-from broker.network.client import ClientError, KafkaConnection
+from broker.coordinator.transaction.inter_broker import InterBrokerConnections
+from broker.network.client import ClientError
 from broker.server import cluster_view
 
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 30.0
-CONNECT_TIMEOUT_S = 5.0
 RETRIABLE = {ErrorCode.concurrent_transactions, ErrorCode.coordinator_load_in_progress,
              ErrorCode.coordinator_not_available, ErrorCode.not_coordinator}
 
@@ -56,7 +56,7 @@ class TxnVerifier:
     def __init__(self, coordinator: "TransactionCoordinator", store: "MetadataStore", node_id: int,
                  listener: str) -> None:
         self.coordinator, self.store, self.node_id, self.listener = coordinator, store, node_id, listener
-        self._conns: dict[int, KafkaConnection] = {}
+        self._conns = InterBrokerConnections(store, listener, f"flotilla-txn-verify-{node_id}")
         self._locks: dict[int, asyncio.Lock] = {}
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
@@ -79,11 +79,11 @@ class TxnVerifier:
         lock = self._locks.setdefault(state.leader, asyncio.Lock())
         async with lock:
             try:
-                conn = await self._connection(state.leader)
+                conn = await self._conns.get(state.leader)
                 response = await conn.request(request, REQUEST_TIMEOUT_S)
             except ClientError as e:
                 log.info("verifying %s with broker %d: %s", tid, state.leader, e)
-                self._drop(state.leader)
+                self._conns.drop(state.leader)
                 return ErrorCode.coordinator_not_available
         if response.error_code != ErrorCode.none:
             if response.error_code == ErrorCode.cluster_authorization_failed:
@@ -96,23 +96,5 @@ class TxnVerifier:
                         return p.partition_error_code
         return ErrorCode.unknown_server_error
 
-    async def _connection(self, node_id: int) -> KafkaConnection:
-        conn = self._conns.get(node_id)
-        if conn is not None:
-            return conn
-        address = cluster_view.node_address(self.store.image, node_id, self.listener)
-        if address is None:
-            raise ClientError(f"broker {node_id} has no {self.listener} endpoint")
-        conn = KafkaConnection(address.host, address.port, f"flotilla-txn-verify-{self.node_id}")
-        await conn.connect(CONNECT_TIMEOUT_S)
-        self._conns[node_id] = conn
-        return conn
-
-    def _drop(self, node_id: int) -> None:
-        conn = self._conns.pop(node_id, None)
-        if conn is not None:
-            conn.close()
-
     def close(self) -> None:
-        for node_id in list(self._conns):
-            self._drop(node_id)
+        self._conns.close()
