@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from flotilla.testenv.ports import free_port  # noqa: F401  (re-exported to other test modules)
 from tests.support.crds import install_crds, remove_crds
 from tests.support.waiting import wait_for, wait_for_async
 
@@ -51,19 +51,11 @@ CHILDREN = [
 # helpers
 
 
-
-
 def get_json(kube_env, *args: str, check: bool = True) -> dict | None:
     proc = kube_env.kubectl("get", *args, "-o", "json", check=check)
     if proc.returncode != 0:
         return None
     return json.loads(proc.stdout)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def kafkacluster(name: str, namespace: str, **spec) -> dict:
