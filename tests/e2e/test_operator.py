@@ -341,7 +341,7 @@ def test_kafkacluster_lifecycle(kube_env, kube_namespace, operator, metrics_port
 
     # What users look at: kubectl wait, and the printer columns.
     kube_env.kubectl("wait", "--for=condition=Ready", f"kafkacluster/{name}", "-n", ns, "--timeout=10s")
-    table = kube_env.kubectl("get", "kc", name, "-n", ns, "-o", "wide").stdout
+    table = kube_env.kubectl("get", "fkc", name, "-n", ns, "-o", "wide").stdout
     assert "BrokersReady" in table and f"{name}-bootstrap.{ns}.svc:9092" in table, table
 
     # A config change rolls the brokers, one at a time, highest ordinal first.
