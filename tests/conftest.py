@@ -9,5 +9,6 @@ if str(ROOT) not in sys.path:
 
 pytest_plugins = [
     "tests.support.pytest_plugin",
+    "tests.support.parallel",
     "flotilla.testenv.pytest_plugin",
 ]

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from . import certs, kubeconfig, kwok_stages, node, nodes, processes
 from .processes import ProcessRecord
+from .ports import free_port  # re-exported: callers import it from here
 
 STATE_FILE = "state.json"
 READY_TIMEOUT = 120.0
@@ -48,13 +48,6 @@ def client_env(kubeconfig_path: Path, bin_dir: Path, base: dict[str, str] | None
     env["KUBECONFIG"] = str(kubeconfig_path)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     return env
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

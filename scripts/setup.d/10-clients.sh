@@ -3,6 +3,7 @@
 # client in tests/java/client-check (Maven, cached under ~/.cache/flotilla/java/ by a hash of its
 # pom and sources). Idempotent: a second run only checks. Apache Kafka jars for
 # `pytest --kafka-target=apache` are fetched on first use, not here.
+# setup: background (mostly downloads; scripts/test.sh runs it beside the Go builds)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -15,11 +16,11 @@ apt_install() {  # apt_install WHAT PACKAGE...
   fi
   export DEBIAN_FRONTEND=noninteractive
   if [ -z "$apt_updated" ]; then
-    apt-get update -qq
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
     apt_updated=1
   fi
   echo "$what: apt-get install $*"
-  apt-get install -y -qq "$@" >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
 }
 
 if command -v kcat >/dev/null 2>&1; then

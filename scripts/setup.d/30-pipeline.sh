@@ -3,6 +3,7 @@
 # wheel in ~/.cache/pip) and Spark's Kafka connector jars from Maven Central (cached in
 # ~/.cache/flotilla/spark/<version>/). Needs Java and Maven (10-clients.sh installs them).
 # Idempotent: a second run only checks.
+# setup: background (mostly downloads; scripts/test.sh runs it beside the Go builds, after 10-clients.sh)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python

@@ -18,10 +18,10 @@ for p in $packages; do
 done
 if [ -n "$missing" ]; then
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
   echo "real test node: apt-get install$missing"
   # shellcheck disable=SC2086
-  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing >/dev/null
 fi
 # Debian's containerd package starts a system containerd where systemd runs; the test node runs
 # its own (own socket and state), so a system one is left alone either way.

@@ -2,7 +2,7 @@
 the CRDs, the flotilla Namespace, the operator's Deployment, ServiceAccount and RBAC in one go, a
 second apply changes nothing, and the ServiceAccount may do exactly what the operator does.
 
-    /tmp/flot/slot pytest -p flotilla.testenv.pytest_plugin -m kube tests/e2e/test_install_manifest.py
+    pytest -m kube tests/e2e/test_install_manifest.py
 """
 
 from __future__ import annotations

@@ -194,3 +194,27 @@ def test_pipelined_requests_are_answered_in_order(shared_broker: ServerProcess) 
                 assert p.error_code == ErrorCode.none
                 offsets.append(int(p.base_offset))
         assert offsets == list(range(10)), f"pipelined produces appended out of order: {offsets}"
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_feature_ranges_old_clients_can_parse(shared_broker: ServerProcess, version: int) -> None:
+    """Before ApiVersions v4 no supported feature range starts at 0: Kafka leaves such features out
+    (KAFKA-17011), since kafka-clients before 3.9, as in Spark 3.5, refuse the range and their network
+    thread dies. v4 answers the range as it is."""
+    import importlib
+
+    request_type = importlib.import_module(f"kio.schema.api_versions.v{version}.request").ApiVersionsRequest
+    with kafka_wire.connect(shared_broker.bootstrap) as conn:
+        answer = conn.request(request_type(client_software_name="t", client_software_version="1"))
+    assert answer.error_code == ErrorCode.none
+    ranges = {f.name: (int(f.min_version), int(f.max_version)) for f in answer.supported_features}
+    finalized = {f.name: int(f.max_version_level) for f in answer.finalized_features}
+    for name, (lo, hi) in ranges.items():
+        assert lo <= hi, (name, lo, hi)
+        if version < 4:
+            assert lo >= 1, f"{name} offered from {lo} at ApiVersions v{version}: {ranges}"
+    # transaction.version's range starts at 0: left out before v4, offered from 0 at v4; finalized at both.
+    assert ("transaction.version" in ranges) == (version >= 4), ranges
+    if version >= 4:
+        assert ranges["transaction.version"][0] == 0, ranges
+    assert finalized.get("transaction.version", 0) >= 1, finalized

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from flotilla.testenv.ports import free_port  # noqa: F401  (re-exported to other test modules)
 from tests.support.crds import install_crds, remove_crds
 from tests.support.waiting import wait_for, wait_for_async
 
@@ -51,19 +51,11 @@ CHILDREN = [
 # helpers
 
 
-
-
 def get_json(kube_env, *args: str, check: bool = True) -> dict | None:
     proc = kube_env.kubectl("get", *args, "-o", "json", check=check)
     if proc.returncode != 0:
         return None
     return json.loads(proc.stdout)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def kafkacluster(name: str, namespace: str, **spec) -> dict:
@@ -349,7 +341,7 @@ def test_kafkacluster_lifecycle(kube_env, kube_namespace, operator, metrics_port
 
     # What users look at: kubectl wait, and the printer columns.
     kube_env.kubectl("wait", "--for=condition=Ready", f"kafkacluster/{name}", "-n", ns, "--timeout=10s")
-    table = kube_env.kubectl("get", "kc", name, "-n", ns, "-o", "wide").stdout
+    table = kube_env.kubectl("get", "fkc", name, "-n", ns, "-o", "wide").stdout
     assert "BrokersReady" in table and f"{name}-bootstrap.{ns}.svc:9092" in table, table
 
     # A config change rolls the brokers, one at a time, highest ordinal first.

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from flotilla.testenv.ports import free_port
 from tests.support import operator_rbac
 from tests.support.crds import remove_crds
 from tests.support.waiting import wait_for
@@ -31,14 +31,6 @@ RELEASE = "flotilla"
 SERVICE_ACCOUNT = "flotilla-operator"  # the chart's <release>-operator
 CRD_NAMES = ["kafkaclusters.flotilla.io", "clientquotas.flotilla.io", "recorddeletions.flotilla.io",
              "kafkatopics.flotilla.io"]
-
-
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def helm_available(kube_env) -> bool:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from flotilla.testenv.ports import free_port  # noqa: F401  (re-exported: one port source for every test process)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = float(os.environ.get("FLOTILLA_TEST_START_TIMEOUT", "60"))
@@ -27,13 +28,6 @@ STOP_TIMEOUT = 30.0
 
 class BrokerStartError(RuntimeError):
     """The broker did not become ready; the message carries the tail of its log."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tail(path: Path, lines: int = 60) -> str:

@@ -238,8 +238,8 @@ class KafkaConnection:
 
     def begin_transaction(self, transactional_id: str, partitions: Sequence[tuple[str, int]], inits: int = 1,
                           timeout_ms: int = 900000) -> tuple[int, int]:
-        """What a transactional producer asks the coordinator (this connection's broker, a single
-        broker) before its first batch: InitProducerId `inits` times (each bumps the epoch), then
+        """What a transactional producer asks the id's coordinator (found with FindCoordinator; another
+        connection when it is not this connection's broker) before its first batch: InitProducerId `inits` times (each bumps the epoch), then
         AddPartitionsToTxn for `partitions`; returns (producer id, epoch). The partition leader
         verifies a transactional batch with the coordinator (KIP-890 part 1), so raw transactional
         batches need this first."""
@@ -260,8 +260,14 @@ class KafkaConnection:
                     raise RuntimeError(f"{what} failed: {code!r}")
                 time.sleep(0.2)
 
-        retry("FindCoordinator", lambda: self.request(FindCoordinatorRequest(
+        found = retry("FindCoordinator", lambda: self.request(FindCoordinatorRequest(
             key_type=i8(1), coordinator_keys=(transactional_id,))), lambda r: r.coordinators[0].error_code)
+        coordinator = found.coordinators[0]
+        address = f"{coordinator.host}:{int(coordinator.port)}"
+        if address != self.bootstrap:
+            # In a fleet the id's coordinator may be another broker: ask it, as a producer does.
+            with KafkaConnection(address, client_id=self.client_id) as other:
+                return other.begin_transaction(transactional_id, partitions, inits, timeout_ms)
         for _ in range(inits):
             init = retry("InitProducerId", lambda: self.request(InitProducerIdRequest(
                 transactional_id=transactional_id, transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),

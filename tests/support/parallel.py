@@ -1,0 +1,89 @@
+"""Running the suite on several pytest-xdist workers (`make test` does, see scripts/test.sh).
+
+- Each test module is one unit of work (`--dist loadgroup`, one xdist group per module), so a
+  module's fixtures (a three-broker fleet, an operator) are built once, on one worker.
+- Every test that needs the real node (marker `kube_node`) is in one group: the node (kubelet,
+  containerd, its fixed ports) exists once per machine.
+- Modules start longest first (tests/module_durations.json, seconds per module from an earlier
+  run), so the long fault tests do not start last and set the run's length alone.
+- Each run writes what its modules took to tests/.work/module-durations.json; copy it over
+  tests/module_durations.json when the suite's shape changes.
+Ports are kept apart per worker by flotilla/testenv/ports.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DURATIONS = ROOT / "tests" / "module_durations.json"
+MEASURED = ROOT / "tests" / ".work" / "module-durations.json"
+#: A module missing from the file (new since it was written) is assumed this long: new modules are
+#: e2e modules more often than not, and starting them early costs little.
+UNKNOWN_MODULE_SECONDS = 60.0
+REAL_NODE_GROUP = "real-node"
+
+
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def expected_seconds(path: Path = DURATIONS) -> dict[str, float]:
+    try:
+        return {k: float(v) for k, v in json.loads(path.read_text()).items()}
+    except FileNotFoundError:
+        return {}
+
+
+def group_of(item: pytest.Item) -> str:
+    if item.get_closest_marker("kube_node"):
+        return REAL_NODE_GROUP
+    return module_of(item.nodeid)
+
+
+def longest_first(items: list[pytest.Item], seconds: dict[str, float]) -> list[pytest.Item]:
+    """Items with their groups ordered by expected length (longest first), each group's items in
+    their collected order."""
+    totals: dict[str, float] = defaultdict(float)
+    modules_seen: dict[str, set[str]] = defaultdict(set)
+    for item in items:
+        group, module = group_of(item), module_of(item.nodeid)
+        if module not in modules_seen[group]:
+            modules_seen[group].add(module)
+            totals[group] += seconds.get(module, UNKNOWN_MODULE_SECONDS)
+    first_seen = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(group_of(item), i)
+    return sorted(items, key=lambda it: (-totals[group_of(it)], first_seen[group_of(it)]))
+
+
+def _distributed(config: pytest.Config) -> bool:
+    """True on an xdist worker (only workers collect; the order must be the same on each)."""
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not _distributed(config):
+        return
+    items[:] = longest_first(items, expected_seconds())
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group_of(item)))
+
+
+_spent: dict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _spent[module_of(report.nodeid)] += report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _distributed(session.config) or not _spent:
+        return  # the controller (or a run without xdist) writes the file
+    MEASURED.parent.mkdir(parents=True, exist_ok=True)
+    MEASURED.write_text(json.dumps({k: round(v, 1) for k, v in sorted(_spent.items())}, indent=1) + "\n")
