@@ -97,3 +97,12 @@ def test_chart_monitoring_follows_the_prometheus_operator_api(helm):
                     "--set", "podMonitor.brokers=false")
     assert [d["metadata"]["name"] for d in none if d["kind"] in {"PodMonitor", "PrometheusRule", "ConfigMap"}] == \
         ["flotilla-operator"]
+
+
+def test_alerts_fire_on_what_they_watch(promtool):
+    """monitoring/prometheus-rules.test.yaml: each alert fires on synthetic series that should wake
+    someone (with its labels and annotations), and stays quiet while pending or on harmless ones."""
+    tests = promtool_build.RULES.with_name("prometheus-rules.test.yaml")
+    proc = subprocess.run([str(promtool), "test", "rules", str(tests)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout + proc.stderr
