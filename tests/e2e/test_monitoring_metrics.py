@@ -144,9 +144,11 @@ def test_the_operator_exports_every_operator_metric_the_rules_and_dashboards_use
                    "spec": {"replicas": 3, "storage": {"type": "ephemeral", "size": "1Gi"}}}
         kube_env.kubectl("apply", "-f", "-", input=json.dumps(cluster))
         # The per-cluster gauges appear once the operator has reconciled it.
+        # (tests.support.prometheus.metric takes the metric as `name`, which is also this label.)
+        desired = f'flotilla_operator_desired_brokers{{name="mon",namespace="{namespace}"}}'
         wait_for("the operator to report the KafkaCluster's desired brokers",
-                 lambda: metric(operator_metrics_url, "flotilla_operator_desired_brokers", namespace=namespace, name="mon"),
-                 until=lambda value: value == 3, timeout=120)
+                 lambda: [line for line in scrape(operator_metrics_url).splitlines() if line.startswith(desired)],
+                 until=lambda lines: lines == [f"{desired} 3.0"], timeout=120)
         text = scrape(operator_metrics_url)
         exported = monitoring_names.exported(text)
         missing = {n: sorted(w) for n, w in operator_metric_names().items() if n not in exported}
