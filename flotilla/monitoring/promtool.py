@@ -1,61 +1,83 @@
-"""promtool (Prometheus' rule checker), built from its Go module and cached beside the test
-control plane's binaries, as they are (flotilla/testenv/build.py): no release binary is downloaded.
+"""promtool (Prometheus' rule checker) from Debian's `prometheus` package, unpacked into
+~/.cache/flotilla/promtool/<package version>/ without installing the package (no service, no
+postinst): seconds, where compiling it from its Go module costs about ten minutes of CPU.
 
-    python -m flotilla.monitoring.promtool build    # build if missing; prints its path
+    python -m flotilla.monitoring.promtool install  # fetch and unpack if missing; prints its path
     python -m flotilla.monitoring.promtool check    # promtool check rules monitoring/prometheus-rules.yaml
 
-Prometheus 3.x publishes its Go module as v0.3XX.Y for release v3.XX.Y.
+Debian 12 ships Prometheus 2.42; the shipped rules use nothing newer (the unit tests run them).
 """
 
 from __future__ import annotations
 
 import argparse
 import fcntl
+import os
+import shutil
 import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 
-from flotilla.testenv import build, versions
-
-MODULE_VERSION = "v0.316.0"  # Prometheus v3.16.0
-PACKAGE = "github.com/prometheus/prometheus/cmd/promtool"
-BINARY = versions.Binary("promtool", f"github.com/prometheus/prometheus@{MODULE_VERSION}")
+PACKAGE = "prometheus"
 RULES = Path(__file__).resolve().parents[2] / "monitoring" / "prometheus-rules.yaml"
 
 
-def release_version(module_version: str = MODULE_VERSION) -> str:
-    """v0.316.0 -> 3.16.0 (what `promtool --version` reports)."""
-    minor_patch = module_version.lstrip("v").split(".", 1)[1]
-    series, patch = minor_patch.split(".")
-    return f"{int(series) // 100}.{int(series) % 100}.{patch}"
+class InstallError(RuntimeError):
+    """promtool could not be fetched; the message says what apt said."""
+
+
+def cache_dir() -> Path:
+    """~/.cache/flotilla/promtool, honouring XDG_CACHE_HOME."""
+    base = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
+    return Path(base).expanduser() / "flotilla" / "promtool"
 
 
 def path(root: Path | None = None) -> Path | None:
-    """The cached promtool at the pinned version, or None."""
-    bin_dir = versions.bin_dir(root)
-    return bin_dir / BINARY.name if build.is_built(bin_dir, BINARY) else None
+    """The unpacked promtool (the newest package version cached), or None."""
+    found = sorted((root or cache_dir()).glob("*/usr/bin/promtool"))
+    return found[-1] if found else None
 
 
-def ensure_built(root: Path | None = None) -> Path:
-    """Build promtool if it is not cached (minutes, once; CPU heavy); its path. Concurrent callers
-    take turns on a lock file, the second then finds it built."""
+def _run(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+
+
+def ensure_installed(root: Path | None = None) -> Path:
+    """Fetch Debian's package and unpack promtool if none is cached; its path. Concurrent callers
+    take turns on a lock file, the second then finds it unpacked."""
+    root = root or cache_dir()
     found = path(root)
     if found:
         return found
-    lock_path = versions.version_dir(root) / "promtool.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as lock:
+    if not shutil.which("apt-get") or not shutil.which("dpkg-deb"):
+        raise InstallError("apt-get and dpkg-deb are needed to fetch Debian's prometheus package")
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         found = path(root)
         if found:
             return found
-        builder = build.Builder(root)
-        started = time.monotonic()
-        build.log(f"building promtool {release_version()} ({PACKAGE}@{MODULE_VERSION}) ...")
-        ldflags = f"-s -w -X github.com/prometheus/common/version.Version={release_version()}"
-        builder._go_install(BINARY, PACKAGE, MODULE_VERSION, ldflags)
-        build.log(f"built promtool in {time.monotonic() - started:.0f}s")
+        with tempfile.TemporaryDirectory(dir=root) as tmp:
+            work = Path(tmp)
+            os.chmod(work, 0o755)  # apt's download sandbox user must be able to write here
+            got = _run("apt-get", "download", PACKAGE, cwd=work)
+            if got.returncode != 0:  # a fresh machine may have no package lists yet
+                _run("apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-qq")
+                got = _run("apt-get", "download", PACKAGE, cwd=work)
+            debs = sorted(work.glob(f"{PACKAGE}_*.deb"))
+            if got.returncode != 0 or not debs:
+                raise InstallError(f"apt-get download {PACKAGE} failed: {got.stderr.strip() or got.stdout.strip()}")
+            version = _run("dpkg-deb", "-f", str(debs[0]), "Version").stdout.strip() or "unknown"
+            unpacked = work / "unpacked"
+            out = _run("dpkg-deb", "-x", str(debs[0]), str(unpacked))
+            if out.returncode != 0:
+                raise InstallError(f"dpkg-deb -x failed: {out.stderr.strip()}")
+            target = root / version.replace("/", "_")
+            target.mkdir(parents=True, exist_ok=True)
+            (target / "usr" / "bin").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(unpacked / "usr" / "bin" / "promtool", target / "usr" / "bin" / "promtool")
     found = path(root)
     assert found is not None
     return found
@@ -67,14 +89,14 @@ def check_rules(promtool: Path, *files: Path) -> subprocess.CompletedProcess:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["build", "check"])
+    parser.add_argument("action", choices=["install", "check"])
     args = parser.parse_args(argv)
     try:
-        exe = ensure_built()
-    except build.BuildError as exc:
+        exe = ensure_installed()
+    except InstallError as exc:
         print(f"promtool: {exc}", file=sys.stderr)
         return 1
-    if args.action == "build":
+    if args.action == "install":
         print(exe)
         return 0
     proc = check_rules(exe, RULES)

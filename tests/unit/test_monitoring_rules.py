@@ -2,7 +2,7 @@
 Helm chart renders them into a PrometheusRule; and the chart creates its monitoring objects when
 the cluster serves monitoring.coreos.com/v1 (or when told to), and none otherwise.
 
-promtool is built from its Go module by scripts/setup.d/25-promtool.sh (flotilla.monitoring.promtool);
+promtool is Debian's, unpacked by scripts/setup.d/25-promtool.sh (flotilla.monitoring.promtool);
 helm comes from the test control plane's cache, as for install/flotilla.yaml."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from flotilla import install_render
-from flotilla.monitoring import promtool as promtool_build
+from flotilla.monitoring import promtool as promtool_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "flotilla"
@@ -23,9 +23,9 @@ MONITORING_API = ["--api-versions", "monitoring.coreos.com/v1"]
 
 @pytest.fixture(scope="module")
 def promtool() -> Path:
-    found = promtool_build.path()
+    found = promtool_tool.path()
     if found is None:
-        pytest.skip("promtool not built: run scripts/setup.d/25-promtool.sh")
+        pytest.skip("promtool not installed: run scripts/setup.d/25-promtool.sh")
     return found
 
 
@@ -45,18 +45,18 @@ def template(helm: str, *args: str) -> list[dict]:
 
 
 def test_rules_file_passes_promtool(promtool):
-    proc = promtool_build.check_rules(promtool, promtool_build.RULES)
+    proc = promtool_tool.check_rules(promtool, promtool_tool.RULES)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout + proc.stderr
 
 
 def test_promtool_refuses_a_broken_rule(promtool, tmp_path):
     """The check can fail: a rule with a PromQL syntax error is reported by name."""
-    rules = yaml.safe_load(promtool_build.RULES.read_text())
+    rules = yaml.safe_load(promtool_tool.RULES.read_text())
     rules["groups"][1]["rules"][0]["expr"] = "sum by (pod (flotilla_under_replicated_partitions)"
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(rules))
-    proc = promtool_build.check_rules(promtool, bad)
+    proc = promtool_tool.check_rules(promtool, bad)
     assert proc.returncode != 0 and "FAILED" in proc.stdout + proc.stderr
 
 
@@ -65,8 +65,8 @@ def test_chart_rules_pass_promtool(promtool, helm, tmp_path):
     (rule,) = [d for d in docs if d["kind"] == "PrometheusRule"]
     rendered = tmp_path / "chart-rules.yaml"
     rendered.write_text(yaml.safe_dump(rule["spec"]))
-    assert rule["spec"] == yaml.safe_load(promtool_build.RULES.read_text())
-    proc = promtool_build.check_rules(promtool, rendered)
+    assert rule["spec"] == yaml.safe_load(promtool_tool.RULES.read_text())
+    proc = promtool_tool.check_rules(promtool, rendered)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -102,7 +102,7 @@ def test_chart_monitoring_follows_the_prometheus_operator_api(helm):
 def test_alerts_fire_on_what_they_watch(promtool):
     """monitoring/prometheus-rules.test.yaml: each alert fires on synthetic series that should wake
     someone (with its labels and annotations), and stays quiet while pending or on harmless ones."""
-    tests = promtool_build.RULES.with_name("prometheus-rules.test.yaml")
+    tests = promtool_tool.RULES.with_name("prometheus-rules.test.yaml")
     proc = subprocess.run([str(promtool), "test", "rules", str(tests)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout + proc.stderr
