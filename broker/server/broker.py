@@ -19,6 +19,7 @@ from pathlib import Path
 from broker.config import BrokerConfig
 from broker.coordinator.producer_ids import ProducerIdManager
 from broker.controller.controller import Controller
+from broker.controller.metrics import ControllerCollector
 from broker.metadata import open_store
 from broker.metadata.client_quotas import open_quota_store
 from broker.metadata.store import BrokerRegistration, ClusterIdMismatch, DuplicateBroker, Endpoint, StoreUnavailable
@@ -118,6 +119,7 @@ class Broker:
         self.sockets = SocketServer(config, self.dispatcher, self.metrics)
         self.metrics.watch_logs(self.replicas)
         self.metrics.registry.register(ReplicationCollector(self.replicas, self.controller, self.replica_fetchers))
+        self.metrics.registry.register(ControllerCollector(self.controller))
         from broker.coordinator.transaction.metrics import TransactionCollector
 
         self.metrics.registry.register(TransactionCollector(self.transactions))

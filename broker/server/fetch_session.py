@@ -285,6 +285,12 @@ class IncrementalFetchContext(FetchContext):
 
 # -- the cache ------------------------------------------------------------------------------------
 
+#: Why a session was evicted (the `reason` label of the evictions metric): unused for longer than
+#: the eviction time (rule 2), a follower taking a consumer's slot (rule 1), or a session with more
+#: partitions taking an old smaller one's (rule 3).
+EVICT_IDLE, EVICT_FOR_FOLLOWER, EVICT_FOR_LARGER = "idle", "follower", "larger"
+EVICTION_REASONS = (EVICT_IDLE, EVICT_FOR_FOLLOWER, EVICT_FOR_LARGER)
+
 
 class FetchSessionCache:
     """The broker's fetch sessions, at most `max_slots` of them, evicted by the KIP's rules.
@@ -302,8 +308,9 @@ class FetchSessionCache:
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()  # least recently used first
         self.partitions_cached = 0
         self.evictions = 0
-        #: called with the evicted session (metrics); closing one's own session is not an eviction
-        self.on_eviction: Callable[[FetchSession], None] | None = None
+        #: called with the evicted session and why (one of EVICTION_REASONS, for metrics);
+        #: closing one's own session is not an eviction
+        self.on_eviction: Callable[[FetchSession, str], None] | None = None
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -370,7 +377,7 @@ class FetchSessionCache:
         # Rule 2: the least recently used session, if it has been idle past the eviction time.
         stalest = next(iter(self._sessions.values()))
         if now - stalest.last_used_ms > self.eviction_ms:
-            self._evict(stalest)
+            self._evict(stalest, EVICT_IDLE)
             return True
         # Rules 1 and 3: the least valuable session the newcomer outranks, consumers and small first.
         newcomer = (privileged, size)
@@ -381,14 +388,14 @@ class FetchSessionCache:
                     victim = s
         if victim is None:
             return False
-        self._evict(victim)
+        self._evict(victim, EVICT_FOR_FOLLOWER if privileged and not victim.privileged else EVICT_FOR_LARGER)
         return True
 
-    def _evict(self, session: FetchSession) -> None:
+    def _evict(self, session: FetchSession, reason: str) -> None:
         self.remove(session.id)
         self.evictions += 1
         if self.on_eviction is not None:
-            self.on_eviction(session)
+            self.on_eviction(session, reason)
 
     def touch(self, session: FetchSession) -> None:
         session.last_used_ms = self.clock()

@@ -7,12 +7,15 @@ so the hot path does no extra work for them.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from broker.server.fetch_session import EVICTION_REASONS
 
 if TYPE_CHECKING:
     from broker.server.fetch_session import FetchSessionCache
@@ -32,19 +35,39 @@ class _LogCollector(Collector):
         segs = GaugeMetricFamily("flotilla_log_segments", "Segment files of a partition", labels=["topic", "partition"])
         offline = GaugeMetricFamily("flotilla_log_dir_offline",
                                     "1 if a log directory failed and refuses writes (Kafka's offline log dir)", labels=["dir"])
+        total = GaugeMetricFamily("flotilla_log_dir_total_bytes",
+                                  "Size of the filesystem holding a log directory (KIP-827 TotalBytes)", labels=["dir"])
+        usable = GaugeMetricFamily("flotilla_log_dir_usable_bytes",
+                                   "Bytes the broker may still write on a log directory's filesystem (KIP-827 UsableBytes)",
+                                   labels=["dir"])
         rm = self._replicas()
         if rm is not None:
             for d in rm.log_dirs:
                 offline.add_metric([str(d)], 1 if d in rm.offline_dirs else 0)
+                space = disk_space(d)
+                if space is not None:
+                    total.add_metric([str(d)], space[0])
+                    usable.add_metric([str(d)], space[1])
             for (topic, partition), p in rm.partitions.items():
                 labels = [topic, str(partition)]
                 size.add_metric(labels, p.log.size_bytes)
                 leo.add_metric(labels, p.log.log_end_offset)
                 lso.add_metric(labels, p.log.log_start_offset)
                 segs.add_metric(labels, len(p.log.segments))
-        yield from (size, leo, lso, segs, offline)
+        yield from (size, leo, lso, segs, offline, total, usable)
         if rm is not None:
             yield from _cleaner_metrics(rm.cleaner)
+
+
+def disk_space(path: os.PathLike | str) -> tuple[int, int] | None:
+    """(total, usable) bytes of the filesystem holding `path`, as KIP-827 counts them (usable:
+    what an unprivileged writer may still use), or None when it cannot be read (a failed disk:
+    flotilla_log_dir_offline says so)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 def _cleaner_metrics(cleaner) -> Iterable[Any]:
@@ -100,8 +123,9 @@ class BrokerMetrics:
             "Partitions cached by all incremental fetch sessions (Kafka: NumIncrementalFetchPartitionsCached)", registry=r)
         self.fetch_session_evictions = Counter(
             "flotilla_incremental_fetch_session_evictions",
-            "Sessions evicted to make room for another; not counted when a client closes its own "
-            "(Kafka: IncrementalFetchSessionEvictionsPerSec, a rate of this)", registry=r)
+            "Sessions evicted to make room for another, by reason (idle, follower, larger); not counted "
+            "when a client closes its own (Kafka: IncrementalFetchSessionEvictionsPerSec, a rate of the sum)",
+            ["reason"], registry=r)
         self.fetch_session_slots = Gauge("flotilla_fetch_session_cache_slots",
                                          "Fetch session cache slots (max.incremental.fetch.session.cache.slots)", registry=r)
         self.fetch_session_slots_used = Gauge("flotilla_fetch_session_cache_slots_used",
@@ -135,4 +159,5 @@ class BrokerMetrics:
         self.fetch_session_slots_used.set_function(lambda: len(cache))
         self.fetch_session_partitions.set_function(lambda: cache.partitions_cached)
         self.fetch_session_slots.set_function(lambda: cache.max_slots)
-        cache.on_eviction = lambda session: self.fetch_session_evictions.inc()
+        evictions = {reason: self.fetch_session_evictions.labels(reason) for reason in EVICTION_REASONS}
+        cache.on_eviction = lambda session, reason: evictions[reason].inc()

@@ -3,6 +3,9 @@ ReplicaManager and KafkaController gauges), with labels bounded by the number of
 
 - flotilla_under_replicated_partitions: partitions led here whose ISR is smaller than their replica
   list (what a rolling restart waits to reach zero on every broker before the next);
+- flotilla_under_min_isr_partitions: partitions led here whose ISR is smaller than their
+  min.insync.replicas (capped by the replica count, as Produce checks it): acks=all writes to
+  them fail with NOT_ENOUGH_REPLICAS (Kafka's UnderMinIsrPartitionCount);
 - flotilla_offline_partitions: partitions without a leader, reported by the active controller only
   (0 elsewhere, as Kafka's OfflinePartitionsCount);
 - flotilla_isr_shrinks / flotilla_isr_expands: ISR changes this broker wrote as leader;
@@ -31,7 +34,7 @@ class ReplicationCollector(Collector):
 
     def collect(self) -> Iterable:
         rm = self.replicas
-        under = 0
+        under = under_min_isr = 0
         lag: dict[int, int] = {}
         for part in list(rm.partitions.values()):
             rs = part.replica_state
@@ -39,6 +42,8 @@ class ReplicationCollector(Collector):
                 continue
             if len(rs.isr) < len(rs.replicas):
                 under += 1
+            if not rs.has_min_isr(min(part.log.config.min_insync_replicas, len(rs.replicas))):
+                under_min_isr += 1
             leo = part.log.log_end_offset
             for f in rs.followers.values():
                 behind = leo - f.log_end_offset if f.log_end_offset >= 0 else leo
@@ -46,6 +51,10 @@ class ReplicationCollector(Collector):
         g = GaugeMetricFamily("flotilla_under_replicated_partitions",
                               "Partitions led here with fewer in-sync replicas than replicas")
         g.add_metric([], under)
+        yield g
+        g = GaugeMetricFamily("flotilla_under_min_isr_partitions",
+                              "Partitions led here with fewer in-sync replicas than min.insync.replicas")
+        g.add_metric([], under_min_isr)
         yield g
         offline = 0
         if self.controller.active:

@@ -249,6 +249,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
         with metrics.observe(KAFKA_CLUSTER.kind):
             body = await kube.get(KAFKA_CLUSTER.kind, namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
+                metrics.forget_cluster(namespace, name)
                 return None
             owner = Owner.from_body(body)
             previous = body.get("status") or {}
@@ -323,7 +324,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             )
             if not same_status(previous, status):
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
-            metrics.READY_BROKERS.labels(namespace, name).set(status["readyReplicas"])
+            metrics.observe_cluster(namespace, name, spec.replicas, status)
             log.debug("reconciled %s/%s (%s): %s", namespace, name, why, status["conditions"][0]["reason"])
             return status
 
@@ -335,6 +336,7 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
     async with _lock(memo, namespace, name):
         body = await kube.get(KAFKA_CLUSTER.kind, namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
+            metrics.forget_cluster(namespace, name)
             return
         try:
             spec = parse_spec(KAFKA_CLUSTER, body.get("spec") or {})
@@ -363,7 +365,7 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
         )
         if not same_status(previous, status):
             await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
-        metrics.READY_BROKERS.labels(namespace, name).set(status["readyReplicas"])
+        metrics.observe_cluster(namespace, name, spec.replicas, status)
 
 
 def _partition_moves(statefulset: dict[str, Any]) -> bool:

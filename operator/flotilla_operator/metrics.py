@@ -29,6 +29,22 @@ READY_BROKERS = Gauge(
     "Ready brokers per KafkaCluster, as last observed.",
     ["namespace", "name"],
 )
+DESIRED_BROKERS = Gauge(
+    "flotilla_operator_desired_brokers",
+    "Brokers a KafkaCluster asks for (spec.replicas); a broker is not Ready while ready_brokers is below it.",
+    ["namespace", "name"],
+)
+REGISTERED_BROKERS = Gauge(
+    "flotilla_operator_registered_brokers",
+    "Brokers of a KafkaCluster holding a live registration Lease, as last observed (status.registeredBrokers).",
+    ["namespace", "name"],
+)
+CONTROLLER = Gauge(
+    "flotilla_operator_controller",
+    "Node id holding a KafkaCluster's controller Lease, as last observed (-1: none).",
+    ["namespace", "name"],
+)
+_CLUSTER_GAUGES = (READY_BROKERS, DESIRED_BROKERS, REGISTERED_BROKERS, CONTROLLER)
 
 RECORDS_DELETED = Counter(
     "flotilla_operator_records_deleted",
@@ -40,6 +56,25 @@ DELETION_LAST_SUCCESS = Gauge(
     "When a RecordDeletion's last successful run happened (Unix time), by resource.",
     ["namespace", "name"],
 )
+
+
+def observe_cluster(namespace: str, name: str, desired: int, status: dict) -> None:
+    """The gauges of one KafkaCluster from the status just computed (Leases only when they were read)."""
+    READY_BROKERS.labels(namespace, name).set(status["readyReplicas"])
+    DESIRED_BROKERS.labels(namespace, name).set(desired)
+    if "registeredBrokers" in status:
+        REGISTERED_BROKERS.labels(namespace, name).set(status["registeredBrokers"])
+        controller = status.get("controller")
+        CONTROLLER.labels(namespace, name).set(-1 if controller is None else controller)
+
+
+def forget_cluster(namespace: str, name: str) -> None:
+    """A deleted KafkaCluster leaves no series behind (no alert on brokers nobody wants)."""
+    for metric in _CLUSTER_GAUGES:
+        try:
+            metric.remove(namespace, name)
+        except KeyError:
+            pass
 
 
 def forget_record_deletion(namespace: str, name: str) -> None:

@@ -41,3 +41,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: flotilla
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
+
+
+{{/* "true" when a monitoring switch is on: true, or "auto" and the cluster serves the Prometheus
+     Operator's API (monitoring.coreos.com/v1); "" otherwise. Call with (list <value> $). */}}
+{{- define "flotilla.monitoringOn" -}}
+{{- $value := index . 0 -}}
+{{- $root := index . 1 -}}
+{{- if eq (toString $value) "auto" -}}
+{{- if $root.Capabilities.APIVersions.Has "monitoring.coreos.com/v1" -}}true{{- end -}}
+{{- else if eq (toString $value) "true" -}}
+true
+{{- end -}}
+{{- end -}}
