@@ -318,7 +318,7 @@ def test_deleting_every_kafkatopic_keeps_the_internal_topic_and_committed_offset
     assert set(left) == {"__consumer_offsets"}, sorted(left)
     assert left["__consumer_offsets"]["metadata"]["uid"] == before["__consumer_offsets"]["metadata"]["uid"]
     users = set(before) - {"__consumer_offsets"}
-    wait_for(f"{sorted(users)} gone from the brokers' topics", lambda: (lambda listed: listed if not (
+    wait_for(f"{sorted(users)} gone from the brokers' topics", lambda: (lambda listed: ("gone", listed) if not (
         users & set(listed)) else None)(json.loads(client(env, ns, "topics", "-"))), timeout=60)
     wait_for("doomed's partition directories removed from every volume",
              lambda: (lambda d: None if d else "gone")(partition_dirs(env, ns, "doomed")), timeout=60)
