@@ -13,7 +13,10 @@ producer writes to a topic of the operator's default replication factor (3, min.
 without a single failed delivery; the metrics endpoint answers on the pod IP; when a partition's ISR
 has shrunk to one broker and that broker's pod is deleted while the others are unready, the fleet
 recovers by itself (Parallel pod management), the bootstrap Service keeps routing to the unready
-brokers meanwhile, and no acknowledged record is lost.
+brokers meanwhile, and no acknowledged record is lost. Deleting KafkaTopics follows the cluster's
+rules (issue 18 item 10): `kubectl delete kafkatopics --all` keeps `__consumer_offsets` and the
+committed offsets in it; with delete.topic.enable=false (set by the roll) a deletion is refused
+naming the key, and a KafkaTopic annotated flotilla.io/managed=false goes while its topic stays.
 Skipped where the real node cannot run (not root, or scripts/setup.d/40-node.sh not run); in CI
 (CI set) that skip fails the run: tests/ci_allowed_skips.toml does not allow it.
 """
@@ -75,7 +78,7 @@ def cluster_ready(env, ns: str, replicas: int = 3):
 # in its own mount namespace where /etc/resolv.conf names the kube-dns Service (kube-proxy routes it).
 CLIENT = r'''
 import json, sys, time
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 action, bootstrap, topic = sys.argv[1:4]
 if action == "create":
@@ -104,6 +107,20 @@ elif action == "produce-until":
         p.poll(0.01)
     left = p.flush(120)
     print(json.dumps({"errors": errors, "unflushed": left, "sent": sent}))
+elif action == "commit":
+    group, offsets = sys.argv[4:6]
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, int(p), int(o)) for p, o in
+                      (pair.split(":") for pair in offsets.split(","))], asynchronous=False)
+    c.close()
+elif action == "committed":
+    group, partitions = sys.argv[4], int(sys.argv[5])
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    c.close()
+    print(json.dumps({tp.partition: tp.offset for tp in got}))
+elif action == "topics":  # `topic` is unused: every topic the brokers list
+    print(json.dumps(sorted(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics)))
 elif action == "consume":
     want = int(sys.argv[4])
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-" + str(time.time()),
@@ -248,6 +265,67 @@ def test_deleted_broker_pod_comes_back_with_its_data(kube_node_env, fleet):
     assert sorted(consume(env, ns, "kept", 200)) == sorted(f"k-{i}" for i in range(200))
 
 
+# ---------------------------------------------------------------------------------------------
+# Issue 18, item 10 on real pods (tests/e2e/test_kafkatopic_deletion.py has them on broker processes).
+# This one runs while delete.topic.enable is the default (true) and deletes every user topic there
+# is: the tests before it are done with theirs, the ones after create their own. The roll below
+# turns delete.topic.enable off (one roll serves both), and the test after it checks the refusal.
+
+MANAGED = "flotilla.io/managed"  # the annotation users set (Strimzi's strimzi.io/managed)
+
+
+def kafkatopics(env, ns: str) -> dict[str, dict]:
+    """Kafka topic name -> its KafkaTopic."""
+    from broker.metadata import kube_objects as ko
+
+    return {ko.topic_name_of(o): o for o in get_json(env, "kafkatopics", "-n", ns)["items"]}
+
+
+def committed(env, ns: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    out = json.loads(client(env, ns, "committed", topic, group, str(partitions)))
+    return {int(p): o for p, o in out.items()}
+
+
+def partition_dirs(env, ns: str, topic: str) -> dict[tuple[str, str], tuple[int, object]]:
+    """(pod, partition directory) -> (inode, topic id in its partition.metadata), on every
+    broker's volume (local PersistentVolumes: directories of this machine)."""
+    from broker.server import partition_metadata
+
+    out = {}
+    for p in pods(env, ns):
+        name = p["metadata"]["name"]
+        pv = get_json(env, "pv", get_json(env, "pvc", f"data-{name}", "-n", ns)["spec"]["volumeName"])
+        for d in Path(pv["spec"]["local"]["path"]).rglob(f"{topic}-*"):
+            if d.is_dir():
+                out[(name, d.name)] = (d.stat().st_ino, partition_metadata.read(d))
+    return out
+
+
+def test_deleting_every_kafkatopic_keeps_the_internal_topic_and_committed_offsets(kube_node_env, fleet):
+    """`kubectl delete kafkatopics --all` (or a GitOps prune) deletes the users' topics, but the
+    admission policy refuses it for __consumer_offsets: the groups' committed offsets survive."""
+    env, ns = kube_node_env, fleet
+    client(env, ns, "create", "doomed")
+    produce(env, ns, "doomed", 30, "d")
+    client(env, ns, "commit", "doomed", "g1", "0:7,1:8,2:9")  # __consumer_offsets exists (earlier consumers)
+    assert committed(env, ns, "g1", "doomed", 3) == {0: 7, 1: 8, 2: 9}
+    before = kafkatopics(env, ns)
+    assert "__consumer_offsets" in before and "doomed" in before, sorted(before)
+
+    r = env.kubectl("delete", "kafkatopics", "--all", "-n", ns, check=False)
+    assert r.returncode != 0 and "internal topic __consumer_offsets" in r.stderr, (r.stdout, r.stderr)
+    left = kafkatopics(env, ns)
+    assert set(left) == {"__consumer_offsets"}, sorted(left)
+    assert left["__consumer_offsets"]["metadata"]["uid"] == before["__consumer_offsets"]["metadata"]["uid"]
+    users = set(before) - {"__consumer_offsets"}
+    wait_for(f"{sorted(users)} gone from the brokers' topics", lambda: (lambda listed: ("gone", listed) if not (
+        users & set(listed)) else None)(json.loads(client(env, ns, "topics", "-"))), timeout=60)
+    wait_for("doomed's partition directories removed from every volume",
+             lambda: (lambda d: None if d else "gone")(partition_dirs(env, ns, "doomed")), timeout=60)
+    # The group's offsets (in __consumer_offsets) are still there.
+    assert committed(env, ns, "g1", "doomed", 3) == {0: 7, 1: 8, 2: 9}
+
+
 def test_config_change_rolls_one_broker_at_a_time_while_serving(kube_node_env, fleet):
     env, ns = kube_node_env, fleet
     client(env, ns, "create", "rolling")
@@ -267,8 +345,10 @@ def test_config_change_rolls_one_broker_at_a_time_while_serving(kube_node_env, f
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
+    # delete.topic.enable=false rides on this roll for the deletion test after this one (a second
+    # roll would cost minutes).
     env.kubectl("patch", "kafkacluster", NAME, "-n", ns, "--type=merge",
-                "-p", json.dumps({"spec": {"config": {"log.retention.ms": "7200000"}}}))
+                "-p", json.dumps({"spec": {"config": {"log.retention.ms": "7200000", "delete.topic.enable": "false"}}}))
     # One idempotent producer (acks=all, retried) keeps producing while the brokers restart one by one.
     stop_file = env.control_plane.directory / f"stop-{uuid.uuid4().hex[:6]}"
     producer = subprocess.Popen(client_argv(env, ns, "produce-until", "rolling", str(stop_file), "r"),
@@ -310,6 +390,50 @@ def test_config_change_rolls_one_broker_at_a_time_while_serving(kube_node_env, f
     wait_for("every replica back in the ISR", lambda: all(
         sorted(p["isr"]) == sorted(p["replicas"])
         for p in get_json(env, "kafkatopic", topic_obj, "-n", ns)["status"]["assignment"]), timeout=60)
+
+
+def test_with_deletion_disabled_a_kafkatopic_deletion_is_refused_and_a_detached_one_keeps_its_topic(
+        kube_node_env, fleet):
+    """After the roll the brokers run with delete.topic.enable=false: deleting a KafkaTopic is
+    refused naming the setting; annotated flotilla.io/managed=false it may go, and its topic stays
+    (same id, partition directories and records), held by a KafkaTopic the brokers write."""
+    from broker.metadata import kube_objects as ko
+
+    env, ns = kube_node_env, fleet
+    lease = ko.controller_lease_name(NAME)
+    wait_for("the controller Lease publishing delete.topic.enable=false", lambda: (get_json(
+        env, "lease", lease, "-n", ns)["metadata"].get("annotations") or {}).get(
+        ko.DELETE_TOPIC_ENABLE_ANNOTATION) == "false", timeout=60)
+    manifest = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
+                "metadata": {"name": "clicks", "labels": {ko.INSTANCE_LABEL: NAME}},
+                "spec": {"partitions": 3, "replicas": 3}}
+    env.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest))
+    obj = wait_for("clicks assigned, with its id", lambda: (lambda o: o if o and (o.get("status") or {}).get(
+        "topicId") and all(p["leader"] >= 0 for p in o["status"].get("assignment") or [{"leader": -1}]) else None)(
+        kafkatopics(env, ns).get("clicks")), timeout=60)
+    produce(env, ns, "clicks", 300, "c")
+    dirs = partition_dirs(env, ns, "clicks")
+    assert len(dirs) == 9 and {topic_id for _, topic_id in dirs.values()} == {
+        ko.parse_topic_id(obj["status"]["topicId"])}, dirs
+
+    r = env.kubectl("delete", "kafkatopic", "clicks", "-n", ns, check=False)
+    assert r.returncode != 0 and "delete.topic.enable=false" in r.stderr, (r.stdout, r.stderr)
+    assert kafkatopics(env, ns)["clicks"]["metadata"]["uid"] == obj["metadata"]["uid"]
+
+    # Detached, the resource may go; the topic stays, held by a KafkaTopic the brokers write.
+    env.kubectl("annotate", "kafkatopic", "clicks", "-n", ns, f"{MANAGED}=false")
+    env.kubectl("delete", "kafkatopic", "clicks", "-n", ns)
+    held = wait_for("a KafkaTopic of the brokers holding clicks with its id", lambda: (lambda o: o if o and (
+        o.get("status") or {}).get("topicId") and o["metadata"]["uid"] != obj["metadata"]["uid"] else None)(
+        kafkatopics(env, ns).get("clicks")), timeout=60)
+    assert held["metadata"]["name"] == ko.topic_object_name(NAME, "clicks")
+    assert held["status"]["topicId"] == obj["status"]["topicId"]
+    assert MANAGED not in (held["metadata"].get("annotations") or {})
+    assert partition_dirs(env, ns, "clicks") == dirs
+    assert sorted(consume(env, ns, "clicks", 300)) == sorted(f"c-{i}" for i in range(300))
+    # Still refused for the brokers' KafkaTopic, which is managed.
+    r = env.kubectl("delete", "kafkatopic", held["metadata"]["name"], "-n", ns, check=False)
+    assert r.returncode != 0 and "delete.topic.enable=false" in r.stderr, (r.stdout, r.stderr)
 
 
 PROBE = r'''
