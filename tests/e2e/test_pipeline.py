@@ -347,6 +347,7 @@ def purge_through_operator(kube_env: Any, namespace: str, bootstrap: str, raw_to
         mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", "off")
         mp.setenv("FLOTILLA_OPERATOR_LIVENESS_ADDRESS", "off")
         mp.setenv("FLOTILLA_OPERATOR_CLUSTER_BOOTSTRAP", bootstrap)
+        mp.setenv("FLOTILLA_OPERATOR_NAMESPACES", namespace)  # its resync too: nothing else is its business
         with KopfRunner(["run", f"--namespace={namespace}", "--standalone", "-m", "flotilla_operator.handlers"],
                         timeout=60) as runner:
             kube_env.kubectl("apply", "-f", "-", input=json.dumps(doc))
