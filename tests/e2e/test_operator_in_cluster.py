@@ -346,10 +346,10 @@ def test_consumed_by_keeps_a_busy_topic_bounded_and_deletes_nothing_unconsumed(k
 
     def settled():
         """The offsets and the status of the run that set them (no run in between)."""
-        before = get_json(env, "recorddeletion", "busy", "-n", ns)["status"]
+        before = get_json(env, "recorddeletion", "busy", "-n", ns)
         state = client(env, ns, "offsets", topic, str(partitions), group)
-        after = get_json(env, "recorddeletion", "busy", "-n", ns)["status"]
-        return (state, after) if before["lastRunTime"] == after["lastRunTime"] else None
+        after = get_json(env, "recorddeletion", "busy", "-n", ns)
+        return (state, after) if before["status"]["lastRunTime"] == after["status"]["lastRunTime"] else None
     state, last = wait_for("offsets read between two runs", settled, timeout=90)
     marks = {int(p): v for p, v in state["watermarks"].items()}
     committed = {int(p): o for p, o in state["committed"].items()}
