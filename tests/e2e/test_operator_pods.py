@@ -33,6 +33,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from tests.support import cluster_dns
 from tests.support.crds import install_crds
 from tests.support.waiting import wait_for
 
@@ -74,8 +75,8 @@ def cluster_ready(env, ns: str, replicas: int = 3):
     return check
 
 
-# A client on the host that resolves the brokers' advertised names through the cluster DNS: it runs
-# in its own mount namespace where /etc/resolv.conf names the kube-dns Service (kube-proxy routes it).
+# A client on the host that resolves the brokers' advertised names through the cluster DNS
+# (tests/support/cluster_dns.py).
 CLIENT = r'''
 import json, sys, time
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -137,15 +138,8 @@ elif action == "consume":
 
 
 def client_argv(env, ns: str, *args: str) -> list[str]:
-    from flotilla.testenv import node
-
-    resolv = env.control_plane.directory / "client-resolv.conf"
-    resolv.write_text(f"nameserver {node.CLUSTER_DNS_IP}\nsearch {ns}.svc.{node.CLUSTER_DOMAIN} "
-                      f"svc.{node.CLUSTER_DOMAIN} {node.CLUSTER_DOMAIN}\noptions ndots:5\n")
     bootstrap = f"{NAME}-bootstrap.{ns}.svc:9092"
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-            f'mount --bind "$0" /etc/resolv.conf && exec "$@"', str(resolv),
-            sys.executable, "-c", CLIENT, args[0], bootstrap, *args[1:]]
+    return cluster_dns.argv(env, ns, [sys.executable, "-c", CLIENT, args[0], bootstrap, *args[1:]])
 
 
 def client(env, ns: str, *args: str, timeout: float = 180) -> str:

@@ -8,7 +8,10 @@ One scenario per cluster, run once by a module fixture and checked by the tests 
    Spark's JVM) is killed with SIGKILL;
 3. the generator writes the second half; the job restarts from its checkpoint and runs until it has
    caught up and stayed idle;
-4. the batch job recomputes the aggregates from the whole raw topic.
+4. the batch job recomputes the aggregates from the whole raw topic;
+5. examples/pipeline-recorddeletion.yaml (consumedBy the pipeline's commit group) purges the raw
+   topic: on the fleet as a RecordDeletion the operator (kopf, in-process) runs, on the single
+   broker (no Kubernetes there) through the same run the operator's daemon calls.
 
 The stream's output, as a reader sees it (latest row per key), must equal the batch recomputation
 exactly, and both must equal what the generated events say in plain Python. The dead-letter topic
@@ -64,6 +67,12 @@ class Cluster:
     replication_factor: int
     servers: list[ServerProcess] = field(default_factory=list)
     cleanups: list[Callable[[], None]] = field(default_factory=list)  # after the servers stop
+    #: How the example RecordDeletion runs here: (raw topic, group) -> what it did.
+    purge: Callable[[str, str], "Purge"] | None = None
+
+    def __post_init__(self) -> None:
+        if self.purge is None:
+            self.purge = lambda raw, group: purge_directly(self.bootstrap, raw, group)
 
     def close(self) -> None:
         for s in self.servers:
@@ -90,9 +99,11 @@ def fleet_of_three(request: pytest.FixtureRequest, target: str, workdir: Path) -
     namespace = f"pipeline-fleet-{uuid.uuid4().hex[:8]}"  # kube_namespace is per test; this is per module
     kube_env.kubectl("create", "namespace", namespace)
     fleet = BrokerCluster(workdir, kube_env, namespace, size=3)
-    cluster = Cluster(",".join(b.bootstrap for b in fleet.brokers), 3, list(fleet.brokers), cleanups=[
+    bootstrap = ",".join(b.bootstrap for b in fleet.brokers)
+    cluster = Cluster(bootstrap, 3, list(fleet.brokers), cleanups=[
         lambda: kube_env.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found",
-                                 check=False, timeout=30)])
+                                 check=False, timeout=30)],
+        purge=lambda raw, group: purge_through_operator(kube_env, namespace, bootstrap, raw, group))
     try:
         fleet.start()
     except BaseException:
@@ -117,7 +128,7 @@ class Scenario:
     batch: dict[str, str]
     group_offsets: dict[int, int]  # what the pipeline committed to its consumer group at the end
     raw_ends: dict[int, int]  # the raw topic's end offsets
-    purge: Any  # what examples/pipeline-recorddeletion.yaml's policy did (record_admin.RunResult)
+    purge: "Purge"  # what examples/pipeline-recorddeletion.yaml's policy did
     raw_starts: dict[int, int]  # the raw topic's log start offsets after it
     output: list  # every record in the output topic
     dead_letters: list  # every record in the dead-letter topic
@@ -267,9 +278,9 @@ def _run_scenario(cluster: Cluster, workdir: Path) -> Scenario:
     finally:
         c.close()
     group_offsets = committed(cluster.bootstrap, f"pipeline-{topics.raw}", topics.raw, topics.raw_partitions)
-    # Last (the batch job read the whole raw topic): the example RecordDeletion's policy on this
-    # run's topic and group, through the operator's own run (record_admin.run, what its daemon calls).
-    purge = purge_raw(cluster.bootstrap, topics.raw, f"pipeline-{topics.raw}")
+    # Last (the batch job read the whole raw topic): the example RecordDeletion on this run's topic
+    # and group.
+    purge = cluster.purge(topics.raw, f"pipeline-{topics.raw}")
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "watermarks"})
     try:
         raw_starts = {p: c.get_watermark_offsets(TopicPartition(topics.raw, p), timeout=10)[0]
@@ -285,16 +296,70 @@ def _run_scenario(cluster: Cluster, workdir: Path) -> Scenario:
     )
 
 
-def purge_raw(bootstrap: str, raw_topic: str, group: str) -> Any:
-    """Run examples/pipeline-recorddeletion.yaml's spec against this run's raw topic and group."""
+@dataclass
+class Purge:
+    """What the example RecordDeletion did: records deleted, or why it failed."""
+
+    deleted: int
+    error: str | None
+    via: str  # "operator" (a RecordDeletion resource) or "record_admin" (its run, called directly)
+
+
+def example_deletion(raw_topic: str, group: str) -> dict[str, Any]:
+    """examples/pipeline-recorddeletion.yaml for this run's raw topic and commit group."""
     import yaml
 
+    doc = yaml.safe_load((REPO_ROOT / "examples" / "pipeline-recorddeletion.yaml").read_text())
+    doc["spec"] = dict(doc["spec"], topic=raw_topic, before={"consumedBy": [group]})
+    return doc
+
+
+def purge_directly(bootstrap: str, raw_topic: str, group: str) -> Purge:
+    """The example's spec through record_admin.run, what the operator's daemon calls (a single
+    broker has no Kubernetes to hold the resource)."""
     from flotilla_operator import record_admin
     from flotilla_operator.models import RecordDeletionSpec
 
-    doc = yaml.safe_load((REPO_ROOT / "examples" / "pipeline-recorddeletion.yaml").read_text())
-    spec = dict(doc["spec"], topic=raw_topic, before={"consumedBy": [group]})
-    return record_admin.run(bootstrap, RecordDeletionSpec.model_validate(spec))
+    result = record_admin.run(bootstrap, RecordDeletionSpec.model_validate(example_deletion(raw_topic, group)["spec"]))
+    return Purge(result.deleted, result.error and f"{result.error.reason}: {result.error.message}", "record_admin")
+
+
+def purge_through_operator(kube_env: Any, namespace: str, bootstrap: str, raw_topic: str, group: str) -> Purge:
+    """The example as a RecordDeletion in the fleet's namespace, run by the operator (kopf,
+    in-process, watching that namespace; it reaches the brokers at `bootstrap`). Returns once its
+    first run is in the status; the resource is deleted again (its schedule stops)."""
+    from kopf.testing import KopfRunner
+
+    from tests.support.waiting import wait_for
+
+    doc = example_deletion(raw_topic, group)
+    doc["metadata"]["namespace"] = namespace
+    name = doc["metadata"]["name"]
+
+    def first_run() -> dict[str, Any] | None:
+        proc = kube_env.kubectl("get", "recorddeletion", name, "-n", namespace, "-o", "json")
+        obj = json.loads(proc.stdout)
+        ready = next((c for c in (obj.get("status") or {}).get("conditions") or () if c["type"] == "Ready"), {})
+        return obj if ready.get("observedGeneration") == obj["metadata"]["generation"] else None
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KUBECONFIG", str(kube_env.kubeconfig))
+        mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", "off")
+        mp.setenv("FLOTILLA_OPERATOR_LIVENESS_ADDRESS", "off")
+        mp.setenv("FLOTILLA_OPERATOR_CLUSTER_BOOTSTRAP", bootstrap)
+        mp.setenv("FLOTILLA_OPERATOR_NAMESPACES", namespace)  # its resync too: nothing else is its business
+        with KopfRunner(["run", f"--namespace={namespace}", "--standalone", "-m", "flotilla_operator.handlers"],
+                        timeout=60) as runner:
+            kube_env.kubectl("apply", "-f", "-", input=json.dumps(doc))
+            try:
+                obj = wait_for(f"RecordDeletion {name}'s first run", first_run, timeout=90)
+            finally:
+                kube_env.kubectl("delete", "recorddeletion", name, "-n", namespace, "--wait=true",
+                                 "--timeout=60s", check=False)
+    assert runner.exception is None, runner.output[-4000:]
+    ready = next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
+    return Purge(int(obj["status"].get("recordsDeleted") or 0),
+                 None if ready["reason"] == "Deleted" else f"{ready['reason']}: {ready['message']}", "operator")
 
 
 def expected_aggregates() -> dict[str, dict[str, Any]]:
@@ -358,7 +423,7 @@ def test_consumed_offsets_are_committed_to_the_pipeline_group(scenario: Scenario
 def test_raw_topic_is_purged_up_to_what_the_pipeline_consumed(scenario: Scenario) -> None:
     """The example RecordDeletion (consumedBy the commit group) deletes exactly what both queries
     finished with: the raw topic's earliest offsets advance to the group's commits."""
-    assert scenario.purge.error is None, scenario.purge.error and scenario.purge.error.message
+    assert scenario.purge.error is None, scenario.purge
     assert scenario.raw_starts == scenario.group_offsets and sum(scenario.raw_starts.values()) > 0
     assert scenario.purge.deleted == sum(scenario.group_offsets.values())
 

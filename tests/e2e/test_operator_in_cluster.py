@@ -1,0 +1,427 @@
+"""The operator as users run it: installed in the cluster from install/flotilla.yaml (the one-command
+install), on the real test node (kubelet, containerd, kube-proxy, CoreDNS), managing a KafkaCluster
+of three broker pods, and running RecordDeletions through its AdminClient over the pod network.
+
+    flock /tmp/flot/node.lock .venv/bin/pytest tests/e2e/test_operator_in_cluster.py -x -q
+
+Why in the cluster: the RecordDeletion's AdminClient bootstraps from the cluster's Service and then
+dials the brokers' advertised `<pod>.<headless>.<ns>.svc` names, which only the cluster DNS
+resolves, so an operator on the host (test_operator_pods.py's KopfRunner) cannot reach them. The
+manifest is applied as shipped except for the image (the test image, imagePullPolicy Never: there
+is no registry) and a shorter resync; the module removes the operator again at its end (the next
+module may run its own operator on the host) and leaves the CRDs, which every module re-applies.
+
+What it shows: the Deployment's ServiceAccount may do what the operator does (a KafkaCluster goes
+Ready; RecordDeletions get their status); a `consumedBy` RecordDeletion on `interval: 30s` keeps a
+topic that one client produces to and consumes from continuously (committing as it goes) bounded,
+and every record produced is consumed (nothing the group had not committed was deleted: the group
+consumes with auto.offset.reset=error); the offset and timestamp policies delete exactly what they
+name; bad specs (topic, partition, group) get a condition naming the field; re-applying changes
+nothing. The clients run on the host with the cluster's DNS (tests/support/cluster_dns.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.support import cluster_dns
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.kube, pytest.mark.kube_node, pytest.mark.timeout(900)]
+
+MANIFEST = Path(__file__).resolve().parents[2] / "install" / "flotilla.yaml"
+OPERATOR_NS = "flotilla"
+NAME = "fleet"
+READY_TIMEOUT = 300
+T0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the first record's CreateTime in the timestamp test
+
+
+def get_json(env, *args: str, check: bool = True) -> dict | None:
+    proc = env.kubectl("get", *args, "-o", "json", check=check)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def condition(obj: dict | None, type_: str) -> dict:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return c
+    return {}
+
+
+def operator_log(env, tail: int = 200) -> str:
+    return env.kubectl("logs", "deployment/flotilla-operator", "-n", OPERATOR_NS, f"--tail={tail}",
+                       check=False).stdout
+
+
+@contextlib.contextmanager
+def explained(env):
+    """On failure, print the operator's log (it runs in a pod: the plugin's report cannot see it)."""
+    try:
+        yield
+    except BaseException:
+        print("--- operator log ---\n" + operator_log(env))
+        raise
+
+
+# --- the install manifest, as a user applies it -------------------------------------------------
+
+
+def manifest_for(image: str) -> list[dict]:
+    """install/flotilla.yaml with the operator (and the brokers it creates) on `image`, which only
+    the node has: pull policy Never. A resync of 5s instead of 60s keeps the module short."""
+    docs = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["image"], container["imagePullPolicy"] = image, "Never"
+    container["args"] = [a if not a.startswith("--resync-seconds=") else "--resync-seconds=5" for a in container["args"]]
+    env = {e["name"]: e for e in container["env"]}
+    env["FLOTILLA_BROKER_IMAGE"]["value"] = image
+    env["FLOTILLA_BROKER_IMAGE_PULL_POLICY"]["value"] = "Never"
+    return docs
+
+
+#: What the module removes at its end: the operator, its account and RBAC (not the CRDs and
+#: admission policies, which the other modules apply too).
+REMOVED_KINDS = {"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Namespace"}
+
+
+@pytest.fixture(scope="module")
+def installed(kube_node_env):
+    """The operator's Deployment from the install manifest, rolled out; removed at module end."""
+    env = kube_node_env
+    docs = manifest_for(env.image)
+    env.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(docs))
+    try:
+        env.kubectl("rollout", "status", "deployment/flotilla-operator", "-n", OPERATOR_NS, "--timeout=180s",
+                    timeout=200)
+    except BaseException:
+        print(env.kubectl("get", "pods", "-n", OPERATOR_NS, "-o", "yaml", check=False).stdout[-4000:])
+        print(operator_log(env))
+        _uninstall(env, docs)
+        raise
+    yield docs
+    _uninstall(env, docs)
+
+
+def _uninstall(env, docs: list[dict]) -> None:
+    for doc in docs:
+        if doc["kind"] in REMOVED_KINDS and doc["kind"] != "Namespace":
+            where = ["-n", doc["metadata"]["namespace"]] if doc["metadata"].get("namespace") else []
+            env.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], *where, "--ignore-not-found",
+                        check=False)
+    env.kubectl("delete", "namespace", OPERATOR_NS, "--ignore-not-found", "--timeout=120s", check=False, timeout=150)
+
+
+def cluster_ready(env, ns: str, replicas: int = 3):
+    def check():
+        kc = get_json(env, "kafkacluster", NAME, "-n", ns)
+        status = kc.get("status") or {}
+        return kc if (condition(kc, "Ready").get("status") == "True"
+                      and status.get("observedGeneration") == kc["metadata"]["generation"]
+                      and status.get("readyReplicas") == replicas) else None
+    return check
+
+
+@pytest.fixture(scope="module")
+def fleet(kube_node_env, installed):
+    """Three broker pods the in-cluster operator created, Ready; deleted (while the operator still
+    runs, so that its finalizer goes) before the operator is removed."""
+    env = kube_node_env
+    ns = f"incluster-{uuid.uuid4().hex[:8]}"
+    env.kubectl("create", "namespace", ns)
+    env.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaCluster",
+        "metadata": {"name": NAME, "namespace": ns},
+        "spec": {"replicas": 3, "storage": {"type": "ephemeral"}},
+    }))
+    try:
+        with explained(env):
+            wait_for("KafkaCluster Ready, managed by the in-cluster operator", cluster_ready(env, ns),
+                     timeout=READY_TIMEOUT)
+    except BaseException:
+        for pod in get_json(env, "pods", "-n", ns)["items"]:
+            print(pod["metadata"]["name"], json.dumps(pod.get("status", {}))[:2000])
+        _remove_fleet(env, ns)
+        raise
+    yield ns
+    _remove_fleet(env, ns)
+
+
+def _remove_fleet(env, ns: str) -> None:
+    for kind in ("recorddeletion", "kafkacluster"):
+        env.kubectl("delete", kind, "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False, timeout=150)
+    env.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+# --- clients with the cluster's DNS -------------------------------------------------------------
+
+CLIENT = r'''
+import json, os, sys, time
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+action, bootstrap, topic = sys.argv[1:4]
+args = sys.argv[4:]
+if action == "create":
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=int(args[0]), replication_factor=-1)])[topic].result(60)
+    print("{}")
+elif action == "produce":   # partition count [first CreateTime ms: record i has it + i seconds]
+    partition, count = int(args[0]), int(args[1])
+    first = int(args[2]) if len(args) > 2 else None
+    errors = []
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(count):
+        kw = {} if first is None else {"timestamp": first + 1000 * i}
+        p.produce(topic, f"r{i}".encode(), partition=partition,
+                  on_delivery=lambda err, msg: err and errors.append(str(err)), **kw)
+    print(json.dumps({"errors": errors, "unflushed": p.flush(60)}))
+elif action == "commit":    # group partition:offset ...
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": args[0], "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, int(p), int(o)) for p, o in (a.split(":") for a in args[1:])],
+             asynchronous=False)
+    c.close()
+    print("{}")
+elif action == "offsets":   # partitions [group]: {"watermarks": {p: [start, end]}, "committed": {p: offset}}
+    parts = range(int(args[0]))
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": args[1] if len(args) > 1 else "offsets-probe"})
+    out = {"watermarks": {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in parts}}
+    if len(args) > 1:
+        out["committed"] = {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in parts], timeout=30)}
+    c.close()
+    print(json.dumps(out))
+elif action == "ledger":    # group stop-file: produce and consume (committing) until stop-file exists
+    group, stop_file = args[0], args[1]
+    RATE = 50  # records a second
+    delivered, errors, consumed, consumer_errors = [], [], [], []
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    # The group starts committed at 0 and never resets by itself: a record deleted before the group
+    # consumed it would be an OFFSET_OUT_OF_RANGE error here, not a silent jump.
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "error"})
+    c.subscribe([topic])
+    started = last_commit = time.monotonic()
+    sent, commits, drain_until = 0, 0, None
+    def on_delivery(err, msg):
+        (errors.append(str(err)) if err else delivered.append(msg.value().decode()))
+    while True:
+        if drain_until is None and os.path.exists(stop_file):
+            p.flush(60)
+            drain_until = time.monotonic() + 90
+        if drain_until is None:
+            while sent < RATE * (time.monotonic() - started):
+                p.produce(topic, f"v-{sent}".encode(), on_delivery=on_delivery)
+                sent += 1
+            p.poll(0)
+        for m in c.consume(num_messages=500, timeout=0.05):
+            if m.error():
+                consumer_errors.append(str(m.error()))
+            else:
+                consumed.append(m.value().decode())
+        if time.monotonic() - last_commit >= 1.0:
+            try:
+                c.commit(asynchronous=False)
+                commits += 1
+            except KafkaException:
+                pass  # nothing new to commit
+            last_commit = time.monotonic()
+        if drain_until is not None and (len(set(consumed)) >= len(delivered) or time.monotonic() > drain_until):
+            break
+    try:
+        c.commit(asynchronous=False)
+    except KafkaException:
+        pass
+    c.close()
+    print(json.dumps({"sent": sent, "delivered": delivered, "errors": errors, "consumed": consumed,
+                      "consumer_errors": consumer_errors[:20], "commits": commits}))
+'''
+
+
+def client_argv(env, ns: str, action: str, topic: str, *args: str) -> list[str]:
+    bootstrap = f"{NAME}-bootstrap.{ns}.svc:9092"
+    return cluster_dns.argv(env, ns, [sys.executable, "-c", CLIENT, action, bootstrap, topic, *args])
+
+
+def client(env, ns: str, action: str, topic: str, *args: str, timeout: float = 180):
+    proc = subprocess.run(client_argv(env, ns, action, topic, *args), capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"client {action} {topic} {args}: {proc.stdout}\n{proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def produce(env, ns: str, topic: str, partition: int, count: int, *first_ts_ms: int) -> None:
+    result = client(env, ns, "produce", topic, str(partition), str(count), *map(str, first_ts_ms))
+    assert result == {"errors": [], "unflushed": 0}, result
+
+
+def watermarks(env, ns: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    """{partition: (log start, end offset)} as the leaders answer ListOffsets."""
+    got = client(env, ns, "offsets", topic, str(partitions))["watermarks"]
+    return {int(p): tuple(v) for p, v in got.items()}
+
+
+def deletion(name: str, ns: str, topic: str, before: dict, **spec) -> dict:
+    return {"apiVersion": "flotilla.io/v1alpha1", "kind": "RecordDeletion", "metadata": {"name": name, "namespace": ns},
+            "spec": {"clusterRef": {"name": NAME}, "topic": topic, "before": before, **spec}}
+
+
+def apply(env, obj: dict) -> str:
+    return env.kubectl("apply", "-f", "-", input=json.dumps(obj)).stdout
+
+
+def status_of(env, ns: str, name: str, reason: str, check=None, timeout: float = 120):
+    """The RecordDeletion once its Ready reason is `reason` for its current generation (and check(obj))."""
+    def current():
+        obj = get_json(env, "recorddeletion", name, "-n", ns, check=False)
+        ready = condition(obj, "Ready")
+        if ready.get("reason") != reason or ready.get("observedGeneration") != obj["metadata"]["generation"]:
+            return None
+        return obj if check is None or check(obj) else None
+    with explained(env):
+        return wait_for(f"recorddeletion {name}: {reason}", current, timeout=timeout)
+
+
+def rows(obj) -> dict[int, dict]:
+    return {r["partition"]: r for r in obj["status"].get("partitions") or ()}
+
+
+# --- tests --------------------------------------------------------------------------------------
+
+
+def test_operator_runs_in_the_cluster_from_the_install_manifest(kube_node_env, installed, fleet):
+    env = kube_node_env
+    pods = get_json(env, "pods", "-n", OPERATOR_NS, "-l", "app.kubernetes.io/component=operator")["items"]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    spec = pods[0]["spec"]
+    assert spec["serviceAccountName"] == "flotilla-operator" and spec["containers"][0]["image"] == env.image
+    assert "in-cluster (service account)" in operator_log(env, tail=-1)
+    # It created the brokers with the image it was told to use.
+    sts = get_json(env, "statefulset", f"{NAME}-broker", "-n", fleet)
+    assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == env.image
+
+
+def test_consumed_by_keeps_a_busy_topic_bounded_and_deletes_nothing_unconsumed(kube_node_env, fleet):
+    """One client produces and consumes continuously, committing every second; the RecordDeletion
+    (consumedBy its group, every 30s) runs until it has deleted records twice. Then: every record
+    produced was consumed, what is left of the topic is a fraction of what was produced, and the
+    log start of every partition is where the last run put it, never above the group's commit."""
+    env, ns = kube_node_env, fleet
+    topic, group, partitions = "busy", "busy-readers", 3
+    client(env, ns, "create", topic, str(partitions))
+    client(env, ns, "commit", topic, group, *(f"{p}:0" for p in range(partitions)))
+    stop_file = env.control_plane.directory / f"stop-{uuid.uuid4().hex[:6]}"
+    ledger = subprocess.Popen(client_argv(env, ns, "ledger", topic, group, str(stop_file)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runs: dict[str, dict] = {}  # lastRunTime -> the status after that run
+    try:
+        apply(env, deletion("busy", ns, topic, {"consumedBy": [group]}, interval="30s"))
+
+        def deleting_runs():
+            assert ledger.poll() is None, ledger.communicate()
+            obj = get_json(env, "recorddeletion", "busy", "-n", ns)
+            st = obj.get("status") or {}
+            if st.get("lastRunTime") and condition(obj, "Ready").get("reason") == "Deleted":
+                runs[st["lastRunTime"]] = st
+            return [t for t, s in sorted(runs.items()) if any(r["recordsDeleted"] for r in s.get("partitions") or ())]
+        with explained(env):
+            wait_for("two runs of the RecordDeletion that deleted records", deleting_runs,
+                     until=lambda deleting: len(deleting) >= 2, timeout=180, interval=1)
+    finally:
+        stop_file.touch()
+        out, err = ledger.communicate(timeout=240)
+    assert ledger.returncode == 0, err[-3000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["errors"] == [] and result["consumer_errors"] == [], result
+    missing = set(result["delivered"]) - set(result["consumed"])
+    assert not missing, f"{len(missing)} of {len(result['delivered'])} produced records never consumed: {sorted(missing)[:10]}"
+    assert result["commits"] > 0 and len(result["delivered"]) > 0
+
+    def settled():
+        """The offsets and the status of the run that set them (no run in between)."""
+        before = get_json(env, "recorddeletion", "busy", "-n", ns)
+        state = client(env, ns, "offsets", topic, str(partitions), group)
+        after = get_json(env, "recorddeletion", "busy", "-n", ns)
+        return (state, after) if before["status"]["lastRunTime"] == after["status"]["lastRunTime"] else None
+    state, last = wait_for("offsets read between two runs", settled, timeout=90)
+    marks = {int(p): v for p, v in state["watermarks"].items()}
+    committed = {int(p): o for p, o in state["committed"].items()}
+    for p in range(partitions):
+        start, end = marks[p]
+        assert start == rows(last)[p]["lowWatermark"], (p, marks, last)
+        assert start <= committed[p], f"partition {p}: log start {start} above the group's commit {committed[p]}"
+    produced, left = sum(end for _, end in marks.values()), sum(end - start for start, end in marks.values())
+    assert produced == len(result["delivered"]), (marks, len(result["delivered"]))
+    # Bounded: the purge keeps up; only what was produced since the last run is still there.
+    assert left < produced / 2, f"{left} of {produced} records still in the topic after {len(runs)} runs: {marks}"
+    env.kubectl("delete", "recorddeletion", "busy", "-n", ns, "--wait=true", "--timeout=60s")
+
+
+def test_offset_policy_deletes_exactly_what_it_names_and_reapplying_changes_nothing(kube_node_env, fleet):
+    env, ns = kube_node_env, fleet
+    topic = "byoffset"
+    client(env, ns, "create", topic, "2")
+    for p in (0, 1):
+        produce(env, ns, topic, p, 30)
+    obj = deletion("off", ns, topic, {"offset": 10}, partitions=[0])
+    apply(env, obj)
+    done = status_of(env, ns, "off", "Deleted")
+    assert watermarks(env, ns, topic, 2) == {0: (10, 30), 1: (0, 30)}
+    assert rows(done) == {0: {"partition": 0, "lowWatermark": 10, "recordsDeleted": 10}}
+    assert done["status"]["recordsDeleted"] == 10 and "nextRunTime" not in done["status"]
+
+    # The same resource again: nothing changes, nothing runs. A second resource's run afterwards
+    # shows the operator was at work meanwhile.
+    assert "unchanged" in apply(env, obj)
+    produce(env, ns, topic, 0, 5)
+    apply(env, deletion("witness", ns, topic, {"offset": 3}, partitions=[1]))
+    status_of(env, ns, "witness", "Deleted")
+    again = get_json(env, "recorddeletion", "off", "-n", ns)
+    assert again["metadata"]["generation"] == done["metadata"]["generation"]
+    assert again["status"]["lastRunTime"] == done["status"]["lastRunTime"]
+    assert again["status"]["recordsDeleted"] == 10
+    assert watermarks(env, ns, topic, 2) == {0: (10, 35), 1: (3, 30)}
+    for name in ("off", "witness"):
+        env.kubectl("delete", "recorddeletion", name, "-n", ns, "--wait=true", "--timeout=60s")
+
+
+def test_timestamp_policy_deletes_the_records_older_than_the_time(kube_node_env, fleet):
+    env, ns = kube_node_env, fleet
+    topic = "bytime"
+    client(env, ns, "create", topic, "1")
+    produce(env, ns, topic, 0, 12, T0_MS)  # record i has CreateTime T0 + i seconds
+    when = datetime.fromtimestamp((T0_MS + 5000) / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    apply(env, deletion("ts", ns, topic, {"timestamp": when}))
+    got = status_of(env, ns, "ts", "Deleted")
+    assert watermarks(env, ns, topic, 1) == {0: (5, 12)}  # records 0-4 are older than T0+5s
+    assert rows(got)[0]["recordsDeleted"] == 5
+    env.kubectl("delete", "recorddeletion", "ts", "-n", ns, "--wait=true", "--timeout=60s")
+
+
+def test_bad_specs_get_a_condition_naming_the_field(kube_node_env, fleet):
+    env, ns = kube_node_env, fleet
+    topic = "badspecs"
+    client(env, ns, "create", topic, "2")
+    produce(env, ns, topic, 0, 10)
+    cases = [
+        ("bad-topic", deletion("bad-topic", ns, "no-such-topic", {"offset": 1}), "TopicNotFound", "spec.topic"),
+        ("bad-part", deletion("bad-part", ns, topic, {"offset": 1}, partitions=[0, 7]), "PartitionNotFound",
+         "spec.partitions"),
+        ("bad-group", deletion("bad-group", ns, topic, {"consumedBy": ["no-such-group"]}), "GroupNotFound",
+         "spec.before.consumedBy"),
+    ]
+    for _, obj, _, _ in cases:
+        apply(env, obj)
+    for name, _, reason, field in cases:
+        ready = condition(status_of(env, ns, name, reason), "Ready")
+        assert field in ready["message"] and ready["status"] == "False", ready
+    assert watermarks(env, ns, topic, 2) == {0: (0, 10), 1: (0, 0)}
+    for name, *_ in cases:
+        env.kubectl("delete", "recorddeletion", name, "-n", ns, "--wait=true", "--timeout=60s")
