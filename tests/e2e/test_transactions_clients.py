@@ -131,10 +131,10 @@ def settle(got: Callable[[], int], want: int, what: str) -> None:
     wait_for(f"{what}: no more records for 3 s", quiet, timeout=60, interval=0)
 
 
-def consume_confluent(bootstrap: str, topic: str, isolation: str, want: int) -> list[str]:
+def consume_confluent(bootstrap: str, topic: str, isolation: str, want: int, partitions: int = PARTITIONS) -> list[str]:
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": kafka_wire.unique_topic("rd"),
                      "isolation.level": isolation, "enable.auto.commit": False})
-    c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
     got: list[str] = []
 
     def more() -> int:
@@ -322,3 +322,61 @@ def test_kafka_transactions_lists_and_describes_an_open_transaction(shared_broke
     p.abort_transaction(60)
     rows = transactions_command(bootstrap, "list")
     assert [r[3] for r in rows if r[0] == tid] == ["CompleteAbort"], rows
+
+
+# A transactional producer (confluent-kafka) that opens a transaction on partition 0, says so, and
+# waits to be killed.
+HOLDER = """
+import sys, time
+import confluent_kafka as ck
+bootstrap, tid, topic, timeout_ms = sys.argv[1:5]
+p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": int(timeout_ms)})
+p.init_transactions(60)
+p.begin_transaction()
+for i in range(3):
+    p.produce(topic, b"doomed-%d" % i, partition=0)
+assert p.flush(30) == 0
+print("open", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_producer_killed_mid_transaction_holds_the_lso_until_its_timeout(shared_broker: ServerProcess) -> None:
+    """kill -9 of a producer with an open transaction: the partition's last stable offset stays
+    at the transaction's first offset while the coordinator still has it Ongoing, then, once the
+    transaction timeout has aborted it, moves to the end (past the ABORT marker); read_committed
+    consumers never see its records."""
+    import sys
+
+    from tests.e2e.test_transaction_coordinator import describe, find_coordinator
+
+    bootstrap = shared_broker.bootstrap
+    topic, tid = kafka_wire.unique_topic("txkill"), kafka_wire.unique_topic("txkill-id")
+    with kafka_wire.connect(bootstrap) as conn:
+        assert int(conn.create_topic(topic, 1)) == 0
+        conn.wait_for_leaders(topic, 1)
+    before = ck.Producer({"bootstrap.servers": bootstrap})
+    before.produce(topic, b"before", partition=0)
+    assert before.flush(30) == 0
+    # 30 s: far longer than the checks below take, so "still Ongoing" is their premise, not a race.
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, bootstrap, tid, topic, "30000"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        said = holder.stdout.readline().strip()
+    finally:
+        holder.kill()
+        holder.wait(30)
+    assert said == "open", f"the holding producer did not open its transaction: {holder.stderr.read()[-3000:]}"
+    with kafka_wire.connect(bootstrap) as conn:
+        find_coordinator(conn, tid)
+        lso, hw = conn.list_offsets(topic, 0, -1, 1), conn.list_offsets(topic, 0)
+        assert describe(conn, tid).transaction_state == "Ongoing"
+        assert (lso, hw) == (1, 4), "the open transaction (offsets 1-3) does not hold the last stable offset"
+        state = wait_for("the coordinator to abort the timed-out transaction", lambda: describe(conn, tid),
+                         timeout=120, until=lambda d: d.transaction_state == "CompleteAbort")
+        assert int(state.producer_epoch) >= 1
+        wait_for("the last stable offset past the ABORT marker",
+                 lambda: (conn.list_offsets(topic, 0, -1, 1), conn.list_offsets(topic, 0)), timeout=60,
+                 until=lambda v: v[0] == v[1] >= 5)
+    assert consume_confluent(bootstrap, topic, "read_committed", 1, partitions=1) == ["before"]
