@@ -6,7 +6,8 @@ returns exactly the committed records (none twice) and, read_uncommitted, the ab
 family's group has offset 30 (the last committed transaction's), never an aborted one's.
 Kafka's own TransactionalMessageCopier (kafka-clients 4.1) is the fifth producer, in
 test_transactions_system.py. Lastly `kafka-transactions.sh list` and `describe` (Kafka's
-TransactionsCommand, kafka-tools 4.1) show an open transaction, and list shows it aborted after.
+TransactionsCommand, kafka-tools 4.1) show an open transaction, `describe-producers` its producer
+on the partition with the transaction's first offset, and list shows it aborted after.
 
     pytest tests/e2e/test_transactions_clients.py [--kafka-target=apache]
 """
@@ -318,6 +319,11 @@ def test_kafka_transactions_lists_and_describes_an_open_transaction(shared_broke
     assert described["ProducerId"] == mine[0][2]
     assert described["TransactionTimeoutMs"] == "120000"
     assert described["TopicPartitions"].split(",") == [f"{topic}-1"], f"the transaction's partitions: {rows}"
+
+    rows = transactions_command(bootstrap, "describe-producers", "--topic", topic, "--partition", "1")
+    producers = [dict(zip(rows[0], r)) for r in rows[1:]]
+    assert [(d["ProducerId"], d["CurrentTransactionStartOffset"], d["LastSequence"]) for d in producers] == [
+        (mine[0][2], "0", "0")], rows
 
     p.abort_transaction(60)
     rows = transactions_command(bootstrap, "list")
