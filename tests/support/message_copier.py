@@ -5,8 +5,8 @@ closes the clients) or hard (kill -9), its JSON status lines read for progress.
 The copier reads its partition with read_committed from the group's committed offset up to the end
 offset it saw at launch; each poll becomes one transaction (the records copied to the same
 partition of the output topic, the consumer's position sent with sendOffsetsToTransaction), about a
-third of them aborted with --enable-random-aborts. It prints `{"progress": id, "totalProcessed",
-"remaining", ...}` before each poll (`remaining` counts input records not yet committed, so a
+third of them aborted with --enable-random-aborts. It prints `{"transactionalId", "stage":
+"ProcessLoop", "totalProcessed", "remaining", ...}` before each poll (`remaining` counts input records not yet committed, so a
 restart starts from what is left) and exits 0 once nothing remains.
 
     c = Copier(workdir, bootstrap, transactional_id="copier-0", ...); c.start(); c.restart(clean=False)
@@ -85,7 +85,10 @@ class Copier:
                     status = json.loads(line)
                 except ValueError:
                     continue
-                if proc is self.proc and ("progress" in status or "shutdown_complete" in status):
+                # kafka-tools 4.1: {"transactionalId", "stage": "ProcessLoop"|"ShutdownComplete",
+                # "totalProcessed", "consumed", "remaining", "time"} (older tools named the id
+                # "progress"/"shutdown_complete"): any line with the counts will do.
+                if proc is self.proc and isinstance(status, dict) and {"totalProcessed", "remaining"} <= status.keys():
                     self.last = status
 
     def running(self) -> bool:

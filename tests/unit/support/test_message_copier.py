@@ -1,5 +1,6 @@
 """tests/support/message_copier.py without Kafka: a stand-in process prints the copier's status
-lines, so that progress, restarts and the exits the system test tells apart are checked here."""
+lines (as kafka-tools 4.1 writes them), so that progress, restarts and the exits the system test
+tells apart are checked here."""
 
 from __future__ import annotations
 
@@ -21,13 +22,14 @@ crash = sys.argv[1] == "crash"
 left, done = 10, 0
 print("log4j: not a status line", flush=True)
 while left > 0:
-    print(json.dumps({"progress": tid, "totalProcessed": done, "remaining": left, "stage": "ProcessLoop"}), flush=True)
+    print(json.dumps({"transactionalId": tid, "stage": "ProcessLoop", "totalProcessed": done, "consumed": done,
+                      "remaining": left}), flush=True)
     time.sleep(0.2)
     if crash and done:
         sys.exit(1)
     n = min(4, left)
     left, done = left - n, done + n
-print(json.dumps({"shutdown_complete": tid, "totalProcessed": done, "remaining": 0}), flush=True)
+print(json.dumps({"transactionalId": tid, "stage": "ShutdownComplete", "totalProcessed": done, "remaining": 0}), flush=True)
 """
 
 
@@ -51,7 +53,7 @@ def test_progress_and_a_clean_finish(tmp_path, fake) -> None:
         wait_for("the copier to finish", c.done, timeout=30)
         assert c.remaining() == 0 and c.progress_since_start() == 1.0
         assert c.unexpected_exit() is None
-        assert '"shutdown_complete"' in c.stdout_path.read_text()
+        assert '"ShutdownComplete"' in c.stdout_path.read_text()
     finally:
         c.close()
 
