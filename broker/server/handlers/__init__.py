@@ -9,7 +9,7 @@ _MODULES = (
     "create_topics", "delete_topics", "create_partitions", "describe_configs", "alter_configs",
     "incremental_alter_configs", "describe_cluster",
     "init_producer_id", "add_partitions_to_txn", "add_offsets_to_txn", "end_txn",
-    "describe_transactions", "list_transactions", "txn_offset_commit",
+    "describe_transactions", "list_transactions", "describe_producers", "txn_offset_commit",
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups",
     "describe_client_quotas", "alter_client_quotas", "offset_for_leader_epoch", "elect_leaders",

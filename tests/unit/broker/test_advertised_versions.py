@@ -9,7 +9,7 @@ from broker.server.handlers import all_handlers
 # 0-1 in the 4.1 kafka-clients message schemas; 21: DeleteRecords, validVersions 0-2 there).
 KAFKA_4_1_MAX = {
     0: 13, 1: 18, 2: 10, 3: 13, 8: 9, 9: 9, 10: 6, 11: 9, 12: 4, 13: 5, 14: 5, 15: 6, 16: 5, 18: 4,
-    19: 7, 20: 6, 21: 2, 22: 5, 23: 4, 24: 5, 25: 4, 26: 5, 28: 4, 32: 4, 33: 2, 37: 3, 42: 2, 43: 2, 44: 1, 48: 1, 49: 1, 60: 2, 65: 0, 66: 1,
+    19: 7, 20: 6, 21: 2, 22: 5, 23: 4, 24: 5, 25: 4, 26: 5, 28: 4, 32: 4, 33: 2, 37: 3, 42: 2, 43: 2, 44: 1, 48: 1, 49: 1, 60: 2, 61: 0, 65: 0, 66: 1,
 }
 KAFKA_4_1_MAX[27] = 1  # WriteTxnMarkers: v1 only (v0 removed in 4.0)
 

@@ -48,8 +48,13 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * seek-epoch     --bootstrap B --topic T --offset O --epoch E [--offset-reset none|earliest]
  *                seeks partition 0 to O with leader epoch E (the consumer validates the position with
  *                OffsetForLeaderEpoch), polls; prints {"first_offset":N} or {"error":ExceptionClass}
+ * transact       --bootstrap B --topic T --transactional-id ID --plan commit:N,abort:M,...
+ *                [--partitions P] [--offsets-group G]   one transaction per step of the plan, its N
+ *                records "ID-<step><c|a>-<i>" spread over partitions 0..P-1, then committed or aborted;
+ *                with --offsets-group, each step also sends offset 10*(step+1) of partition 0 of T for
+ *                G (sendOffsetsToTransaction); prints {"step","result","values":[...]} per step
  * consume        --bootstrap B --topic T [--group G] [--offset-reset earliest|latest] [--max N]
- *                [--timeout-ms MS] [--commit]   prints {"event":"assigned"|"revoked"|"record"|...};
+ *                [--timeout-ms MS] [--commit] [--isolation read_committed|read_uncommitted]   prints {"event":"assigned"|"revoked"|"record"|...};
  *                stdin commands: "commit" (commitSync of what was printed), "exit" or EOF (close;
  *                with --max, EOF is ignored and the tool stops after N records or the timeout)
  * list-topics    --bootstrap B                  prints {"topics":[...]}
@@ -81,6 +86,7 @@ public final class Main {
     switch (argv[0]) {
       case "produce" -> rc = produce(bootstrap, opts);
       case "consume" -> rc = consume(bootstrap, opts);
+      case "transact" -> rc = transact(bootstrap, opts);
       case "seek-epoch" -> rc = seekEpoch(bootstrap, opts);
       case "list-topics" -> rc = listTopics(bootstrap);
       case "describe-cluster" -> rc = describeCluster(bootstrap);
@@ -195,6 +201,61 @@ public final class Main {
 
   // ---------------------------------------------------------------------------------------------
 
+  /** A transactional producer following a plan of committed and aborted transactions. */
+  private static int transact(String bootstrap, Map<String, String> opts) throws Exception {
+    String topic = need(opts, "topic");
+    String id = need(opts, "transactional-id");
+    int partitions = Integer.parseInt(opts.getOrDefault("partitions", "1"));
+    String offsetsGroup = opts.get("offsets-group");
+    Properties p = new Properties();
+    p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
+    p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "60000");
+    p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+    p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "60000");
+    p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+      producer.initTransactions();
+      String[] steps = need(opts, "plan").split(",");
+      for (int step = 0; step < steps.length; step++) {
+        String[] kv = steps[step].split(":");
+        boolean commit = kv[0].equals("commit");
+        if (!commit && !kv[0].equals("abort")) {
+          throw new IllegalArgumentException("plan step " + steps[step] + ": commit:N or abort:N");
+        }
+        int count = Integer.parseInt(kv[1]);
+        producer.beginTransaction();
+        ObjectNode n = JSON.createObjectNode();
+        ArrayNode values = n.putArray("values");
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+          String v = id + "-" + step + (commit ? "c" : "a") + "-" + i;
+          sent.add(producer.send(new ProducerRecord<>(topic, i % partitions, null, v.getBytes(StandardCharsets.UTF_8))));
+          values.add(v);
+        }
+        producer.flush();
+        for (Future<RecordMetadata> f : sent) {
+          f.get(30, TimeUnit.SECONDS);  // written (undecided) before the transaction ends
+        }
+        if (offsetsGroup != null) {
+          producer.sendOffsetsToTransaction(
+              Map.of(new TopicPartition(topic, 0), new org.apache.kafka.clients.consumer.OffsetAndMetadata(10L * (step + 1))),
+              new org.apache.kafka.clients.consumer.ConsumerGroupMetadata(offsetsGroup));
+        }
+        if (commit) {
+          producer.commitTransaction();
+        } else {
+          producer.abortTransaction();
+        }
+        n.put("step", step);
+        n.put("result", commit ? "commit" : "abort");
+        emit(n);
+      }
+    }
+    return 0;
+  }
+
   private static int seekEpoch(String bootstrap, Map<String, String> opts) {
     TopicPartition tp = new TopicPartition(need(opts, "topic"), 0);
     Properties p = new Properties();
@@ -239,6 +300,7 @@ public final class Main {
     p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
     p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
     p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+    p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, opts.getOrDefault("isolation", "read_uncommitted"));
     p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     if (group != null) {
