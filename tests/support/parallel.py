@@ -75,6 +75,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(group_of(item)))
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Fail loudly if xdist did not take the groups (it rewrites node ids, which pytest 9 changed):
+    without them a module's tests spread over workers, each building its fixtures, and two workers
+    start the real node at once."""
+    config = session.config
+    if _distributed(config) and config.getvalue("loadgroup"):
+        ungrouped = [i.nodeid for i in session.items if "@" not in i.nodeid]
+        if ungrouped:
+            raise pytest.UsageError(f"pytest-xdist ignored the module groups (e.g. {ungrouped[0]}); "
+                                    "check the pytest and pytest-xdist versions (pyproject.toml)")
+
+
 _spent: dict[str, float] = defaultdict(float)
 
 
