@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.e2e.test_operator_pods import condition, get_json
 from tests.support import cluster_dns
 from tests.support.waiting import wait_for
 
@@ -43,18 +44,6 @@ OPERATOR_NS = "flotilla"
 NAME = "fleet"
 READY_TIMEOUT = 300
 T0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the first record's CreateTime in the timestamp test
-
-
-def get_json(env, *args: str, check: bool = True) -> dict | None:
-    proc = env.kubectl("get", *args, "-o", "json", check=check)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
-
-
-def condition(obj: dict | None, type_: str) -> dict:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c["type"] == type_:
-            return c
-    return {}
 
 
 def operator_log(env, tail: int = 200) -> str:
