@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.e2e.test_operator_pods import condition, get_json
+from tests.e2e.test_operator_pods import cluster_ready, condition, get_json
 from tests.support import cluster_dns
 from tests.support.waiting import wait_for
 
@@ -108,16 +108,6 @@ def _uninstall(env, docs: list[dict]) -> None:
             env.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], *where, "--ignore-not-found",
                         check=False)
     env.kubectl("delete", "namespace", OPERATOR_NS, "--ignore-not-found", "--timeout=120s", check=False, timeout=150)
-
-
-def cluster_ready(env, ns: str, replicas: int = 3):
-    def check():
-        kc = get_json(env, "kafkacluster", NAME, "-n", ns)
-        status = kc.get("status") or {}
-        return kc if (condition(kc, "Ready").get("status") == "True"
-                      and status.get("observedGeneration") == kc["metadata"]["generation"]
-                      and status.get("readyReplicas") == replicas) else None
-    return check
 
 
 @pytest.fixture(scope="module")
