@@ -156,11 +156,11 @@ class KafkaConnection:
 
     # -- conveniences --------------------------------------------------------------------------
 
-    def api_versions(self) -> Any:
-        from kio.schema.api_versions.v3.request import ApiVersionsRequest
-
+    def api_versions(self, version: int = 3) -> Any:
+        """ApiVersions at `version` (3 or 4: v4 is the first to list features whose minimum is 0)."""
+        module = importlib.import_module(f"kio.schema.api_versions.v{version}.request")
         return self.request(
-            ApiVersionsRequest(client_software_name="flotilla-tests", client_software_version="0")
+            module.ApiVersionsRequest(client_software_name="flotilla-tests", client_software_version="0")
         )
 
     def metadata(self, topics: Sequence[str] | None = None, auto_create: bool = False) -> Any:
