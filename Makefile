@@ -17,9 +17,8 @@ unit: setup
 
 # The client interop, durability and bad-input suites against a real Apache Kafka 4.1 (jars from
 # Maven Central, cached): checks that the tests themselves expect what Kafka does.
-interop-apache: setup
-	bash scripts/setup.d/10-clients.sh
-	.venv/bin/pytest tests/e2e/test_interop_*.py tests/e2e/test_durability.py tests/e2e/test_bad_input.py tests/e2e/test_delete_records.py tests/e2e/test_record_deletion_client.py tests/e2e/test_delete_records_fleet.py tests/e2e/test_transactions_end_to_end.py tests/e2e/test_transactions_clients.py tests/e2e/test_transactions_system.py --kafka-target=apache -q
+interop-apache:
+	bash scripts/interop-apache.sh
 
 bench: setup
 	.venv/bin/python -m bench

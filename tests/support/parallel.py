@@ -32,6 +32,12 @@ def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def for_target(path: Path, config: pytest.Config) -> Path:
+    """The Kafka-reference run (--kafka-target=apache) keeps its own times: Kafka starts slower."""
+    target = config.getoption("--kafka-target", default="flotilla")
+    return path if target == "flotilla" else path.with_name(f"{path.stem}-{target}{path.suffix}")
+
+
 def expected_seconds(path: Path = DURATIONS) -> dict[str, float]:
     try:
         return {k: float(v) for k, v in json.loads(path.read_text()).items()}
@@ -70,7 +76,7 @@ def _distributed(config: pytest.Config) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not _distributed(config):
         return
-    items[:] = longest_first(items, expected_seconds())
+    items[:] = longest_first(items, expected_seconds(for_target(DURATIONS, config)))
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group_of(item)))
 
@@ -98,5 +104,6 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _distributed(session.config) or not _spent:
         return  # the controller (or a run without xdist) writes the file
-    MEASURED.parent.mkdir(parents=True, exist_ok=True)
-    MEASURED.write_text(json.dumps({k: round(v, 1) for k, v in sorted(_spent.items())}, indent=1) + "\n")
+    measured = for_target(MEASURED, session.config)
+    measured.parent.mkdir(parents=True, exist_ok=True)
+    measured.write_text(json.dumps({k: round(v, 1) for k, v in sorted(_spent.items())}, indent=1) + "\n")
