@@ -13,6 +13,7 @@ import sys
 SUBCOMMANDS = {
     "broker": ("broker.cli", "run a Kafka-compatible broker"),
     "operator": ("flotilla_operator.cli", "run the Kubernetes operator (kopf) against the current kubeconfig"),
+    "random-uuid": ("broker.metadata.random_uuid", "print a new cluster.id (as kafka-storage.sh random-uuid does)"),
     "testenv": ("flotilla.testenv.cli", "build, start and stop a local Kubernetes control plane for tests"),
 }
 

@@ -187,7 +187,10 @@ class Broker:
                         f"node.id {self.node_id} is already registered by another live broker ({e}); "
                         f"each broker of a cluster needs its own node.id") from None
             except ClusterIdMismatch as e:
-                raise WrongCluster(f"{e}; check cluster.id and flotilla.cluster.name") from None
+                raise WrongCluster(
+                    f"{e}; every broker of one cluster needs the same cluster.id (make one with `flotilla random-uuid` "
+                    f"and pass --override cluster.id=<it> to each broker before its first start), or another "
+                    f"flotilla.cluster.name") from None
             await asyncio.sleep(1.0)
 
     def _waiting_for_store(self, why: str) -> None:

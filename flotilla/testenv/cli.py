@@ -1,6 +1,6 @@
 """`flotilla testenv build|up|down`: build the binaries, start and stop a control plane.
 
-`up` prints exactly one line on stdout, `KUBECONFIG=<path>`, so `eval "$(flotilla testenv up)"`
+`up` prints exactly one line on stdout, `export KUBECONFIG=<path>`, so `eval "$(flotilla testenv up)"`
 works; progress goes to stderr.
 """
 
@@ -82,7 +82,7 @@ def _start(args: argparse.Namespace) -> int:
     if existing and existing.running():
         if len(existing.running()) == len(existing.records):
             print(f"[testenv] already running in {directory}", file=sys.stderr)
-            print(f"KUBECONFIG={existing.kubeconfig}")
+            print(f"export KUBECONFIG={existing.kubeconfig}")
             return 0
         print(f"[testenv] partly running in {directory}; restarting", file=sys.stderr)
         existing.down()
@@ -102,7 +102,7 @@ def _start(args: argparse.Namespace) -> int:
     cp = ControlPlane(directory=directory, bin_dir=bin_dir, node_count=nodes, kubelet=args.kubelet,
                       images=images_)
     kubeconfig = cp.up()
-    print(f"KUBECONFIG={kubeconfig}")
+    print(f"export KUBECONFIG={kubeconfig}")
     return 0
 
 

@@ -232,7 +232,7 @@ def test_cli_up_prints_one_line_and_down_leaves_no_process(kube_env, tmp_path):
                          "--nodes", "1"], capture_output=True, text=True, timeout=180)
     try:
         assert up.returncode == 0, up.stderr
-        assert up.stdout == f"KUBECONFIG={state / 'kubeconfig'}\n"
+        assert up.stdout == f"export KUBECONFIG={state / 'kubeconfig'}\n"
         recorded = json.loads((state / "state.json").read_text())["processes"]
         assert [p["name"] for p in recorded] == [
             "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
