@@ -73,11 +73,12 @@ class ScramServer(SaslServer):
     """RFC 5802: client-first -> server-first (salt, iterations, nonce); client-final (proof) ->
     server-final (server signature). Unknown users fail at the first message, as Kafka's."""
 
-    def __init__(self, mechanism: str, credentials: ScramCredentials) -> None:
+    def __init__(self, mechanism: str, credentials: ScramCredentials, s_nonce: str | None = None) -> None:
+        """`s_nonce`: the server's nonce, random unless a test fixes it (RFC 7677's example)."""
         self.mechanism = mechanism
         self.credentials = credentials
         self._unknown: str | None = None
-        self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
+        self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info, s_nonce=s_nonce)
         self._step = 0
 
     def _auth_info(self, username: str):
