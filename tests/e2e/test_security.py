@@ -259,3 +259,47 @@ def test_mtls_refuses_missing_and_untrusted_client_certificates(secure):
                 s.sendall(b"\0\0\0\0")
                 if not s.recv(1):
                     raise ConnectionError("closed")
+
+
+def _set_user_byte_rate(secure: SecureBroker, user: str, rate: float | None) -> None:
+    """AlterClientQuotas (over the PLAINTEXT listener): producer_byte_rate for a user entity (None: remove)."""
+    from kio.schema.alter_client_quotas.v1 import request as q
+    from kio.static.primitive import f64
+
+    with kafka_wire.connect(secure.broker.bootstrap) as conn:
+        answer = conn.request(q.AlterClientQuotasRequest(entries=(q.EntryData(
+            entity=(q.EntityData(entity_type="user", entity_name=user),),
+            ops=(q.OpData(key="producer_byte_rate", value=f64(rate or 0.0), remove=rate is None),)),), validate_only=False))
+    assert [e.error_code for e in answer.entries] == [ErrorCode.none], answer
+
+
+def _throttled(conf: dict, topic: str) -> float:
+    """Largest throttle time (s) librdkafka reports while producing 200 KB as `conf`'s principal."""
+    from confluent_kafka import Producer
+
+    seen = [0.0]
+    p = Producer({**conf, "acks": "all", "linger.ms": 0,
+                  "throttle_cb": lambda e: seen.__setitem__(0, max(seen[0], e.throttle_time))})
+    for i in range(20):
+        p.produce(topic, b"q" * 10_000, partition=0)
+        p.poll(0)
+    assert p.flush(60) == 0, "records left undelivered"
+    p.poll(0.5)  # serve a throttle event that came with the last answers
+    return seen[0]
+
+
+def test_the_principal_is_the_user_quotas_apply_to(secure):
+    """The authenticated principal is on the connection: a user quota (KIP-13, applied to the
+    principal's name) throttles alice over SASL and the mTLS subject, and neither bob nor an
+    anonymous SSL client. (ACLs will read the same principal.)"""
+    topic = make_topic(secure.broker, 1, "sec-quota")
+    _set_user_byte_rate(secure, "alice", 1024)
+    _set_user_byte_rate(secure, MTLS_PRINCIPAL_NAME, 1024)
+    try:
+        assert _throttled(secure.confluent("SASL_SSL", user="alice"), topic) > 0, "alice (SCRAM) was not throttled"
+        assert _throttled(secure.confluent("MTLS", cert="alice"), topic) > 0, f"{MTLS_PRINCIPAL_NAME} was not throttled"
+        assert _throttled(secure.confluent("SASL_PLAINTEXT", user="bob", mechanism="PLAIN"), topic) == 0
+        assert _throttled(secure.confluent("SSL"), topic) == 0
+    finally:
+        _set_user_byte_rate(secure, "alice", None)
+        _set_user_byte_rate(secure, MTLS_PRINCIPAL_NAME, None)
