@@ -124,6 +124,7 @@ def _confluent_auth_error(conf: dict) -> str:
     admin = AdminClient({**conf, "error_cb": errors.append})
     with pytest.raises(Exception):
         admin.list_topics(timeout=8)
+    admin.poll(1)  # error_cb runs from poll()
     auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
     assert auth, f"no authentication error reported, only {errors}"
     return auth[0].str()
@@ -230,6 +231,7 @@ def test_plaintext_client_on_a_tls_port_fails_and_the_broker_keeps_serving(secur
     admin = AdminClient({"bootstrap.servers": secure.address("SSL"), "error_cb": errors.append})
     with pytest.raises(Exception):
         admin.list_topics(timeout=5)
+    admin.poll(1)  # error_cb runs from poll()
     assert errors, "librdkafka reported nothing"
     # ... and the listener still serves TLS clients.
     topic = make_topic(secure.broker, 1, "after-garbage")
@@ -249,6 +251,7 @@ def test_mtls_refuses_missing_and_untrusted_client_certificates(secure):
         admin = AdminClient({**secure.confluent("MTLS", cert=cert), "error_cb": errors.append})
         with pytest.raises(Exception):
             admin.list_topics(timeout=5)
+        admin.poll(1)  # error_cb runs from poll()
         assert errors, f"client certificate {cert}: librdkafka reported nothing"
     # Python's ssl: the server's alert arrives on the first read (TLS 1.3) or fails the handshake.
     ctx = ssl.create_default_context(cafile=str(secure.pki.ca_file))
@@ -269,7 +272,7 @@ def _set_user_byte_rate(secure: SecureBroker, user: str, rate: float | None) -> 
     with kafka_wire.connect(secure.broker.bootstrap) as conn:
         answer = conn.request(q.AlterClientQuotasRequest(entries=(q.EntryData(
             entity=(q.EntityData(entity_type="user", entity_name=user),),
-            ops=(q.OpData(key="producer_byte_rate", value=f64(rate or 0.0), remove=rate is None),)),), validate_only=False))
+            ops=(q.OpData(key="producer_byte_rate", value=f64(float(rate or 0)), remove=rate is None),)),), validate_only=False))
     assert [e.error_code for e in answer.entries] == [ErrorCode.none], answer
 
 
