@@ -32,11 +32,12 @@ _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required
 
 
 def normalize_pem(text: str) -> str:
-    """PEM blocks with their base64 re-wrapped: Kafka accepts inline PEM on one line or with
-    properties-file continuations, where line breaks inside the base64 are lost or moved."""
+    """PEM blocks with their base64 re-wrapped, so inline PEM may come with its line breaks, on one
+    line, with properties-file continuation lines or with `\\n` escapes (a properties file's
+    newline, which Kafka's Java properties reader decodes)."""
     blocks = []
     for label, body in _PEM_BLOCK.findall(text):
-        b64 = re.sub(r"\s+", "", body)
+        b64 = re.sub(r"\\[nrt]|\s+", "", body)
         lines = [b64[i:i + 64] for i in range(0, len(b64), 64)]
         blocks.append(f"-----BEGIN {label}-----\n" + "\n".join(lines) + f"\n-----END {label}-----\n")
     return "".join(blocks)

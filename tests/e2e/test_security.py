@@ -123,7 +123,7 @@ def _confluent_auth_error(conf: dict) -> str:
     errors: list = []
     admin = AdminClient({**conf, "error_cb": errors.append})
     with pytest.raises(Exception):
-        admin.list_topics(timeout=8)
+        admin.list_topics(timeout=3)
     admin.poll(1)  # error_cb runs from poll()
     auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
     assert auth, f"no authentication error reported, only {errors}"
@@ -142,7 +142,8 @@ def test_wrong_password_is_refused_with_kafkas_error(secure, kafka_target, liste
     # kafka-python logs the broker's SASL_AUTHENTICATION_FAILED answer and gives up bootstrapping.
     with caplog.at_level("ERROR", logger="kafka"):
         with pytest.raises(PyKafkaError):
-            KafkaProducer(**secure.kafka_python(listener, mechanism=mechanism, password="wrong"), max_block_ms=5000)
+            KafkaProducer(**secure.kafka_python(listener, mechanism=mechanism, password="wrong"),
+                          bootstrap_timeout_ms=3000)
     logged = [r.getMessage() for r in caplog.records if "SaslAuthenticationFailedError" in r.getMessage()]
     assert logged and expected in logged[0], [r.getMessage() for r in caplog.records][-5:]
     if kafka_target == "flotilla":

@@ -4,7 +4,7 @@ client settings for each, for tests/e2e/test_security.py.
 Listeners: PLAINTEXT (readiness checks and admin), SSL (server certificate only), MTLS (SSL with
 `ssl.client.auth=required`), SASL_PLAINTEXT and SASL_SSL (PLAIN and SCRAM-SHA-512). The keystore
 is Kafka's PEM file form (key + chain in one file) on SSL and SASL_SSL, and the
-inline form (ssl.keystore.certificate.chain / ssl.keystore.key on one line) on MTLS. SCRAM
+inline form (ssl.keystore.certificate.chain / ssl.keystore.key) on MTLS. SCRAM
 credentials go to Flotilla as a file and to Apache Kafka through kafka-storage --add-scram.
 """
 
@@ -67,8 +67,11 @@ class SecureBroker:
         return kw
 
 
-def one_line(pem: bytes) -> str:
-    return pem.decode().replace("\n", " ").strip()
+def inline(pem: bytes, target: str) -> str:
+    """PEM text for an inline ssl.* value: Flotilla gets it through --override with its line
+    breaks; Apache Kafka reads a properties file, where a line break is written `\\n`."""
+    text = pem.decode().strip()
+    return text.replace("\n", "\\n") if target == "apache" else text
 
 
 def make_secure_broker(target: str, workdir: Path, pki: TestPki) -> SecureBroker:
@@ -84,8 +87,8 @@ def make_secure_broker(target: str, workdir: Path, pki: TestPki) -> SecureBroker
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(pki.ca_file),
         "listener.name.mtls.ssl.client.auth": "required",
-        "listener.name.mtls.ssl.keystore.certificate.chain": one_line(pki.broker.cert_pem() + pki.ca.cert_pem()),
-        "listener.name.mtls.ssl.keystore.key": one_line(pki.broker.key_pem()),
+        "listener.name.mtls.ssl.keystore.certificate.chain": inline(pki.broker.cert_pem() + pki.ca.cert_pem(), target),
+        "listener.name.mtls.ssl.keystore.key": inline(pki.broker.key_pem(), target),
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
     }
     for listener in ("ssl", "sasl_ssl"):

@@ -127,8 +127,8 @@ def test_mtls_needs_a_truststore(pki):
 
 
 def test_normalize_pem_rewraps_base64():
-    text = "-----BEGIN CERTIFICATE----- QUJD REVG\nR0g= -----END CERTIFICATE-----"
-    assert normalize_pem(text) == "-----BEGIN CERTIFICATE-----\nQUJDREVGR0g=\n-----END CERTIFICATE-----\n"
+    text = "-----BEGIN CERTIFICATE----- QUJD REVG\nR0g=\\nSUo= -----END CERTIFICATE-----"
+    assert normalize_pem(text) == "-----BEGIN CERTIFICATE-----\nQUJDREVGR0g=SUo=\n-----END CERTIFICATE-----\n"
 
 
 def test_listener_security_per_listener(pki, tmp_path):
