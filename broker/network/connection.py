@@ -212,6 +212,9 @@ class Connection:
         self.closing = True
         try:
             self.writer.close()
-            await asyncio.wait_for(self.writer.wait_closed(), 5)
+            # TLS waits for the peer's close_notify, which an idle or vanished client never sends:
+            # give it a second, then drop the connection.
+            await asyncio.wait_for(self.writer.wait_closed(), 1 if self.tls else 5)
         except Exception:
-            pass
+            if self.tls:
+                self.writer.transport.abort()

@@ -133,8 +133,7 @@ class SocketServer:
             _, pending = await asyncio.wait(busy, timeout=grace_s)
             for t in pending:
                 t.cancel()
-        for c in list(self.connections):
-            await c.close()
+        await asyncio.gather(*(c.close() for c in list(self.connections)))
         remaining = list(self._tasks.values())
         if remaining:
             await asyncio.wait(remaining, timeout=grace_s)
