@@ -1,6 +1,7 @@
 """Principals: the certificate subject as Kafka writes it, and ssl.principal.mapping.rules."""
 
 import pytest
+from cryptography.hazmat.primitives.serialization import Encoding
 
 from broker.security.principal import ANONYMOUS, PrincipalMapper, certificate_subject, user
 from tests.support.tls_certs import make_pki
@@ -13,7 +14,7 @@ def test_principal_strings_are_what_acls_name():
 
 def test_certificate_subject_most_specific_first(tmp_path):
     pki = make_pki(tmp_path)
-    der = pki.clients["alice"].cert.public_bytes(__import__("cryptography").hazmat.primitives.serialization.Encoding.DER)
+    der = pki.clients["alice"].cert.public_bytes(Encoding.DER)
     assert certificate_subject(der) == "CN=alice,OU=clients,O=Flotilla Tests"
 
 
