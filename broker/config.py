@@ -45,6 +45,9 @@ def _parse_listeners(value: str) -> tuple[Listener, ...]:
     return tuple(out)
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
 def _parse_protocol_map(value: str) -> dict[str, str]:
     out = {}
     for item in (v.strip() for v in value.split(",") if v.strip()):
@@ -52,8 +55,8 @@ def _parse_protocol_map(value: str) -> dict[str, str]:
         if not sep:
             raise ValueError(f"{item!r} is not NAME:PROTOCOL")
         proto = proto.strip().upper()
-        if proto != "PLAINTEXT":
-            raise ValueError(f"security protocol {proto} is not supported yet (only PLAINTEXT)")
+        if proto not in SECURITY_PROTOCOLS:
+            raise ValueError(f"security protocol {proto} is not one of {', '.join(SECURITY_PROTOCOLS)}")
         out[name.strip().upper()] = proto
     return out
 
@@ -75,6 +78,21 @@ def _parse_bool(value: str) -> bool:
     if v in ("false", "0", "no"):
         return False
     raise ValueError(f"{value!r} is not true or false")
+
+
+def _mechanisms(value: str) -> tuple[str, ...]:
+    return tuple(m.strip().upper() for m in value.split(",") if m.strip())
+
+
+def _upper(value: str) -> str:
+    return value.strip().upper()
+
+
+def _mapping_rules(value: str) -> str:
+    from broker.security.principal import PrincipalMapper
+
+    PrincipalMapper(value)  # raises ValueError naming the bad rule
+    return value
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:
@@ -174,8 +192,45 @@ KEYS: tuple[Key, ...] = (
         "Addresses the broker binds, as NAME://host:port (comma separated)."),
     Key("advertised.listeners", "", lambda v: _parse_listeners(v) if v.strip() else (),
         "Addresses given to clients in Metadata; defaults to `listeners`."),
-    Key("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT", _parse_protocol_map,
-        "Security protocol of each listener name, NAME:PROTOCOL (only PLAINTEXT today)."),
+    Key("listener.security.protocol.map",
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", _parse_protocol_map,
+        "Security protocol of each listener name, NAME:PROTOCOL (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); "
+        "see docs/security.md."),
+    # -- listener security (broker/security/, docs/security.md). The ssl.* keys and
+    # sasl.enabled.mechanisms may also be given per listener as listener.name.<name>.<key>.
+    Key("sasl.enabled.mechanisms", "GSSAPI", _mechanisms,
+        "SASL mechanisms SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's "
+        "default, and OAUTHBEARER are not served: a SASL listener needs this set)."),
+    Key("sasl.server.max.receive.size", "524288", _int_at_least(1),
+        "Largest frame a SASL listener reads before the client has authenticated."),
+    Key("connection.failed.authentication.delay.ms", "100", _int_at_least(0),
+        "How long the broker waits before answering a failed authentication and closing the connection."),
+    Key("flotilla.sasl.scram.credentials.file", "", str.strip,
+        "File of static SCRAM credentials, one per line in kafka-storage's --add-scram syntax: "
+        "SCRAM-SHA-512=[name=alice,password=...] or [name=...,salt=...,saltedpassword=...,iterations=...]. "
+        "Kafka keeps these in its metadata; Flotilla will too (a later slice)."),
+    Key("ssl.keystore.type", "JKS", _upper,
+        "Keystore format: PEM or PKCS12 (JKS, Kafka's default, is refused: convert it)."),
+    Key("ssl.keystore.location", "", str.strip, "Keystore file (PEM: private key and certificate chain in one file)."),
+    Key("ssl.keystore.password", "", str, "Password of a PKCS12 keystore."),
+    Key("ssl.key.password", "", str, "Password of the private key (encrypted PEM key)."),
+    Key("ssl.keystore.certificate.chain", "", str,
+        "The certificate chain in PEM, inline (with ssl.keystore.type=PEM and ssl.keystore.key)."),
+    Key("ssl.keystore.key", "", str, "The private key in PEM, inline (with ssl.keystore.certificate.chain)."),
+    Key("ssl.truststore.type", "JKS", _upper, "Truststore format: PEM or PKCS12."),
+    Key("ssl.truststore.location", "", str.strip, "Truststore file: the CAs client certificates must chain to."),
+    Key("ssl.truststore.password", "", str, "Password of a PKCS12 truststore."),
+    Key("ssl.truststore.certificates", "", str, "Trusted CA certificates in PEM, inline (ssl.truststore.type=PEM)."),
+    Key("ssl.client.auth", "none", lambda v: v.strip().lower(),
+        "Client certificates on SSL listeners: none, requested or required (mTLS). On SASL_SSL listeners "
+        "only the listener.name.<name>.ssl.client.auth form counts, as in Kafka (KIP-684)."),
+    Key("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", str, "TLS versions the broker accepts."),
+    Key("ssl.protocol", "TLSv1.3", str.strip, "Accepted for compatibility; ssl.enabled.protocols decides."),
+    Key("ssl.endpoint.identification.algorithm", "https", str.strip,
+        "Accepted for compatibility (a client-side check)."),
+    Key("ssl.principal.mapping.rules", "DEFAULT", _mapping_rules,
+        "How a client certificate's subject becomes the principal's name: DEFAULT (the whole DN) or "
+        "RULE:pattern/replacement/[LU] rules, the first matching one applies."),
     Key("inter.broker.listener.name", "", lambda v: v.strip().upper(),
         "Listener other brokers use to reach this one (default: the first listener)."),
     Key("broker.rack", "", str.strip,
@@ -350,6 +405,26 @@ KEYS: tuple[Key, ...] = (
         "on the Lease); a killed broker drops out of the cluster after about this long."),
 )
 _BY_NAME = {k.name: k for k in KEYS}
+# Keys that may also be set for one listener, as listener.name.<listener>.<key> (Kafka's form).
+PER_LISTENER_KEYS = frozenset(k.name for k in KEYS if k.name.startswith("ssl.")) | {"sasl.enabled.mechanisms"}
+_LISTENER_KEY = re.compile(r"listener\.name\.([^.]+)\.(.+)")
+_JAAS_KEY = re.compile(r"(plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config")
+
+
+def _listener_key(key: str) -> tuple[str, str] | None:
+    """(LISTENER, key) of a listener.name.<listener>.<key> setting Flotilla knows, else None."""
+    m = _LISTENER_KEY.fullmatch(key)
+    if m is None or not (m.group(2) in PER_LISTENER_KEYS or _JAAS_KEY.fullmatch(m.group(2))):
+        return None
+    return m.group(1).upper(), m.group(2)
+
+
+def _parse_listener_value(key: str, text: str) -> Any:
+    if key in _BY_NAME:
+        return _BY_NAME[key].parse(text)
+    from broker.security import jaas
+
+    return jaas.parse(text)
 
 
 @dataclass(frozen=True)
@@ -383,11 +458,34 @@ class BrokerConfig:
     def log_dirs(self) -> tuple[Path, ...]:
         return self.values["log.dirs"]
 
+    def listener_value(self, listener: str, key: str, default: Any = None) -> Any:
+        """`listener.name.<listener>.<key>` if set, else the broker-wide `key` (else `default`)."""
+        per_listener = self.values.get("listener.name", {}).get(listener.upper(), {})
+        if key in per_listener:
+            return per_listener[key]
+        return self.values.get(key, default)
+
+    def protocol_of(self, listener: str) -> str:
+        """The security protocol of a listener name (listener.security.protocol.map)."""
+        return self.values["listener.security.protocol.map"].get(listener.upper(), "PLAINTEXT")
+
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Java .properties subset: `key=value` or `key: value`, # and ! comments, blank lines."""
+    """Java .properties subset: `key=value` or `key: value`, # and ! comments, blank lines, and a
+    trailing backslash continuing a value on the next line (inline PEM keys are written so)."""
     out: dict[str, str] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    joined: list[tuple[int, str]] = []
+    i = 0
+    while i < len(lines):
+        start, line = i + 1, lines[i]
+        while line.endswith("\\") and not line.endswith("\\\\") and i + 1 < len(lines) \
+                and not line.lstrip().startswith(("#", "!")):
+            i += 1
+            line = line[:-1] + lines[i].lstrip()
+        joined.append((start, line))
+        i += 1
+    for lineno, line in joined:
         s = line.strip()
         if not s or s[0] in "#!":
             continue
@@ -410,7 +508,7 @@ def parse_override(item: str) -> tuple[str, str]:
 
 def parse_config(raw: Mapping[str, str]) -> BrokerConfig:
     """Validate `raw` (key -> string value) into a BrokerConfig, or raise ConfigError naming the key."""
-    unknown = sorted(k for k in raw if k not in _BY_NAME)
+    unknown = sorted(k for k in raw if k not in _BY_NAME and _listener_key(k) is None)
     if unknown:
         raise ConfigError(
             f"unknown configuration key {unknown[0]!r}"
@@ -423,6 +521,16 @@ def parse_config(raw: Mapping[str, str]) -> BrokerConfig:
             values[key.name] = key.parse(text)
         except (ValueError, TypeError) as e:
             raise ConfigError(f"invalid value {text!r} for configuration key {key.name!r}: {e}") from None
+    per_listener: dict[str, dict[str, Any]] = {}
+    for name, text in raw.items():
+        lk = _listener_key(name)
+        if lk is None:
+            continue
+        try:
+            per_listener.setdefault(lk[0], {})[lk[1]] = _parse_listener_value(lk[1], text)
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"invalid value for configuration key {name!r}: {e}") from None
+    values["listener.name"] = per_listener
     protocols = values["listener.security.protocol.map"]
     for key in ("listeners", "advertised.listeners"):
         for listener in values[key]:
@@ -438,6 +546,10 @@ def parse_config(raw: Mapping[str, str]) -> BrokerConfig:
         raise ConfigError(f"'inter.broker.listener.name' {inter!r} is not one of the names in 'listeners'")
     if values["flotilla.metadata.store"] == "kubernetes" and not values["flotilla.cluster.name"]:
         raise ConfigError("'flotilla.cluster.name' is required when 'flotilla.metadata.store' is kubernetes")
+    inter_name = inter or values["listeners"][0].name
+    if values["flotilla.metadata.store"] == "kubernetes" and protocols.get(inter_name, "PLAINTEXT") != "PLAINTEXT":
+        raise ConfigError(f"inter-broker listener {inter_name} is {protocols[inter_name]}: brokers reach each other "
+                          "over PLAINTEXT only so far ('inter.broker.listener.name' must name a PLAINTEXT listener)")
     values["__raw__"] = dict(raw)
     return BrokerConfig(values=values)
 

@@ -20,6 +20,7 @@ suites=(
   tests/e2e/test_transactions_end_to_end.py
   tests/e2e/test_transactions_clients.py
   tests/e2e/test_transactions_system.py
+  tests/e2e/test_security.py
 )
 workers=${FLOTILLA_TEST_WORKERS:-3}
 if [ "$workers" = 0 ]; then

@@ -15,19 +15,23 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import struct
 from typing import TYPE_CHECKING
 
 from broker.network.memory_pool import RequestMemoryPool
 from broker.network.response import Response
 from broker.protocol import codec
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
+    from broker.security.listeners import ListenerSecurity
     from broker.server.apis import RequestDispatcher
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 _SIZE = struct.Struct(">i")
+_TLS_PIECE = 256 * 1024
 
 
 class _FdFile:
@@ -55,6 +59,8 @@ class Connection:
         idle_timeout_s: float,
         listener_name: str,
         memory_pool: RequestMemoryPool | None = None,
+        security: "ListenerSecurity | None" = None,
+        principal: KafkaPrincipal = ANONYMOUS,
     ) -> None:
         self.id = next(_ids)
         self.reader = reader
@@ -75,6 +81,25 @@ class Connection:
         # The broker a follower fetch on this connection proved it to be (follower_identity), if any.
         self.broker_id: int | None = None
         self.sendfile_bytes = dispatcher.metrics.sendfile_bytes.inc
+        # Who the client is (broker/security/principal.py): ANONYMOUS, the mTLS subject, or the SASL user.
+        self.principal = principal
+        # TLS connections cannot sendfile(): file regions go through the TLS layer as bytes.
+        self.tls = security is not None and security.tls
+        # On a SASL listener, frames go to the authenticator until it succeeds (broker/security/authenticator.py),
+        # with Kafka's smaller frame limit until then (sasl.server.max.receive.size).
+        self.authenticator = None
+        self._request_max_bytes = max_request_bytes
+        if security is not None and security.sasl:
+            from broker.security.authenticator import SaslAuthenticator
+
+            self.authenticator = SaslAuthenticator(security, dispatcher.metrics)
+            self.max_request_bytes = min(max_request_bytes, security.max_receive_size)
+
+    def authenticated(self, principal: KafkaPrincipal) -> None:
+        """SASL succeeded: from the next frame on, requests go to the dispatcher as `principal`."""
+        self.principal = principal
+        self.authenticator = None
+        self.max_request_bytes = self._request_max_bytes
 
     async def serve(self) -> None:
         try:
@@ -85,7 +110,10 @@ class Connection:
                 self.busy = True
                 try:
                     try:
-                        response = await self.dispatcher.dispatch(self, frame)
+                        if self.authenticator is not None:
+                            response = await self.authenticator.receive(self, frame)
+                        else:
+                            response = await self.dispatcher.dispatch(self, frame)
                     finally:
                         self.memory_pool.release(len(frame))
                     if response is not None:
@@ -158,6 +186,8 @@ class Connection:
         for chunk in response.chunks:
             if isinstance(chunk, (bytes, bytearray, memoryview)):
                 self.writer.write(chunk)
+            elif self.tls:
+                await self._send_region_through_tls(chunk)
             else:
                 await self.writer.drain()
                 # fallback=False: record bytes must never be copied through Python buffers.
@@ -166,10 +196,25 @@ class Connection:
                 self.sendfile_bytes(sent)
         await self.writer.drain()
 
+    async def _send_region_through_tls(self, region) -> None:
+        """A file region read and written in pieces: TLS encrypts in user space, so no sendfile()
+        (Kafka loses zero-copy on SSL listeners too)."""
+        position, end = region.position, region.position + region.length
+        while position < end:
+            data = os.pread(region.fd, min(_TLS_PIECE, end - position), position)
+            if not data:
+                raise ConnectionError(f"segment file ended at {position} inside a region ending at {end}")
+            self.writer.write(data)
+            position += len(data)
+            await self.writer.drain()
+
     async def close(self) -> None:
         self.closing = True
         try:
             self.writer.close()
-            await asyncio.wait_for(self.writer.wait_closed(), 5)
+            # TLS waits for the peer's close_notify, which an idle or vanished client never sends:
+            # give it a second, then drop the connection.
+            await asyncio.wait_for(self.writer.wait_closed(), 1 if self.tls else 5)
         except Exception:
-            pass
+            if self.tls:
+                self.writer.transport.abort()

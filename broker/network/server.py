@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 from broker.config import BrokerConfig
 from broker.network.connection import Connection
 from broker.network.memory_pool import RequestMemoryPool
+from broker.security.listeners import listener_security
+from broker.security.principal import ANONYMOUS
+from broker.security.transport import TlsHandshakeFailed, start_tls, tls_principal
 
 if TYPE_CHECKING:
     from broker.server.apis import RequestDispatcher
@@ -31,6 +34,8 @@ class SocketServer:
         metrics.request_memory_used.set_function(lambda: self.memory_pool.used)
         self.idle_timeout_s = config["connections.max.idle.ms"] / 1000
         self._reaper: asyncio.Task | None = None
+        # TLS and SASL per listener (broker/security/); a bad setting raises ConfigError before any bind.
+        self.security = listener_security(config)
 
     async def start(self) -> None:
         for listener in self.config.listeners:
@@ -65,12 +70,32 @@ class SocketServer:
                     conn.writer.close()  # the pending read ends; serve() returns and cleans up
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener_name: str) -> None:
+        security = self.security[listener_name]
+        principal = ANONYMOUS
+        if security.tls:
+            try:
+                await start_tls(writer, security, timeout_s=min(self.idle_timeout_s, 60.0))
+                principal = tls_principal(writer, security)
+            except asyncio.CancelledError:
+                writer.close()
+                return
+            except (TlsHandshakeFailed, ValueError) as e:  # ValueError: no ssl.principal.mapping.rules matched
+                peer = writer.get_extra_info("peername")
+                log.info("failed authentication with %s on listener %s: TLS handshake failed: %s",
+                         f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else peer, listener_name, e)
+                self.metrics.authentications(listener_name, "TLS", ok=False)
+                writer.close()
+                return
+            if principal is not ANONYMOUS:
+                self.metrics.authentications(listener_name, "TLS", ok=True)
         conn = Connection(
             reader, writer, self.dispatcher,
             max_request_bytes=self.config["socket.request.max.bytes"],
             idle_timeout_s=self.idle_timeout_s,
             listener_name=listener_name,
             memory_pool=self.memory_pool,
+            security=security,
+            principal=principal,
         )
         self.connections.add(conn)
         self.metrics.connections.inc()
@@ -108,8 +133,7 @@ class SocketServer:
             _, pending = await asyncio.wait(busy, timeout=grace_s)
             for t in pending:
                 t.cancel()
-        for c in list(self.connections):
-            await c.close()
+        await asyncio.gather(*(c.close() for c in list(self.connections)))
         remaining = list(self._tasks.values())
         if remaining:
             await asyncio.wait(remaining, timeout=grace_s)

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.network.response import Response
 from broker.protocol import codec
+from broker.security.principal import ANONYMOUS
 from broker.server.handlers.base import Handler, RequestContext, RequestRefused
 
 if TYPE_CHECKING:
@@ -61,7 +62,8 @@ class RequestDispatcher:
             raise
         api = codec.api_name(header.api_key)
         handler = self.handlers[header.api_key]
-        ctx = RequestContext(header, conn, request_size=len(frame), started_ns=received_ns)
+        ctx = RequestContext(header, conn, request_size=len(frame), started_ns=received_ns,
+                             user=getattr(conn, "principal", ANONYMOUS).name)
         started = time.perf_counter()
         api_metrics = self.metrics.api(api)
         api_metrics.requests.inc()

@@ -130,6 +130,14 @@ class BrokerMetrics:
                                          "Fetch session cache slots (max.incremental.fetch.session.cache.slots)", registry=r)
         self.fetch_session_slots_used = Gauge("flotilla_fetch_session_cache_slots_used",
                                               "Fetch session cache slots in use", registry=r)
+        # Listener security (broker/security/): labels are listener names and mechanisms (PLAIN,
+        # SCRAM-*, "TLS" for failed handshakes, "none" before a mechanism was chosen): bounded.
+        self.successful_authentications = Counter(
+            "flotilla_successful_authentication", "Connections that authenticated (SASL, or a TLS client certificate)",
+            ["listener", "mechanism"], registry=r)
+        self.failed_authentications = Counter(
+            "flotilla_failed_authentication", "Failed authentications: refused SASL exchanges and TLS handshakes",
+            ["listener", "mechanism"], registry=r)
         self._replicas: "ReplicaManager | None" = None
         r.register(_LogCollector(lambda: self._replicas))
         self._per_api: dict[str, ApiMetrics] = {}
@@ -149,6 +157,9 @@ class BrokerMetrics:
         if m is None:
             m = self._per_topic[name] = TopicMetrics(self.bytes_in.labels(name), self.messages_in.labels(name))
         return m
+
+    def authentications(self, listener: str, mechanism: str, ok: bool) -> None:
+        (self.successful_authentications if ok else self.failed_authentications).labels(listener, mechanism).inc()
 
     def watch_logs(self, replicas: "ReplicaManager") -> None:
         self._replicas = replicas

@@ -111,9 +111,13 @@ class ApacheKafka(ServerProcess):
     # The JVM exits 143 (128 + SIGTERM) after Kafka's shutdown hook completed.
     clean_exit_codes = frozenset({0, 143})
 
-    def __init__(self, workdir: Path, *, controller_port: int | None = None, version: str = KAFKA_VERSION, **kw: object):
+    def __init__(self, workdir: Path, *, controller_port: int | None = None, version: str = KAFKA_VERSION,
+                 scram_credentials: list[str] | None = None, **kw: object):
+        """`scram_credentials`: kafka-storage `--add-scram` entries (SCRAM-SHA-512=[name=..,password=..])
+        written into the metadata when the storage is formatted."""
         super().__init__(workdir, **kw)  # type: ignore[arg-type]
         self.version = version
+        self.scram_credentials = list(scram_credentials or [])
         self.controller_port = controller_port or free_port()
         self.config_path = self.workdir / "server.properties"
         self.log4j_path = self.workdir / "log4j2.properties"
@@ -152,6 +156,7 @@ class ApacheKafka(ServerProcess):
                 java(), *JVM_OPTS, f"-Dlog4j2.configurationFile={self.log4j_path}",
                 "-cp", f"{self.libs}/*", "kafka.tools.StorageTool", "format",
                 "-t", CLUSTER_ID, "-c", str(self.config_path), "--ignore-formatted",
+                *(arg for entry in self.scram_credentials for arg in ("--add-scram", entry)),
             ]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             with open(self.log_path, "a") as log:

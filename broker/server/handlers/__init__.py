@@ -15,6 +15,7 @@ _MODULES = (
     "describe_client_quotas", "alter_client_quotas", "offset_for_leader_epoch", "elect_leaders",
     "delete_records",
     "write_txn_markers",
+    "sasl_handshake", "sasl_authenticate",
 )
 
 

@@ -42,7 +42,8 @@ class RequestContext:
     request_quota_recorded: bool = False
     request_throttle_ms: int = 0
     throttle_ms: int = 0
-    # The authenticated user; every connection is unauthenticated until SASL (ROADMAP item 9).
+    # The name of the connection's principal (`connection.principal`, broker/security/principal.py):
+    # the SASL user, the mapped mTLS subject, or ANONYMOUS. Quotas' user entity is this name.
     user: str = "ANONYMOUS"
 
     @property

@@ -12,6 +12,7 @@ KAFKA_4_1_MAX = {
     19: 7, 20: 6, 21: 2, 22: 5, 23: 4, 24: 5, 25: 4, 26: 5, 28: 4, 32: 4, 33: 2, 37: 3, 42: 2, 43: 2, 44: 1, 48: 1, 49: 1, 60: 2, 61: 0, 65: 0, 66: 1,
 }
 KAFKA_4_1_MAX[27] = 1  # WriteTxnMarkers: v1 only (v0 removed in 4.0)
+KAFKA_4_1_MAX.update({17: 1, 36: 2})  # SaslHandshake 0-1, SaslAuthenticate 0-2 (4.1 message schemas)
 
 
 def test_no_api_is_advertised_above_kafka_4_1():

@@ -54,8 +54,8 @@ def test_listener_names_and_protocol_map():
     assert [l.name for l in cfg.listeners] == ["CLIENT", "REPLICATION"]
     with pytest.raises(ConfigError, match="'listener.security.protocol.map'"):
         parse_config({"listeners": "CLIENT://0.0.0.0:9092"})
-    with pytest.raises(ConfigError, match="only PLAINTEXT"):
-        parse_config({"listener.security.protocol.map": "PLAINTEXT:SSL"})
+    with pytest.raises(ConfigError, match="KERBEROS is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"):
+        parse_config({"listener.security.protocol.map": "PLAINTEXT:KERBEROS"})
     with pytest.raises(ConfigError, match="'inter.broker.listener.name'"):
         parse_config({"inter.broker.listener.name": "OTHER"})
 
