@@ -19,7 +19,7 @@ unit: setup
 # Maven Central, cached): checks that the tests themselves expect what Kafka does.
 interop-apache: setup
 	bash scripts/setup.d/10-clients.sh
-	.venv/bin/pytest tests/e2e/test_interop_*.py tests/e2e/test_durability.py tests/e2e/test_bad_input.py tests/e2e/test_delete_records.py tests/e2e/test_record_deletion_client.py tests/e2e/test_delete_records_fleet.py tests/e2e/test_transactions_end_to_end.py tests/e2e/test_transactions_clients.py tests/e2e/test_transactions_system.py --kafka-target=apache -q
+	.venv/bin/pytest tests/e2e/test_interop_*.py tests/e2e/test_durability.py tests/e2e/test_bad_input.py tests/e2e/test_delete_records.py tests/e2e/test_record_deletion_client.py tests/e2e/test_delete_records_fleet.py tests/e2e/test_transactions_end_to_end.py tests/e2e/test_transactions_clients.py tests/e2e/test_transactions_system.py tests/e2e/test_compaction_transactions.py --kafka-target=apache -q
 
 bench: setup
 	.venv/bin/python -m bench
