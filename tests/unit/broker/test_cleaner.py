@@ -4,7 +4,6 @@ swap, and recovery from a crash in the middle of one."""
 from __future__ import annotations
 
 import os
-import struct
 
 import crc32c
 from kio.records.readers import read_batch
