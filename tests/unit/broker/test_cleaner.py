@@ -504,3 +504,22 @@ def test_transactions_aborted_records_go_markers_stay_and_undecided_records_are_
             for t in lg.aborted_transactions(0, lg.log_end_offset)] == [(5, 1, 2)]
     assert sorted(p.name for p in (tmp_path / "t-0").glob("*.txnindex")) == [
         "%020d.txnindex" % lg.segments[0].base_offset]
+
+
+def test_a_marker_in_a_later_group_than_its_data_stays_while_the_data_does(tmp_path):
+    lg = open_log(tmp_path)
+    append(lg, [(b"a", b"v" * 300)], producer_id=5, epoch=0, base_sequence=0, transactional=True)  # 0
+    lg.roll()  # the next segment cannot join this one's group (segment.bytes 400)
+    marker = lg.append_marker(5, 0, commit=True, coordinator_epoch=0).base_offset                  # 1
+    lg.high_watermark = lg.log_end_offset
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    lc = cleaner_for(lg, tmp_path)
+    job = lc.plan(("t", 0), lg, NOW)[0]
+    assert len(cleaner_mod.group_by_size(job.segments, job.segment_bytes)) == 2
+    lc.clean(job)
+    dirty(lg, 1)
+    clean(lc, lg, now=NOW + 10**9)
+    # the committed record is still the key's latest: its marker keeps no horizon and stays
+    assert [m[:2] for m in markers(lg)] == [(marker, False)]
+    assert (0, b"a", b"v" * 300) in records_of(lg)
