@@ -4,6 +4,8 @@
     python -m bench.rdkafka_client produce BOOTSTRAP TOPIC RECORDS SIZE --acks 1
     python -m bench.rdkafka_client consume BOOTSTRAP TOPIC RECORDS
     python -m bench.rdkafka_client latency BOOTSTRAP TOPIC RECORDS SIZE --rate 5000
+    python -m bench.rdkafka_client txn-produce BOOTSTRAP TOPIC TRANSACTIONS SIZE --per-txn 100
+    python -m bench.rdkafka_client txn-latency BOOTSTRAP TOPIC TRANSACTIONS SIZE --per-txn 100 --rate 10
 
 Prints one JSON object on stdout; exits non-zero with a message on stderr on failure.
 """
@@ -123,6 +125,102 @@ def latency(args: argparse.Namespace) -> dict:
     }
 
 
+def _txn_producer(args: argparse.Namespace):
+    from confluent_kafka import Producer
+
+    p = Producer({
+        "bootstrap.servers": args.bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}",
+        "linger.ms": args.linger_ms, "batch.size": 65536, "compression.type": "none",
+    })
+    p.init_transactions(30)  # coordinator lookup, producer id: outside the timing
+    p.list_topics(args.topic, timeout=30)
+    return p
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
+
+
+def txn_produce(args: argparse.Namespace) -> dict:
+    """Transactions of `per_txn` records as fast as one transactional producer can commit them."""
+    p = _txn_producer(args)
+    payload = os.urandom(args.size)
+    commits: list[float] = []
+    t0 = time.perf_counter()
+    for _ in range(args.records):
+        p.begin_transaction()
+        for _ in range(args.per_txn):
+            while True:
+                try:
+                    p.produce(args.topic, payload)
+                    break
+                except BufferError:
+                    p.poll(0.001)
+        c0 = time.perf_counter()
+        p.commit_transaction(args.timeout)  # flushes, then EndTxn: returns once the commit is written
+        commits.append(time.perf_counter() - c0)
+    secs = time.perf_counter() - t0
+    n = args.records * args.per_txn
+    commits.sort()
+    return {"transactions": args.records, "records": n, "seconds": secs, "txn_per_sec": args.records / secs,
+            "records_per_sec": n / secs, "mb_per_sec": n * args.size / secs / (1024 * 1024),
+            "commit_p50_ms": _pct(commits, 0.5), "commit_p99_ms": _pct(commits, 0.99)}
+
+
+def txn_latency(args: argparse.Namespace) -> dict:
+    """Transactions of `per_txn` records started at a fixed rate and committed; a read_committed
+    consumer in this process reads them. Latency of a record: from its send to its arrival at the
+    consumer, so it includes the wait for the commit and for the last stable offset to pass it
+    (the send time travels in the first 8 bytes of the value)."""
+    import struct
+    import threading
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    pack, unpack, now = struct.Struct(">d").pack, struct.Struct(">d").unpack_from, time.perf_counter
+    c = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed", "fetch.wait.max.ms": 100})
+    parts = sorted(c.list_topics(args.topic, timeout=30).topics[args.topic].partitions)
+    c.assign([TopicPartition(args.topic, q, 0) for q in parts])  # a fresh topic: from offset 0
+    n = args.records * args.per_txn
+    latencies: list[float] = []
+    errors: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while len(latencies) < n and not done.is_set():
+            for m in c.consume(num_messages=1000, timeout=0.1):
+                if m.error() is not None:
+                    errors.append(str(m.error()))
+                    continue
+                latencies.append(now() - unpack(m.value())[0])
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    p = _txn_producer(args)
+    filler = os.urandom(max(0, args.size - 8))
+    t0 = now()
+    for t in range(args.records):
+        wait = t0 + t / args.rate - now()
+        if wait > 0:
+            time.sleep(wait)
+        p.begin_transaction()
+        for _ in range(args.per_txn):
+            p.produce(args.topic, pack(now()) + filler)
+        p.commit_transaction(args.timeout)
+    secs = now() - t0
+    reader.join(args.timeout)
+    done.set()
+    c.close()
+    if len(latencies) < n:
+        raise RuntimeError(f"the read_committed consumer read {len(latencies)} of {n} records; errors: {errors[:3]}")
+    latencies.sort()
+    return {"transactions": args.records, "records": n, "seconds": secs, "target_txn_rate": args.rate,
+            "records_per_sec": n / secs, "latency_p50_ms": _pct(latencies, 0.5),
+            "latency_p99_ms": _pct(latencies, 0.99), "latency_p999_ms": _pct(latencies, 0.999),
+            "latency_max_ms": latencies[-1] * 1000}
+
+
 def consume(args: argparse.Namespace) -> dict:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -192,9 +290,21 @@ def main(argv: list[str]) -> int:
     lp.add_argument("--rate", type=float, required=True, help="records per second")
     lp.add_argument("--acks", default="1", choices=["0", "1", "all"])
     lp.add_argument("--timeout", type=float, default=120)
+    for name, rate in (("txn-produce", False), ("txn-latency", True)):
+        tp = sub.add_parser(name)
+        tp.add_argument("bootstrap")
+        tp.add_argument("topic")
+        tp.add_argument("records", type=int, help="transactions")
+        tp.add_argument("size", type=int)
+        tp.add_argument("--per-txn", type=int, default=100, help="records per transaction")
+        tp.add_argument("--linger-ms", type=int, default=5)
+        tp.add_argument("--timeout", type=float, default=120)
+        if rate:
+            tp.add_argument("--rate", type=float, required=True, help="transactions per second")
     args = ap.parse_args(argv)
     try:
-        result = {"produce": produce, "consume": consume, "latency": latency}[args.cmd](args)
+        result = {"produce": produce, "consume": consume, "latency": latency, "txn-produce": txn_produce,
+                  "txn-latency": txn_latency}[args.cmd](args)
     except Exception as e:  # reported to the harness, which records it
         print(f"{type(e).__name__}: {e}", file=sys.stderr)
         return 1

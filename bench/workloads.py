@@ -697,3 +697,4 @@ class BrokerMemory(Workload):
 # Workloads in modules of their own register themselves on import.
 from bench import fetch_sessions  # noqa: E402,F401
 from bench import quotas  # noqa: E402,F401
+from bench import transactions  # noqa: E402,F401

@@ -389,6 +389,9 @@ KEYS: tuple[Key, ...] = (
     Key("flotilla.quota.metrics.max.client.ids", "100", _int_at_least(0),
         "Client-ids (or users) named by a quota that get their own Prometheus label; others are "
         "counted under client_id=\"<other>\" (clients governed only by a default: \"<default>\")."),
+    Key("flotilla.transaction.metrics.max.partitions", "20", _int_at_least(0),
+        "Partitions with an open transaction that get their own flotilla_partition_lso_lag_offsets "
+        "series: those with the largest lag (all of them are counted by flotilla_partitions_with_open_transactions)."),
     Key("flotilla.metrics.listener", "127.0.0.1:9404", _parse_host_port,
         "host:port of the HTTP endpoint serving Prometheus /metrics and /healthz (empty: off)."),
     Key("flotilla.metadata.store", "file", _metadata_store,

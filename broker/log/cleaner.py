@@ -27,11 +27,15 @@ Cleaning one log (Kafka's Cleaner.clean):
      neither moves it nor forgets it: the first look at a log after start-up reads the earliest
      horizon of its cleaned section back (`recorded_delete_horizon`), so a log with nothing dirty
      is still cleaned once its tombstones are due;
-  4. transactions (KIP-98): the first uncleanable offset is at most the last stable offset, so
-     no undecided record is cleaned; records of aborted transactions (the aborted transaction
-     indexes say which) are dropped and never map their key, so they cannot remove a committed
-     record either; control batches (markers) are kept as they are (no marker horizon yet), and
-     the aborted transaction index entries of merged segments move to the cleaned one.
+  4. transactions (KIP-98, `cleaner_txn.TxnCleaning`): the first uncleanable offset is at most
+     the last stable offset, so no undecided record is cleaned; records of aborted transactions
+     (the aborted transaction indexes say which) are dropped and never map their key, so they
+     cannot remove a committed record either. A marker stays while any batch of its transaction
+     is left before it; once none is, the clean stamps it with a delete horizon as a tombstone's
+     (now + `delete.retention.ms`), and a clean after the horizon removes it (Kafka's LogCleaner;
+     a marker that is the last batch of a producer the log still tracks stays, for its epoch).
+     The cleaned segment's aborted transaction index keeps the entries of ABORT markers that
+     stay with data before them.
 
 Each group's result is written beside the log as `<base>.log.cleaned` (+ indexes) by a thread,
 fsynced, then swapped in on the event loop the way Kafka does it: `.cleaned` -> `.swap` (the
@@ -58,8 +62,10 @@ from typing import TYPE_CHECKING, Callable
 import crc32c
 
 from broker.log import checkpoints
+from broker.log.cleaner_txn import TxnCleaning
 from broker.log.segment import Segment, SegmentFile, segment_name
 from broker.log.segment_swap import finish_swap, iter_batches, paths, remove_files
+from broker.log.transaction_index import AbortedTxn
 from broker.protocol import compression, records
 from broker.protocol.batch_records import RawRecord, decode_records
 from broker.protocol.records import BatchHeader
@@ -172,13 +178,21 @@ class CleanJob:
     segment_bytes: int
     index_interval_bytes: int
     producer_last_offsets: dict[int, int]  # producer id -> offset of its last batch
-    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> (first, marker)
+    aborted: list[AbortedTxn] = field(default_factory=list)  # of every segment's index
+    producer_epochs_without_data: dict[int, int] = field(default_factory=dict)  # id -> epoch
+    txn: TxnCleaning = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.txn = TxnCleaning(self.aborted)
 
     def is_aborted(self, h: BatchHeader) -> bool:
         """A data batch of a transaction that was aborted (its records are dropped)."""
-        if not h.is_transactional or h.is_control:
-            return False
-        return any(first <= h.base_offset <= last for first, last in self.aborted.get(h.producer_id, ()))
+        return self.txn.is_aborted(h)
+
+    def marker_holds_epoch(self, h: BatchHeader) -> bool:
+        """The marker is all the log has left of a producer it still tracks (Kafka keeps it for
+        the producer's epoch)."""
+        return self.producer_epochs_without_data.get(h.producer_id) == h.producer_epoch
 
 
 @dataclass
@@ -198,6 +212,7 @@ class Cleaned:
 
     base_offset: int
     segment: Segment | None
+    txn_entries: list[AbortedTxn] = field(default_factory=list)  # its aborted transaction index
 
 
 class Cleaner:
@@ -242,6 +257,7 @@ class Cleaner:
         base = group[0].base_offset
         remove_files(job.directory, base, ".cleaned")
         seg = Segment(job.directory, base, job.index_interval_bytes, suffix=".cleaned")
+        index_from = len(job.txn.kept_index)
         try:
             for view in group:
                 stats.bytes_read += view.size
@@ -259,7 +275,7 @@ class Cleaner:
             seg.close()
             stats.bytes_written += seg.size
             stats.groups += 1
-            return Cleaned(base, seg)
+            return Cleaned(base, seg, job.txn.kept_index[index_from:])
         except BaseException:
             seg.delete()
             raise
@@ -269,8 +285,8 @@ class Cleaner:
         """The batch as it stays in the log: unchanged, rewritten with fewer records, an empty
         header (a producer's last batch), or None (dropped)."""
         if h.is_control:
-            return data
-        if job.is_aborted(h):
+            return self.filter_marker(job, h, data, stats)
+        if job.txn.on_data(h):
             stats.records_read += h.records_count
             stats.batches_rewritten += 1
             if job.producer_last_offsets.get(h.producer_id) == h.last_offset:
@@ -316,6 +332,26 @@ class Cleaner:
         return encode_batch(h, kept, base_ts, has_horizon or needs_horizon)
 
 
+    @staticmethod
+    def filter_marker(job: CleanJob, h: BatchHeader, data: bytes, stats: CleanStats) -> bytes | None:
+        """A control batch as it stays: unchanged while its transaction has batches left, then
+        stamped with a delete horizon, then (after the horizon) removed."""
+        if not job.txn.on_marker(h, data):
+            return data
+        has_horizon = bool(h.attributes & DELETE_HORIZON_FLAG)
+        if job.marker_holds_epoch(h):
+            return data
+        if h.records_count == 0 or (has_horizon and job.now_ms >= h.base_timestamp):
+            stats.batches_rewritten += 1
+            return None
+        horizon = h.base_timestamp if has_horizon else job.now_ms + job.delete_retention_ms
+        stats.delete_horizon = horizon if stats.delete_horizon is None else min(stats.delete_horizon, horizon)
+        if has_horizon:
+            return data
+        stats.batches_rewritten += 1
+        return encode_batch(h, decode_records(data, h), horizon, True)
+
+
 def group_by_size(views: list[SegmentView], max_bytes: int) -> list[list[SegmentView]]:
     """Consecutive segments merged while their sizes fit in one segment and their offsets in
     the index's 32-bit relative offsets (Kafka's groupSegmentsBySize)."""
@@ -358,11 +394,9 @@ def swap_in(job: CleanJob, group: list[SegmentView], cleaned: Cleaned) -> bool:
     new = None
     if cleaned.segment is not None:
         os.rename(d / (segment_name(base, ".log") + ".cleaned"), d / (segment_name(base, ".log") + ".swap"))
-    moved = [t for seg in old[1:] for t in seg.txn_index.entries]  # the first keeps its own file
-    for k, seg in enumerate(old):
+    for seg in old:
         seg.close()
-        if k > 0 or cleaned.segment is None:
-            seg.txn_index.delete()
+        seg.txn_index.delete()
         for p in paths(d, seg.base_offset):
             try:
                 os.rename(p, p.with_name(p.name + ".deleted"))
@@ -376,7 +410,7 @@ def swap_in(job: CleanJob, group: list[SegmentView], cleaned: Cleaned) -> bool:
         os.rename(d / (segment_name(base, ".log") + ".swap"), d / segment_name(base, ".log"))
         new = Segment(d, base, job.index_interval_bytes)
         new.load_indexes()
-        for t in moved:
+        for t in cleaned.txn_entries:
             new.txn_index.append(t)
     lg.replace_segments(old, new)
     return True
@@ -469,12 +503,12 @@ class LogCleaner:
         if not due:
             return None
         producers = {pid: e.batches[-1].last_offset for pid, e in lg.producer_state.producers.items() if e.batches}
-        aborted: dict[int, list[tuple[int, int]]] = {}
-        for seg in segs:  # a marker may lie past the cleaned range (below the LSO all are written)
-            for t in seg.txn_index.entries:
-                aborted.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+        without_data = {pid: e.epoch for pid, e in lg.producer_state.producers.items() if not e.batches}
+        # a marker may lie past the cleaned range (below the LSO all are written)
+        aborted = [t for seg in segs for t in seg.txn_index.entries]
         job = CleanJob(tp, lg, lg.directory, views, first_dirty, first_uncleanable, now_ms,
-                       cfg.delete_retention_ms, cfg.segment_bytes, cfg.index_interval_bytes, producers, aborted)
+                       cfg.delete_retention_ms, cfg.segment_bytes, cfg.index_interval_bytes, producers, aborted,
+                       without_data)
         return job, ratio
 
     def filthiest(self, now_ms: int) -> CleanJob | None:

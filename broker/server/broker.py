@@ -37,6 +37,7 @@ from broker.server.readiness import NOT_STARTED, Readiness, replica_readiness
 from broker.server.purgatory import Purgatory
 from broker.server.replica_fetcher import ReplicaFetcherManager
 from broker.server.replication_metrics import ReplicationCollector
+from broker.server.stable_offset_metrics import StableOffsetCollector
 from broker.server.quota_manager import QuotaConfig, QuotaManagers
 from broker.server.quota_metrics import QuotaMetrics
 from broker.server.replica_manager import ReplicaManager
@@ -123,6 +124,8 @@ class Broker:
         from broker.coordinator.transaction.metrics import TransactionCollector
 
         self.metrics.registry.register(TransactionCollector(self.transactions))
+        self.metrics.registry.register(StableOffsetCollector(self.replicas,
+                                                             config["flotilla.transaction.metrics.max.partitions"]))
         self._tasks: list[asyncio.Task] = []
         self._metrics_runner = None
         self.metrics_port: int | None = None

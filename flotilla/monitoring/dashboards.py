@@ -149,8 +149,10 @@ def transactions() -> dict[str, Any]:
     rows = [
         Row("Coordinator", [
             Panel("Transactional ids by state", [T(f"sum by (state) (flotilla_transactions{{{SEL}}})", "{{state}}")], stack=True),
-            Panel("Transactions ended", [T(rate("flotilla_transactions_ended_total", "result"), "{{result}}"),
-                                         T(rate("flotilla_transactions_timed_out_total", "kafka_cluster"), "timed out")],
+            Panel("Transactions started and ended", [T(rate("flotilla_transactions_started_total", "kafka_cluster"), "started"),
+                                                     T(rate("flotilla_transactions_ended_total", "result"), "{{result}}"),
+                                                     T(rate("flotilla_transactions_timed_out_total", "kafka_cluster"),
+                                                       "timed out")],
                   unit="ops"),
             Panel("Markers written", [T(rate("flotilla_transaction_markers_written_total", "pod"), "{{pod}}")], unit="ops", width=8),
             Panel("Mean time to the last marker", [T(f"sum(rate(flotilla_transaction_marker_seconds_sum{{{SEL}}}[{RATE}])) / "
@@ -159,6 +161,15 @@ def transactions() -> dict[str, Any]:
             Panel("Mean shard load time", [T(f"sum(rate(flotilla_transaction_coordinator_load_seconds_sum{{{SEL}}}[{RATE}])) / "
                                              f"sum(rate(flotilla_transaction_coordinator_load_seconds_count{{{SEL}}}[{RATE}]))",
                                              "load")], unit="s", width=8),
+        ]),
+        Row("Partitions (read_committed)", [
+            Panel("LSO lag, largest per partition", [T(f"max by (topic, partition) (flotilla_partition_lso_lag_offsets{{{SEL}}})",
+                                                       "{{topic}}-{{partition}}")],
+                  description="High watermark minus last stable offset: how far read_committed readers are held back by an "
+                              "open transaction. Per broker, only the partitions with the largest lag "
+                              "(flotilla.transaction.metrics.max.partitions)."),
+            Panel("Partitions with an open transaction", [T(f"sum by (pod) (flotilla_partitions_with_open_transactions{{{SEL}}})",
+                                                            "{{pod}}")]),
         ]),
         Row("Transactional APIs", [
             Panel("Requests", [T(rate("flotilla_requests_total", "api", extra=f'api=~"{TXN_APIS}"'), "{{api}}")], unit="reqps"),

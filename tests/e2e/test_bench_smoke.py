@@ -52,6 +52,9 @@ def test_bench_smoke(tmp_path: Path) -> None:
         ("metadata-all-topics-p1", "latency_p50_ms"),
         ("fetch-sessions-idle-200p", "full_response_bytes"),
         ("fetch-sessions-idle-200p", "incremental_response_bytes"),
+        # issue 19: transactions of 100 records, and read_committed end-to-end latency
+        ("txn-produce-1KiB-p1-librdkafka", "mb_per_sec"),
+        ("txn-latency-1KiB-p1-librdkafka", "latency_p50_ms"),
     ]:
         v = rows[(case, metric)]["median"]["flotilla"]
         assert isinstance(v, (int, float)) and v > 0, (case, metric, v)

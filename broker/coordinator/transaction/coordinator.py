@@ -55,6 +55,7 @@ def now_ms() -> int:
 class Stats:
     """Counts for /metrics (metrics.py)."""
 
+    started: int = 0
     committed: int = 0
     aborted: int = 0
     timed_out: int = 0
@@ -249,6 +250,8 @@ class TransactionCoordinator:
         if code == ErrorCode.none and not self._owns(shard):
             code = ErrorCode.not_coordinator
         if code == ErrorCode.none:
+            if transit.state == TxnState.ONGOING and m.state != TxnState.ONGOING:
+                self.stats.started += 1
             m.complete(transit)
         elif m.pending == transit.state:
             m.abandon()

@@ -1,6 +1,8 @@
 """Transaction coordinator metrics, read at scrape time (labels bounded: state names only):
 
 - flotilla_transactions{state}: transactional ids in each state in the shards loaded here;
+- flotilla_transactions_started: transactions this coordinator moved to Ongoing (the first
+  AddPartitionsToTxn/AddOffsetsToTxn after Empty, CompleteCommit or CompleteAbort);
 - flotilla_transactions_ended{result}: transactions this coordinator moved to PrepareCommit
   ("commit") or PrepareAbort ("abort");
 - flotilla_transactions_timed_out: ongoing transactions aborted for passing their timeout;
@@ -38,6 +40,9 @@ class TransactionCollector(Collector):
         for state, n in counts.items():
             g.add_metric([state], n)
         yield g
+        started = CounterMetricFamily("flotilla_transactions_started", "Transactions moved to Ongoing here")
+        started.add_metric([], c.stats.started)
+        yield started
         ended = CounterMetricFamily("flotilla_transactions_ended",
                                     "Transactions moved to PrepareCommit/PrepareAbort here", labels=["result"])
         ended.add_metric(["commit"], c.stats.committed)

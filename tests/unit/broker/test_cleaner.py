@@ -4,7 +4,6 @@ swap, and recovery from a crash in the middle of one."""
 from __future__ import annotations
 
 import os
-import struct
 
 import crc32c
 from kio.records.readers import read_batch
@@ -184,21 +183,90 @@ def test_last_batch_of_an_active_producer_stays_as_an_empty_header(tmp_path):
     assert records_of(lg) == [(3, b"k", b"4"), (4, b"x", b"active")]
 
 
-def test_control_batches_are_left_alone(tmp_path):
+def markers(lg):
+    """(offset, has a delete horizon, horizon) of every control batch in the log."""
+    return [(h.base_offset, bool(h.attributes & DELETE_HORIZON_FLAG), h.base_timestamp)
+            for h, _ in batches(lg) if h.is_control]
+
+
+def dirty(lg, n):
+    """A closed segment of fresh records, so the log is due again."""
+    append(lg, [(b"d%d" % n, b"x")])
+    lg.roll()
+
+
+def commit_txn(lg, pid, seq, key, value, epoch=0):
+    append(lg, [(key, value)], producer_id=pid, epoch=epoch, base_sequence=seq, transactional=True)
+    return lg.append_marker(pid, epoch, commit=True, coordinator_epoch=0).base_offset
+
+
+def test_a_commit_marker_stays_while_its_data_does_then_gets_a_horizon_then_goes(tmp_path):
     lg = open_log(tmp_path)
-    ctrl = bytearray(make_batch([b"\x00\x00\x00\x00\x00\x00"], keys=[b"\x00\x00\x00\x00"], producer_id=9, epoch=0))
-    struct.pack_into(">h", ctrl, records.ATTRIBUTES_OFFSET, records.ATTR_CONTROL | records.ATTR_TRANSACTIONAL)
-    h = records.read_header(ctrl)
-    ctrl = cleaner_mod._batch(h, h.attributes, h.base_timestamp, h.max_timestamp, 1, bytes(ctrl[records.HEADER_SIZE:]))
-    lg.append(ctrl, records.validate_batches(ctrl, 1 << 20))
-    append(lg, [(b"\x00\x00\x00\x00", b"same key as the marker")])
-    append(lg, [(b"\x00\x00\x00\x00", b"newer")])
+    first = commit_txn(lg, 5, 0, b"a", b"c1")     # data 0, marker 1
+    second = commit_txn(lg, 5, 1, b"a", b"c2")    # data 2, marker 3: supersedes offset 0
     lg.roll()
     append(lg, [(b"x", b"active")])
-    clean(cleaner_for(lg, tmp_path), lg)
-    hs = [h for h, _ in batches(lg)]
-    assert hs[0].is_control and hs[0].base_offset == 0 and batches(lg)[0][1] == bytes(ctrl)
-    assert [r[0] for r in records_of(lg)][1:] == [2, 3]
+    lc = cleaner_for(lg, tmp_path)
+    clean(lc, lg, now=NOW)
+    # the data at 0 went in this pass, but the pass saw it before the marker: the marker stays as it is
+    assert (0, b"a", b"c1") not in records_of(lg)
+    assert [m[:2] for m in markers(lg)] == [(first, False), (second, False)]
+    dirty(lg, 1)
+    clean(lc, lg, now=NOW)
+    # nothing of the first transaction is left: its marker gets a delete horizon; the second's data stays
+    assert [m[:2] for m in markers(lg)] == [(first, True), (second, False)]
+    assert markers(lg)[0][2] == NOW + 60_000
+    assert lc.plan(("t", 0), lg, NOW + 59_999) is None
+    # a restarted cleaner (no checkpoint, no memory) reads the horizon back from the batch
+    (tmp_path / cleaner_mod.CHECKPOINT).unlink(missing_ok=True)
+    again = cleaner_for(lg, tmp_path)
+    clean(again, lg, now=NOW + 60_000)
+    assert [m[:2] for m in markers(lg)] == [(second, False)]
+    assert (2, b"a", b"c2") in records_of(lg)
+    # and the log is not due again for the marker that stays
+    assert again.plan(("t", 0), lg, NOW + 10**9) is None
+
+
+def test_an_abort_marker_and_its_index_entry_go_once_the_aborted_records_are_gone(tmp_path):
+    lg = open_log(tmp_path)
+    append(lg, [(b"a", b"aborted")], producer_id=5, epoch=0, base_sequence=0, transactional=True)  # 0
+    abort = lg.append_marker(5, 0, commit=False, coordinator_epoch=0).base_offset                  # 1
+    commit = commit_txn(lg, 5, 1, b"b", b"kept")                                                    # 2, 3
+    lg.high_watermark = lg.log_end_offset
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    assert [t.producer_id for t in lg.aborted_transactions(0, lg.log_end_offset)] == [5]
+    lc = cleaner_for(lg, tmp_path)
+    clean(lc, lg, now=NOW)
+    assert [k for _, k, _ in records_of(lg) if k in (b"a", b"b")] == [b"b"]
+    # the pass read the aborted batch: the marker and its index entry stay
+    assert [m[:2] for m in markers(lg)] == [(abort, False), (commit, False)]
+    assert [t.last_offset for t in lg.aborted_transactions(0, lg.log_end_offset)] == [abort]
+    dirty(lg, 1)
+    clean(lc, lg, now=NOW)
+    assert [m[:2] for m in markers(lg)] == [(abort, True), (commit, False)]
+    assert lg.aborted_transactions(0, lg.log_end_offset) == []  # nothing left for a reader to skip
+    assert not list((tmp_path / "t-0").glob("*.txnindex"))
+    clean(lc, lg, now=NOW + 60_000)
+    assert [m[:2] for m in markers(lg)] == [(commit, False)]
+
+
+def test_a_marker_that_is_all_left_of_a_tracked_producer_stays_for_its_epoch(tmp_path):
+    lg = open_log(tmp_path)
+    append(lg, [(b"a", b"v")], producer_id=5, epoch=0, base_sequence=0, transactional=True)  # 0
+    # the coordinator aborted it with a bumped epoch (a timeout): the producer has epoch 1, no batches
+    marker = lg.append_marker(5, 1, commit=False, coordinator_epoch=0).base_offset           # 1
+    lg.high_watermark = lg.log_end_offset
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    lc = cleaner_for(lg, tmp_path)
+    clean(lc, lg, now=NOW)
+    dirty(lg, 1)
+    clean(lc, lg, now=NOW)
+    dirty(lg, 2)
+    clean(lc, lg, now=NOW + 10**9)
+    assert [m[:2] for m in markers(lg)] == [(marker, False)]
+    assert [k for _, k, _ in records_of(lg) if k == b"a"] == []
 
 
 def test_active_segment_and_young_segments_are_not_cleaned(tmp_path):
@@ -436,3 +504,22 @@ def test_transactions_aborted_records_go_markers_stay_and_undecided_records_are_
             for t in lg.aborted_transactions(0, lg.log_end_offset)] == [(5, 1, 2)]
     assert sorted(p.name for p in (tmp_path / "t-0").glob("*.txnindex")) == [
         "%020d.txnindex" % lg.segments[0].base_offset]
+
+
+def test_a_marker_in_a_later_group_than_its_data_stays_while_the_data_does(tmp_path):
+    lg = open_log(tmp_path)
+    append(lg, [(b"a", b"v" * 300)], producer_id=5, epoch=0, base_sequence=0, transactional=True)  # 0
+    lg.roll()  # the next segment cannot join this one's group (segment.bytes 400)
+    marker = lg.append_marker(5, 0, commit=True, coordinator_epoch=0).base_offset                  # 1
+    lg.high_watermark = lg.log_end_offset
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    lc = cleaner_for(lg, tmp_path)
+    job = lc.plan(("t", 0), lg, NOW)[0]
+    assert len(cleaner_mod.group_by_size(job.segments, job.segment_bytes)) == 2
+    lc.clean(job)
+    dirty(lg, 1)
+    clean(lc, lg, now=NOW + 10**9)
+    # the committed record is still the key's latest: its marker keeps no horizon and stays
+    assert [m[:2] for m in markers(lg)] == [(marker, False)]
+    assert (0, b"a", b"v" * 300) in records_of(lg)
