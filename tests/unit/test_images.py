@@ -180,3 +180,20 @@ def test_a_second_real_node_waits_for_the_first_then_says_why(tmp_path, monkeypa
     fcntl.flock(first._lock, fcntl.LOCK_UN)
     first._lock.close()
     second._take_the_machine(timeout=1)
+
+
+def test_dependency_layer_installs_exactly_the_projects_dependencies(tmp_path):
+    """The Dockerfile's dependencies step reads pyproject.toml with a one-line Python; run that line."""
+    import shlex
+    import subprocess
+    import sys
+    import tomllib
+
+    (run,) = [rest for verb, rest in dockerfile_instructions() if verb == "RUN" and "tomllib" in rest]
+    words = shlex.split(run)
+    script = words[words.index("-c") + 1]
+    (tmp_path / "pyproject.toml").write_bytes((DOCKERFILE.parent / "pyproject.toml").read_bytes())
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    wanted = tomllib.loads((DOCKERFILE.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert out.splitlines() == wanted and len(wanted) > 5
+    assert "pip install --no-deps ." in " ".join(rest for verb, rest in dockerfile_instructions() if verb == "RUN")
