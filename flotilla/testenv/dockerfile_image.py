@@ -224,9 +224,6 @@ def build(root: Path | None = None, context: Path = images.PROJECT_ROOT) -> tupl
     return name, out
 
 
-#: Cache entries of the debootstrap recipe this module replaced (base-, deps-, project- layers and
-#: flotilla-*.tar images), removed like stale archives.
-_OLD_ENTRIES = ("dockerfile-", "flotilla-", "base-", "deps-", "project-")
 
 
 def _prune(root: Path | None, keep: str) -> None:
@@ -239,11 +236,9 @@ def _prune(root: Path | None, keep: str) -> None:
     now = time.time()
     keep_file = f"dockerfile-{keep.rsplit(':', 1)[1]}.tar"
     for path in images.images_dir(root).iterdir():
-        if path.name.startswith(_OLD_ENTRIES) and path.name != keep_file and path.stat().st_mtime < now - STALE_SECONDS:
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+        if path.name.startswith("dockerfile-") and path.suffix == ".tar" and path.name != keep_file \
+                and path.stat().st_mtime < now - STALE_SECONDS:
+            path.unlink(missing_ok=True)
 
 
 def main() -> int:
