@@ -202,11 +202,11 @@ def build(root: Path | None = None, context: Path = images.PROJECT_ROOT) -> tupl
     """Build (or reuse) the Flotilla image from context/Dockerfile; returns its name and OCI archive."""
     if not shutil.which("buildah"):
         raise ImageBuildError("buildah not found: apt-get install buildah (scripts/setup.d/45-image.sh does)")
-    base, base_tar = images.debian_base(root)
-    key = image_key(context, base)
-    name = f"{IMAGE}:{key}"
-    out = images.images_dir(root) / f"dockerfile-{key}.tar"
     with _locked(root):
+        base, base_tar = images.debian_base(root)
+        key = image_key(context, base)
+        name = f"{IMAGE}:{key}"
+        out = images.images_dir(root) / f"dockerfile-{key}.tar"
         if out.exists():
             return name, out
         started = time.monotonic()
@@ -222,8 +222,6 @@ def build(root: Path | None = None, context: Path = images.PROJECT_ROOT) -> tupl
         _prune(root, keep=name)
         images.log(f"image {name} built from the Dockerfile in {time.monotonic() - started:.0f}s")
     return name, out
-
-
 
 
 def _prune(root: Path | None, keep: str) -> None:
