@@ -7,6 +7,7 @@ works; progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def _image(args: argparse.Namespace) -> int:
 
     try:
         name, tar = dockerfile_image.build()
-    except (dockerfile_image.ImageBuildError, RuntimeError) as exc:
+    except (dockerfile_image.ImageBuildError, RuntimeError, subprocess.TimeoutExpired) as exc:
         raise _Failed(str(exc)) from exc
     print(f"{name} {tar}")
     return 0

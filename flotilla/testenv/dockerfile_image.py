@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -243,7 +244,7 @@ def main() -> int:
     """`python -m flotilla.testenv.dockerfile_image`: build and print `<name> <archive>`."""
     try:
         name, out = build()
-    except (ImageBuildError, RuntimeError) as exc:
+    except (ImageBuildError, RuntimeError, subprocess.TimeoutExpired) as exc:
         print(f"dockerfile image: {exc}", file=sys.stderr)
         return 1
     print(f"{name} {out}")

@@ -140,7 +140,7 @@ def kube_node_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEnv]
     # The image the Dockerfile builds (buildah); seconds when setup.d/45-image.sh has built it.
     try:
         image, tarball = dockerfile_image.build()
-    except (dockerfile_image.ImageBuildError, RuntimeError) as exc:
+    except (dockerfile_image.ImageBuildError, RuntimeError, subprocess.TimeoutExpired) as exc:
         pytest.fail(f"the Flotilla image could not be built from the Dockerfile: {exc}", pytrace=False)
     cp = ControlPlane(directory=tmp_path_factory.mktemp("testenv-node"), bin_dir=bin_dir, node_count=0,
                       kubelet=True, images=[images.build_pause(), tarball])
