@@ -1,9 +1,10 @@
 # One image for the broker and the operator: `flotilla broker ...` or `flotilla operator ...`.
-# Build: docker build -t flotilla:0.1.0 .   (see docs/operator.md)
-# Pin the base by digest for reproducible builds: --build-arg DEBIAN_IMAGE=debian:bookworm-slim@sha256:...
-# The test environment builds the same image without Docker (flotilla/testenv/images.py: debootstrap,
-# the same packages, user, directories and command; tests/unit/test_images.py keeps the two in step).
-ARG DEBIAN_IMAGE=debian:bookworm-slim
+# Build: docker build -t flotilla:0.1.0 .   or, without Docker: buildah bud -t flotilla:0.1.0 .
+# (see docs/operator.md). Pin the base by digest for reproducible builds:
+#   --build-arg DEBIAN_IMAGE=docker.io/library/debian:bookworm-slim@sha256:...
+# The test suite builds this file with buildah on a local Debian base (flotilla/testenv/dockerfile_image.py)
+# and runs the result on its real node (tests/e2e/test_operator_pods.py).
+ARG DEBIAN_IMAGE=docker.io/library/debian:bookworm-slim
 
 FROM ${DEBIAN_IMAGE} AS runtime
 RUN apt-get update \
@@ -18,12 +19,19 @@ RUN groupadd --system --gid 10001 flotilla \
 FROM runtime AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# The dependencies first, in a layer of their own that only pyproject.toml changes invalidate: a
+# source change rebuilds just the project's install below. Every dependency ships wheels for
+# linux/amd64 and arm64: no compiler needed.
+COPY pyproject.toml ./
+RUN python3 -m venv /opt/flotilla \
+ && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >/tmp/requirements.txt \
+ && /opt/flotilla/bin/pip install -r /tmp/requirements.txt \
+ && rm /tmp/requirements.txt
+COPY README.md ./
 COPY flotilla ./flotilla
 COPY broker ./broker
 COPY operator ./operator
-# Every dependency ships wheels for linux/amd64 and arm64: no compiler needed.
-RUN python3 -m venv /opt/flotilla && /opt/flotilla/bin/pip install .
+RUN /opt/flotilla/bin/pip install --no-deps .
 
 FROM runtime
 LABEL org.opencontainers.image.title="flotilla" \

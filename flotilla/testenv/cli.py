@@ -7,6 +7,7 @@ works; progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,8 +28,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"into {versions.bin_dir()}; reuse what is there.",
     )
     bp.add_argument("--kubelet", action="store_true",
-                    help="also build the real node: kubelet, kube-proxy, coredns and the pause and "
-                    "Flotilla images (needs root)")
+                    help="also build the real node: kubelet, kube-proxy, coredns and the pause image "
+                    "(needs root)")
+    sub.add_parser(
+        "image",
+        help="build (or reuse) the Flotilla image from the Dockerfile with buildah",
+        description="Build the repository's Dockerfile with buildah (no Docker engine) on a local "
+        "Debian base made with debootstrap, for the real node; print `<name> <OCI archive>`. "
+        "Needs root, buildah and debootstrap (see docs/testenv.md).",
+    )
     for name, help_text in (("up", "start a control plane in the background"),
                             ("down", "stop the control plane started in --dir")):
         sp = sub.add_parser(name, help=help_text, description=help_text)
@@ -48,7 +56,7 @@ class _Failed(Exception):
 
 def run(args: argparse.Namespace) -> int:
     try:
-        return {"build": _build, "up": _up, "down": _down}[args.testenv_command](args)
+        return {"build": _build, "image": _image, "up": _up, "down": _down}[args.testenv_command](args)
     except (build.BuildError, _Failed) as exc:
         print(f"flotilla testenv {args.testenv_command}: {exc}", file=sys.stderr)
         return 1
@@ -59,9 +67,18 @@ def _build(args: argparse.Namespace) -> int:
     if args.kubelet:
         from . import images
         images.build_pause()
-        name, tar = images.build_flotilla()
-        print(f"[testenv] image {name}: {tar}", file=sys.stderr)
     print(bin_dir)
+    return 0
+
+
+def _image(args: argparse.Namespace) -> int:
+    from . import dockerfile_image
+
+    try:
+        name, tar = dockerfile_image.build()
+    except (dockerfile_image.ImageBuildError, RuntimeError, subprocess.TimeoutExpired) as exc:
+        raise _Failed(str(exc)) from exc
+    print(f"{name} {tar}")
     return 0
 
 
@@ -94,8 +111,11 @@ def _start(args: argparse.Namespace) -> int:
         )
     images_ = []
     if args.kubelet:
-        from . import images
-        name, tarball = images.build_flotilla()
+        from . import dockerfile_image, images
+        try:
+            name, tarball = dockerfile_image.build()
+        except dockerfile_image.ImageBuildError as exc:
+            raise ControlPlaneError(str(exc)) from exc
         images_ = [images.build_pause(), tarball]
         print(f"[testenv] the real node gets image {name} (use imagePullPolicy: Never)", file=sys.stderr)
     nodes = args.nodes if args.nodes is not None else (0 if args.kubelet else 2)

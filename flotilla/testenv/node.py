@@ -73,7 +73,7 @@ def prerequisites() -> list[str]:
     missing = []
     if os.geteuid() != 0:
         missing.append("root (containerd, the kubelet and CNI need it)")
-    for exe in ("containerd", "ctr", "runc", "iptables", "ip", "catatonit", "debootstrap", "unshare"):
+    for exe in ("containerd", "ctr", "runc", "iptables", "ip", "catatonit", "debootstrap", "buildah", "unshare"):
         if not shutil.which(exe):
             missing.append(exe)
     if not any((Path(d) / "bridge").exists() for d in CNI_BIN_DIRS):

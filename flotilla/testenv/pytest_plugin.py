@@ -130,14 +130,18 @@ def kube_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEnv]:
 
 @pytest.fixture(scope="session")
 def kube_node_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEnv]:
-    from . import images, node
+    from . import dockerfile_image, images, node
 
     bin_dir = versions.bin_dir()
     missing = node.prerequisites() + build.missing(bin_dir, node=True)
     if missing:
         pytest.skip(f"real test node unavailable: missing {', '.join(missing)} "
-                    "(scripts/setup.d/40-node.sh builds it)")
-    image, tarball = images.build_flotilla()
+                    "(scripts/setup.d/40-node.sh and 45-image.sh set it up)")
+    # The image the Dockerfile builds (buildah); seconds when setup.d/45-image.sh has built it.
+    try:
+        image, tarball = dockerfile_image.build()
+    except (dockerfile_image.ImageBuildError, RuntimeError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(f"the Flotilla image could not be built from the Dockerfile: {exc}", pytrace=False)
     cp = ControlPlane(directory=tmp_path_factory.mktemp("testenv-node"), bin_dir=bin_dir, node_count=0,
                       kubelet=True, images=[images.build_pause(), tarball])
     cp.up()

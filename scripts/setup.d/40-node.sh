@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The real test node (`flotilla testenv up --kubelet`, docs/testenv.md): containerd, runc, CNI
 # plugins, iptables and catatonit (the pause process) from Debian; kubelet, kube-proxy (the same
-# Kubernetes module as the API server) and CoreDNS compiled from the Go module proxy; the pause and
-# Flotilla images built from Debian packages with debootstrap. Cached under ~/.cache/flotilla/testenv;
-# the first run takes several minutes (see docs/testenv.md). Needs root; idempotent.
+# Kubernetes module as the API server) and CoreDNS compiled from the Go module proxy; the pause image
+# (Debian's catatonit). The Flotilla image is 45-image.sh's (the Dockerfile, built by buildah).
+# Cached under ~/.cache/flotilla/testenv; the first run takes several minutes (see docs/testenv.md).
+# Needs root; idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -11,7 +12,7 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "real test node: not root; skipped (its tests are skipped too)" >&2
   exit 0
 fi
-packages="containerd runc containernetworking-plugins iptables conntrack catatonit debootstrap"
+packages="containerd runc containernetworking-plugins iptables conntrack catatonit"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,5 +1,7 @@
 """The operator's KafkaCluster on real pods: a real node (containerd + kubelet + kube-proxy +
-CoreDNS, `flotilla testenv up --kubelet`) running the Flotilla image built without Docker.
+CoreDNS, `flotilla testenv up --kubelet`) running the Flotilla image that the repository's Dockerfile
+builds (with buildah, no Docker engine: flotilla/testenv/dockerfile_image.py), so the Dockerfile is
+known to work.
 
     .venv/bin/pytest tests/e2e/test_operator_pods.py -x -q
 
@@ -17,7 +19,7 @@ brokers meanwhile, and no acknowledged record is lost. Deleting KafkaTopics foll
 rules (issue 18 item 10): `kubectl delete kafkatopics --all` keeps `__consumer_offsets` and the
 committed offsets in it; with delete.topic.enable=false (set by the roll) a deletion is refused
 naming the key, and a KafkaTopic annotated flotilla.io/managed=false goes while its topic stays.
-Skipped where the real node cannot run (not root, or scripts/setup.d/40-node.sh not run); in CI
+Skipped where the real node cannot run (not root, or scripts/setup.d/40-node.sh and 45-image.sh not run); in CI
 (CI set) that skip fails the run: tests/ci_allowed_skips.toml does not allow it.
 """
 
@@ -33,6 +35,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from flotilla.testenv import dockerfile_image
 from tests.support import cluster_dns
 from tests.support.crds import install_crds
 from tests.support.waiting import wait_for
@@ -206,6 +209,10 @@ def test_brokers_run_in_pods_on_claims_and_answer(kube_node_env, fleet):
     assert [p["metadata"]["name"] for p in running] == [f"{NAME}-broker-{i}" for i in range(3)]
     for p in running:
         assert pod_ready(p) and p["spec"]["nodeName"] == "node-0"
+        # The image built from the Dockerfile (kube_node_env), not some other one.
+        assert env.image.startswith(f"{dockerfile_image.IMAGE}:")
+        (status,) = p["status"]["containerStatuses"]
+        assert p["spec"]["containers"][0]["image"] == env.image and status["image"].endswith(env.image), status
         claim = next(v["persistentVolumeClaim"]["claimName"] for v in p["spec"]["volumes"] if v["name"] == "data")
         pvc = get_json(env, "pvc", claim, "-n", ns)
         assert pvc["status"]["phase"] == "Bound", pvc["status"]

@@ -1,16 +1,14 @@
-"""The Docker-free image recipe (flotilla/testenv/images.py) and the Dockerfile stay in step, and the
-OCI image-layout writer produces what `ctr images import` needs."""
+"""The Dockerfile build for the real node (flotilla/testenv/dockerfile_image.py: buildah, its build
+context, cache key and export) and the OCI image-layout writer that `ctr images import` reads."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-import shlex
 import tarfile
 from pathlib import Path
 
-from flotilla.testenv import images, node, oci
+from flotilla.testenv import dockerfile_image, node, oci
 
 DOCKERFILE = Path(__file__).resolve().parents[2] / "Dockerfile"
 
@@ -32,32 +30,89 @@ def final_stage() -> list[tuple[str, str]]:
     return instructions[last_from:]
 
 
-def test_same_debian_packages():
-    runs = [rest for verb, rest in dockerfile_instructions() if verb == "RUN" and "apt-get install" in rest]
-    assert len(runs) == 1, runs
-    words = shlex.split(runs[0].split("apt-get install", 1)[1].split("&&")[0])
-    assert tuple(w for w in words if not w.startswith("-")) == images.DEBIAN_PACKAGES
+def test_runtime_stage_is_the_target_built_without_mounts_and_only_the_venv_leaves_the_build_stage():
+    """dockerfile_image builds `--target runtime` first, without bind mounts, so their mount points
+    stay out of the image; that holds only while the final stage takes nothing else from `build`."""
+    instructions = dockerfile_instructions()
+    froms = [rest for verb, rest in instructions if verb == "FROM"]
+    assert froms[0] == "${DEBIAN_IMAGE} AS runtime", "the base must stay overridable (--build-arg DEBIAN_IMAGE)"
+    assert froms[1] == "runtime AS build" and froms[-1] == "runtime"
+    copies_from_build = [rest for verb, rest in final_stage() if verb == "COPY" and "--from=" in rest]
+    assert copies_from_build == ["--from=build /opt/flotilla /opt/flotilla"]
 
 
-def test_same_user_and_directories():
-    run = " ".join(rest for verb, rest in dockerfile_instructions() if verb == "RUN" and "useradd" in rest)
-    assert f"--gid {images.GID} flotilla" in run
-    assert f"--uid {images.UID} --gid {images.GID}" in run
-    assert f"mkdir -p {images.DATA_DIR} {images.CONFIG_DIR}" in run
-    assert f"chown {images.UID}:{images.GID} {images.DATA_DIR}" in run
+def test_dockerignore_lets_in_what_the_dockerfile_copies():
+    files = dockerfile_image.context_files(DOCKERFILE.parent)
+    sources = [src for verb, rest in dockerfile_instructions() if verb == "COPY" and "--from=" not in rest
+               for src in rest.split()[:-1]]
+    assert sources, "no COPY found"
+    for src in sources:
+        assert any(f == src or f.startswith(src.rstrip("/") + "/") for f in files), f"{src} is not in the build context"
+    assert not any("__pycache__" in f or f.startswith(("tests/", ".git/", ".venv/")) for f in files)
 
 
-def test_same_venv_command_user_and_env():
-    stage = dict(final_stage())
-    assert json.loads(stage["ENTRYPOINT"]) == images.ENTRYPOINT
-    assert json.loads(stage["CMD"]) == images.CMD
-    assert stage["USER"] == f"{images.UID}:{images.GID}"
-    assert stage["WORKDIR"] == "/var/lib/flotilla"
-    assert shlex.split(stage["ENV"]) == images.ENV
-    assert f"/opt/flotilla /opt/flotilla" in stage["COPY"] and images.VENV == "/opt/flotilla"
-    assert sorted(f"{p}/tcp" for p in stage["EXPOSE"].split()) == sorted(images.EXPOSED)
-    build = " ".join(rest for verb, rest in dockerfile_instructions() if verb == "RUN" and "venv" in rest)
-    assert re.search(rf"python3 -m venv {images.VENV}\b", build)
+def _context(root: Path) -> Path:
+    (root / "flotilla" / "__pycache__").mkdir(parents=True)
+    (root / "flotilla" / "a.py").write_text("A = 1\n")
+    (root / "flotilla" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"x")
+    (root / "tests").mkdir()
+    (root / "tests" / "test_a.py").write_text("")
+    (root / "pyproject.toml").write_text("[project]\n")
+    (root / "Dockerfile").write_text("FROM x\n")
+    (root / ".dockerignore").write_text("# comment\n*\n!pyproject.toml\n!flotilla/\n**/__pycache__\n**/*.pyc\n")
+    return root
+
+
+def test_context_files_follow_dockerignore(tmp_path):
+    assert dockerfile_image.context_files(_context(tmp_path)) == ["pyproject.toml", "flotilla/a.py"]
+
+
+def test_image_key_follows_the_context_and_the_base_only(tmp_path):
+    ctx = _context(tmp_path)
+    key = dockerfile_image.image_key(ctx, "base:1")
+    (ctx / "tests" / "test_a.py").write_text("changed")
+    (ctx / "flotilla" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"changed")
+    assert dockerfile_image.image_key(ctx, "base:1") == key, "files outside the context changed the key"
+    assert dockerfile_image.image_key(ctx, "base:2") != key
+    (ctx / "flotilla" / "a.py").write_text("A = 2\n")
+    assert dockerfile_image.image_key(ctx, "base:1") != key
+    changed = dockerfile_image.image_key(ctx, "base:1")
+    (ctx / "Dockerfile").write_text("FROM y\n")
+    assert dockerfile_image.image_key(ctx, "base:1") != changed
+
+
+def test_buildah_uses_its_own_storage_the_local_base_and_no_pulls(tmp_path):
+    ctx = _context(tmp_path / "ctx")
+    runtime = dockerfile_image.bud_argv(tmp_path, "flotilla.local/debian:bookworm-x", ctx, tag=None, mounts=[])
+    full = dockerfile_image.bud_argv(tmp_path, "flotilla.local/debian:bookworm-x", ctx, tag="flotilla.local/flotilla:k",
+                                     mounts=["/a:/run/flotilla-build/ca-certificates.crt:ro"])
+    for argv in (runtime, full):
+        assert argv[argv.index("--root") + 1].startswith(str(tmp_path)), "must not use /var/lib/containers"
+        assert "--pull=never" in argv and "--layers" in argv
+        assert argv[argv.index("--build-arg") + 1] == "DEBIAN_IMAGE=flotilla.local/debian:bookworm-x"
+        assert argv[-3:] == ["--file", str(ctx / "Dockerfile"), str(ctx)]
+    assert runtime[runtime.index("--target") + 1] == "runtime" and "--volume" not in runtime
+    assert full[full.index("--tag") + 1] == "flotilla.local/flotilla:k" and "--target" not in full
+    assert full[full.index("--volume") + 1] == "/a:/run/flotilla-build/ca-certificates.crt:ro"
+
+
+def test_every_build_mount_is_checked_for_in_the_image(tmp_path):
+    mounts = dockerfile_image._build_mounts(tmp_path)
+    assert mounts, "the host has a CA bundle; it must be mounted for pip"
+    for m in mounts:
+        host, dest, mode = m.split(":")
+        assert Path(host).is_file() and mode == "ro"
+        assert any(dest == p or dest.startswith(p + "/") for p in dockerfile_image._BUILD_MOUNTS), dest
+
+
+def test_exported_layout_is_named_for_containerd(tmp_path):
+    (tmp_path / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
+        {"mediaType": oci.MEDIA_MANIFEST, "digest": "sha256:00", "size": 1,
+         "annotations": {"org.opencontainers.image.ref.name": "other"}}]}))
+    dockerfile_image.name_for_containerd(tmp_path, "flotilla.local/flotilla:k")
+    (manifest,) = json.loads((tmp_path / "index.json").read_text())["manifests"]
+    assert manifest["annotations"] == {"io.containerd.image.name": "flotilla.local/flotilla:k",
+                                       "org.opencontainers.image.ref.name": "flotilla.local/flotilla:k"}
 
 
 def test_oci_layout_is_importable_shape(tmp_path):
@@ -80,6 +135,8 @@ def test_oci_layout_is_importable_shape(tmp_path):
         manifest = json.loads(manifest_bytes)
         config = json.load(tar.extractfile(f"blobs/sha256/{manifest['config']['digest'][7:]}"))
         assert config["rootfs"]["diff_ids"] == [layer.diff_id]
+        # buildah refuses to build on an image whose history does not count its layers.
+        assert len([h for h in config["history"] if not h.get("empty_layer")]) == 1
         assert config["config"]["User"] == "1:1"
         assert {"oci-layout", f"blobs/sha256/{layer.digest[7:]}"} <= names
         blob = tar.extractfile(f"blobs/sha256/{layer.digest[7:]}").read()
@@ -123,3 +180,20 @@ def test_a_second_real_node_waits_for_the_first_then_says_why(tmp_path, monkeypa
     fcntl.flock(first._lock, fcntl.LOCK_UN)
     first._lock.close()
     second._take_the_machine(timeout=1)
+
+
+def test_dependency_layer_installs_exactly_the_projects_dependencies(tmp_path):
+    """The Dockerfile's dependencies step reads pyproject.toml with a one-line Python; run that line."""
+    import shlex
+    import subprocess
+    import sys
+    import tomllib
+
+    (run,) = [rest for verb, rest in dockerfile_instructions() if verb == "RUN" and "tomllib" in rest]
+    words = shlex.split(run)
+    script = words[words.index("-c") + 1]
+    (tmp_path / "pyproject.toml").write_bytes((DOCKERFILE.parent / "pyproject.toml").read_bytes())
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    wanted = tomllib.loads((DOCKERFILE.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert out.splitlines() == wanted and len(wanted) > 5
+    assert "pip install --no-deps ." in " ".join(rest for verb, rest in dockerfile_instructions() if verb == "RUN")

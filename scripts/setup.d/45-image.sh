@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The Flotilla image for the real test node, built from the repository's Dockerfile by buildah (no
+# Docker engine) on a local Debian base made with debootstrap (`flotilla testenv image`,
+# flotilla/testenv/dockerfile_image.py). Cached under ~/.cache/flotilla/testenv (buildah's storage
+# and the image archive, keyed by the Dockerfile and the build context): seconds when nothing
+# changed, about a minute after a source change, several minutes the first time (docs/testenv.md).
+# Needs root; idempotent.
+# setup: background (downloads from the Debian mirror and PyPI; scripts/test.sh runs it beside the Go builds)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "flotilla image: not root; skipped (the real-node tests are skipped too)" >&2
+  exit 0
+fi
+packages="buildah runc debootstrap"
+missing=""
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  echo "flotilla image: apt-get install$missing"
+  # shellcheck disable=SC2086
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing >/dev/null
+fi
+start=$(date +%s)
+echo "flotilla image: $(.venv/bin/flotilla testenv image) ($(( $(date +%s) - start ))s)"
