@@ -62,6 +62,10 @@ class CatchUp(Workload):
                 Metric("plain_fresh_age_p99_ms", "plain: fresh-record age p99", "ms", "lower"),
                 Metric("parallel_backlog_seconds", "parallel: time to finish the backlog", "s", "lower"),
                 Metric("plain_backlog_seconds", "plain: time to finish the backlog", "s", "lower"),
+                Metric("parallel_fresh_age_p90_ms", "parallel: fresh-record age p90", "ms", "lower", primary=False),
+                Metric("plain_fresh_age_p90_ms", "plain: fresh-record age p90", "ms", "lower", primary=False),
+                Metric("parallel_fresh_from_gap_pct", "parallel: fresh records that fell in the gap", "%", "lower",
+                       primary=False),
                 Metric("parallel_first_fresh_seconds", "parallel: first fresh record after", "s", "lower",
                        primary=False),
                 Metric("plain_first_fresh_seconds", "plain: first fresh record after", "s", "lower", primary=False),
@@ -123,9 +127,11 @@ class CatchUp(Workload):
             "order": order, "runs": runs,
         }
         for mode, r in runs.items():
-            for key in ("fresh_age_p50_ms", "fresh_age_p99_ms", "backlog_seconds", "first_fresh_seconds",
-                        "consumer_cpu_seconds"):
+            for key in ("fresh_age_p50_ms", "fresh_age_p90_ms", "fresh_age_p99_ms", "backlog_seconds",
+                        "first_fresh_seconds", "consumer_cpu_seconds"):
                 out[f"{mode}_{key}"] = r[key]
+        if par["fresh_during_backlog"]:
+            out["parallel_fresh_from_gap_pct"] = 100 * par["fresh_from_gap"] / par["fresh_records"]
         out.update(window)
         return out
 
