@@ -42,7 +42,7 @@ def checkpoint_analysis(lives: list[list[tuple]]) -> tuple[list[str], list[dict[
     had checkpointed it (a range read twice, a token not removed, an offset moved back), or twice
     within one assignment. Returns those problems, and per life: records processed, commits
     acknowledged, and records not covered by the last acknowledged commit when the life ended
-    (what a kill at that moment must redeliver)."""
+    (what a kill at that moment may redeliver) and at each later assignment within the life."""
     from flotilla.catchup.ranges import PartitionRanges
 
     acked: dict[int, tuple[int, list[tuple[int, int]]]] = {}  # partition -> (offset, [(next, end)])
@@ -58,9 +58,11 @@ def checkpoint_analysis(lives: list[list[tuple]]) -> tuple[list[str], list[dict[
     for n, life in enumerate(lives, start=1):
         epoch: set[tuple[int, int]] = set()
         recs: list[tuple[int, int]] = []
-        acks = 0
+        acks = at_reassignments = 0
         for e in life:
             if e[0] == "assigned":
+                if epoch:  # a rebalance inside the life: the same rule as a kill
+                    at_reassignments += len({k for k in recs if not covered(*k)})
                 epoch = set()
             elif e[0] == "ack":
                 p, offset, meta = e[1]
@@ -77,5 +79,6 @@ def checkpoint_analysis(lives: list[list[tuple]]) -> tuple[list[str], list[dict[
                 epoch.add((p, o))
                 recs.append((p, o))
         unacked = {k for k in recs if not covered(*k)}
-        per_life.append({"life": n, "processed": len(recs), "acks": acks, "unacknowledged_at_end": len(unacked)})
+        per_life.append({"life": n, "processed": len(recs), "acks": acks, "unacknowledged_at_end": len(unacked),
+                         "unacknowledged_at_reassignments": at_reassignments})
     return problems, per_life

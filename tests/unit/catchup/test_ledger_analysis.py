@@ -32,7 +32,8 @@ def test_a_kill_redelivers_only_what_was_not_acknowledged(tmp_path):
     ]))
     problems, per_life = checkpoint_analysis(lives)
     assert problems == []
-    assert per_life[0] == {"life": 1, "processed": 4, "acks": 2, "unacknowledged_at_end": 2}
+    assert per_life[0] == {"life": 1, "processed": 4, "acks": 2, "unacknowledged_at_end": 2,
+                           "unacknowledged_at_reassignments": 0}
     assert per_life[1]["unacknowledged_at_end"] == 0
 
 
@@ -55,5 +56,6 @@ def test_a_record_twice_in_one_assignment_is_reported(tmp_path):
         "rec primary 0 0 0", "rec primary 0 0 0",
         'assigned {"0": {"primary": 0, "ranges": []}}', "rec primary 0 0 0",   # a rebalance: allowed
     ]))
-    problems, _ = checkpoint_analysis(lives)
+    problems, per_life = checkpoint_analysis(lives)
     assert problems == ["life 1: 0:0 processed twice in one assignment"]
+    assert per_life[0]["unacknowledged_at_reassignments"] == 1
