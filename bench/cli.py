@@ -38,6 +38,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply record counts (default 1.0)")
     ap.add_argument("--metadata-topics", type=int, default=None, help="topics in the broker for the metadata case"
                     " (default 10000)")
+    ap.add_argument("--catchup-records", type=int, default=None, help="backlog of the catch-up case"
+                    " (default 500000)")
     ap.add_argument("--smoke", action="store_true", help="tiny record counts: checks the harness, measures nothing")
     ap.add_argument("--no-fetch", action="store_true", help="never download jars; skip what is not cached")
     ap.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up of each broker session")
@@ -73,6 +75,8 @@ def main(argv: list[str]) -> int:
         sizes = sizes.scaled(args.scale)
     if args.metadata_topics:
         sizes = dataclasses.replace(sizes, metadata_topics=args.metadata_topics)
+    if args.catchup_records:
+        sizes = dataclasses.replace(sizes, catchup_backlog=args.catchup_records)
     partitions = args.partitions or ([1] if args.smoke else [1, 32])
     if args.targets is None:
         targets = ["flotilla", "apache"]

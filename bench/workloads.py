@@ -73,13 +73,16 @@ class Sizes:
     metadata_topics: int = 10_000  # topics in the broker when Metadata is timed
     metadata_requests: int = 50
     setup_timeout: float = 1800.0  # creating the metadata case's topics (untimed)
+    catchup_backlog: int = 500_000  # records behind the committed offset when the catch-up consumer restarts
+    catchup_rate: int = 2000  # records/s produced meanwhile
 
     @classmethod
     def smoke(cls) -> "Sizes":
         return cls(produce_bytes=2 * MB, produce_small_bytes=1 * MB, librdkafka_factor=1.0, consume_bytes=2 * MB, latency_seconds=1.0, warmup_bytes=1 * MB, warmup_requests=200, warmup_max_rounds=3,
                    min_records=500, timeout=90.0, pipeline_events=3000,
                    roll_latency_seconds=1.0, roll_latency_rate=2000,
-                   fetch_small_bytes=MB // 4, metadata_topics=100, metadata_requests=5, setup_timeout=120.0)
+                   fetch_small_bytes=MB // 4, metadata_topics=100, metadata_requests=5, setup_timeout=120.0,
+                   catchup_backlog=5000, catchup_rate=500)
 
     def scaled(self, factor: float) -> "Sizes":
         return dataclasses.replace(
@@ -93,6 +96,7 @@ class Sizes:
             roll_latency_seconds=self.roll_latency_seconds * max(factor, 0.1),
             fetch_small_bytes=int(self.fetch_small_bytes * factor),
             metadata_topics=max(10, int(self.metadata_topics * factor)),
+            catchup_backlog=max(1000, int(self.catchup_backlog * factor)),
         )
 
     def records_for(self, nbytes: int, size: int) -> int:
@@ -698,3 +702,4 @@ class BrokerMemory(Workload):
 from bench import fetch_sessions  # noqa: E402,F401
 from bench import quotas  # noqa: E402,F401
 from bench import transactions  # noqa: E402,F401
+from bench import catchup  # noqa: E402,F401

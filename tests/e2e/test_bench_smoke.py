@@ -55,6 +55,11 @@ def test_bench_smoke(tmp_path: Path) -> None:
         # issue 19: transactions of 100 records, and read_committed end-to-end latency
         ("txn-produce-1KiB-p1-librdkafka", "mb_per_sec"),
         ("txn-latency-1KiB-p1-librdkafka", "latency_p50_ms"),
+        # the KIP-333 catch-up consumer: a restart with a backlog, plain vs parallel, and the mode off
+        ("catch-up-restart-p1", "plain_backlog_seconds"),
+        ("catch-up-restart-p1", "parallel_backlog_seconds"),
+        ("catch-up-restart-p1", "consumer_cpu_ratio"),
+        ("catch-up-mode-off-p1", "mode_off_throughput_ratio"),
     ]:
         v = rows[(case, metric)]["median"]["flotilla"]
         assert isinstance(v, (int, float)) and v > 0, (case, metric, v)
@@ -71,6 +76,13 @@ def test_bench_smoke(tmp_path: Path) -> None:
                              ("roll-latency-100B-p1-librdkafka", "latency_p99_ms"),
                              ("metadata-all-topics-p1", "latency_p50_ms")]:
             assert rows[(case, metric)]["ratio_flotilla_over_kafka"] > 0, (case, metric)
+    # The catch-up case's runs: the whole backlog once per mode, fresh records after the restart
+    # delivered in both, nothing twice (no crash in this case), the worker used in the parallel run.
+    restart = rows[("catch-up-restart-p1", "fresh_age_p50_ratio")]["runs"]["flotilla"][0]["runs"]
+    for mode in ("plain", "parallel"):
+        assert restart[mode]["backlog_records"] >= 5000, restart[mode]
+        assert restart[mode]["fresh_records"] > 0 and restart[mode]["duplicates"] == 0, restart[mode]
+    assert restart["parallel"]["catchup_worker_created"] and not restart["plain"]["catchup_worker_created"]
     # Fetch sessions: an idle incremental fetch is a few dozen bytes, a full one names every partition.
     sessions = rows[("fetch-sessions-idle-200p", "incremental_bytes_pct")]["median"]["flotilla"]
     assert 0 < sessions < 5, sessions

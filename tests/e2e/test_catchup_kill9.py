@@ -7,7 +7,6 @@ open leaves two ranges, and that after each restart fresh records come before th
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from tests.support import kafka_wire
 from tests.support.broker_process import REPO_ROOT
+from tests.support.catchup_ledger import Ledger, checkpoint_analysis
 from tests.support.waiting import wait_for
 
 ck = pytest.importorskip("confluent_kafka")
@@ -58,31 +58,6 @@ class Producer(threading.Thread):
             self.sent += 1
             self.p.poll(0.004)
         self.p.flush(30)
-
-
-class Ledger:
-    """What the application wrote, life by life (a life starts at each `start` line)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def lives(self) -> list[list[tuple]]:
-        lives: list[list[tuple]] = []
-        if not self.path.exists():
-            return lives
-        for line in self.path.read_text().splitlines():
-            kind, _, rest = line.partition(" ")
-            if kind == "start":
-                lives.append([])
-            elif kind == "ranges" and lives:
-                lives[-1].append(("ranges", json.loads(rest)))
-            elif kind == "rec" and lives and len(rest.split()) == 4:  # a torn last line is skipped
-                source, partition, offset, value = rest.split()
-                lives[-1].append(("rec", source, int(partition), int(offset), int(value)))
-        return lives
-
-    def values(self) -> list[int]:
-        return [e[4] for life in self.lives() for e in life if e[0] == "rec"]
 
 
 class App:
@@ -200,8 +175,14 @@ def run_kill9_scenario(bootstrap: str, one_broker: str, replicas: int, tmp_path:
     dups = sum(n - 1 for n in Counter(values).values() if n > 1)
     record_property("catchup_duplicates", dups)
     record_property("catchup_records", len(values))
+    problems, per_life = checkpoint_analysis(lives)
     print(f"catch-up kill -9: {len(producer.acked)} records acknowledged, {len(values)} processed,"
-          f" {dups} duplicates")
+          f" {dups} duplicates; per life: {per_life}")
+    # Every duplicate is a record whose checkpoint a kill lost, and no more than the killed lives
+    # left unacknowledged: nothing was processed again behind an acknowledged commit.
+    assert not problems, problems[:10]
+    assert dups <= sum(life["unacknowledged_at_end"] for life in per_life[:-1]) + sum(
+        life["unacknowledged_at_reassignments"] for life in per_life), (dups, per_life)
     # Lives 2 and 3 started at the log end with the gap as a range, and a second crash while a gap
     # was open left two ranges on some partition.
     first_ranges = [next(e[1] for e in life if e[0] == "ranges" and e[1]) for life in lives[1:]]
