@@ -46,7 +46,7 @@ from .builders import client_quota as cq
 from .builders import record_deletion as rd
 from .builders import Desired, build_all
 from .builders import cluster_id as cid
-from .builders.common import MANAGED_BY, Owner, selector_string, statefulset_name
+from .builders.common import MANAGED_BY, Owner, cluster_of, selector_string, statefulset_name
 from .builders.roll import RollDecision, roll_partition, roll_state
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
@@ -56,7 +56,13 @@ from .settings import Settings
 from .status import condition, kafka_cluster_status, same_status
 
 LEASE_ROLE_LABEL = "flotilla.io/lease"  # on the brokers' Leases: broker or controller
-INSTANCE_LABEL = "app.kubernetes.io/instance"  # on KafkaTopics and Leases: the cluster's name
+
+
+async def _cluster_objects(kube: Kube, kind: str, namespace: str, cluster: str,
+                           label_selector: str | None = None) -> list[dict[str, Any]]:
+    """A cluster's Leases or KafkaTopics: named by flotilla.io/cluster or, written before it, by
+    app.kubernetes.io/instance; a selector cannot say "either", so the namespace's are filtered."""
+    return [o for o in await kube.list(kind, namespace, label_selector=label_selector) if cluster_of(o) == cluster]
 
 log = logging.getLogger("flotilla_operator")
 
@@ -164,7 +170,7 @@ async def _leases(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]
     """The cluster's broker and controller Leases (for registeredBrokers/controller); None if
     they cannot be read, so a status is still written."""
     try:
-        return await kube.list("Lease", namespace, label_selector=f"app.kubernetes.io/instance={name},{LEASE_ROLE_LABEL}")
+        return await _cluster_objects(kube, "Lease", namespace, name, label_selector=LEASE_ROLE_LABEL)
     except ApiError as err:
         log.warning("reading the Leases of %s/%s: %s", namespace, name, err.reason)
         return None
@@ -178,7 +184,7 @@ async def _scale(kube: Kube, memo: kopf.Memo, owner: Owner, spec: KafkaClusterSp
     current = ((statefulset or {}).get("spec") or {}).get("replicas")
     topics: list[dict[str, Any]] = []
     if current is not None and spec.replicas < int(current):
-        topics = await kube.list("KafkaTopic", owner.namespace, label_selector=f"{INSTANCE_LABEL}={owner.name}")
+        topics = await _cluster_objects(kube, "KafkaTopic", owner.namespace, owner.name)
     decision = scale_decision(None if current is None else int(current), spec.replicas, topics)
     blocked: set[tuple[str, str]] = memo.setdefault("scale_blocked", set())
     if decision.blocked:
@@ -205,7 +211,7 @@ async def _roll(kube: Kube, memo: kopf.Memo, owner: Owner, statefulset: dict[str
     state = roll_state(statefulset, pods, desired_template_hash=draft.template_hash, desired_replicas=replicas)
     topics: list[dict[str, Any]] = []
     if state.next_broker is not None:
-        topics = await kube.list("KafkaTopic", owner.namespace, label_selector=f"{INSTANCE_LABEL}={owner.name}")
+        topics = await _cluster_objects(kube, "KafkaTopic", owner.namespace, owner.name)
     decision = roll_partition(state, pods, topics)
     waiting: set[tuple[str, str]] = memo.setdefault("roll_waiting", set())
     if decision.blocked:
@@ -404,7 +410,7 @@ async def lease_event(event: dict[str, Any], body: kopf.Body, namespace: str, me
     controller. Renewals alone (the same holder) change nothing and are skipped; a Lease that
     expires without an event is noticed by the periodic resync."""
     meta = body.get("metadata", {})
-    cluster = (meta.get("labels") or {}).get("app.kubernetes.io/instance")
+    cluster = cluster_of(body)
     if not cluster or "kube" not in memo:
         return
     holders: dict[tuple[str, str], Any] = memo.setdefault("lease_holders", {})
@@ -419,12 +425,12 @@ async def lease_event(event: dict[str, Any], body: kopf.Body, namespace: str, me
         logger.warning(f"status of KafkaCluster {namespace}/{cluster}: {exc}")
 
 
-@kopf.on.event(GROUP, VERSION, "kafkatopics", labels={INSTANCE_LABEL: kopf.PRESENT})
+@kopf.on.event(GROUP, VERSION, "kafkatopics")
 async def kafkatopic_event(body: kopf.Body, namespace: str, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
     """While a cluster's scale-down is blocked, a change of its KafkaTopics (partitions moved off
     the brokers to remove, a topic deleted) re-checks it at once; other clusters' topics, and
     this one's when nothing is blocked, are ignored (ISR changes are frequent)."""
-    cluster = (body.get("metadata", {}).get("labels") or {}).get(INSTANCE_LABEL)
+    cluster = cluster_of(body)
     if not cluster or "kube" not in memo:
         return
     key = (namespace, cluster)
