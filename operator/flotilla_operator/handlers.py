@@ -12,9 +12,10 @@
 - A resync loop (one task for the whole operator, so no per-object finalizer is needed) re-applies
   every KafkaCluster every `resync_seconds`, repairing drift in any child.
 - ClientQuota -> `reconcile_client_quota`: AlterClientQuotas through the cluster's bootstrap (a small
-  kio admin client), status per broker from DescribeClientQuotas, a timer re-applies; deleting the
-  resource removes the quota (finalizer); two resources naming one entity: the oldest wins, the
-  others report Conflict.
+  kio admin client), status per broker from DescribeClientQuotas, one operator-wide loop re-applies
+  (a kopf timer would put a finalizer on each); deleting the
+  resource removes the quota when the deletion is seen (no finalizer: nothing holds a namespace
+  deletion); two resources naming one entity: the oldest wins, the others report Conflict.
 - KafkaTopic events (while a cluster's scale-down is blocked or its roll waits for an ISR) ->
   `reconcile`: a StatefulSet is never shrunk below a broker that still holds partition replicas
   (builders/scale_down.py); the cluster reports ScaleDownBlocked until they have moved.
@@ -67,6 +68,8 @@ async def _cluster_objects(kube: Kube, kind: str, namespace: str, cluster: str,
 log = logging.getLogger("flotilla_operator")
 
 RETRY_DELAY = 10.0
+QUOTA_RESYNC_S = 10.0  # every ClientQuota re-applied and re-read (see _quota_resync_loop)
+QUOTA_REMOVAL_ATTEMPTS = 6  # a deleted ClientQuota's quota: tried for about half a minute
 
 
 # ------------------------------------------------------------------------------------------
@@ -133,6 +136,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
         memo["metrics_server"] = server
         logger.info(f"metrics: {server.start()}")
     memo["resync_task"] = asyncio.create_task(_resync_loop(memo), name="flotilla-resync")
+    memo["quota_resync_task"] = asyncio.create_task(_quota_resync_loop(memo), name="flotilla-quota-resync")
     logger.info(
         f"flotilla operator started: namespaces={','.join(op.namespaces) or '(all)'} "
         f"resync={op.resync_seconds}s default broker image={op.broker_image}"
@@ -141,13 +145,14 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    task = memo.get("resync_task")
-    if task is not None:
-        task.cancel()
-        try:
-            await task
-        except (asyncio.CancelledError, Exception):
-            pass
+    for key in ("resync_task", "quota_resync_task"):
+        task = memo.get(key)
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
     server = memo.get("metrics_server")
     if server is not None:
         server.stop()
@@ -537,31 +542,64 @@ async def clientquota_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> Non
     await reconcile_client_quota(memo, body)
 
 
-@kopf.timer(GROUP, VERSION, CLIENT_QUOTA.plural, interval=10.0, idle=5.0)
-async def clientquota_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """Re-apply and re-read: brokers that joined, a conflict's owner that went away, status drift."""
-    await reconcile_client_quota(memo, body)
+async def _quota_resync_loop(memo: kopf.Memo) -> None:
+    """Every QUOTA_RESYNC_S, re-apply and re-read every ClientQuota: brokers that joined, a
+    conflict's owner that went away, status drift. One task for the whole operator, not a kopf
+    timer per resource: kopf puts a finalizer on every resource that has a timer, and a finalizer
+    holds a namespace deletion for as long as the operator is away."""
+    op: Settings = memo["settings"]
+    while True:
+        await asyncio.sleep(QUOTA_RESYNC_S)
+        try:
+            quotas: list[dict[str, Any]] = []
+            for ns in op.namespaces or (None,):
+                quotas += await memo["kube"].list(CLIENT_QUOTA.kind, ns)
+        except Exception as exc:  # keep the loop alive through API hiccups
+            log.warning("resync: listing ClientQuotas failed: %s", exc)
+            continue
+        for quota in quotas:
+            if quota["metadata"].get("deletionTimestamp"):
+                continue
+            try:
+                await reconcile_client_quota(memo, quota)
+            except Exception as exc:
+                log.warning("resync of ClientQuota %s/%s failed: %s", quota["metadata"].get("namespace"),
+                            quota["metadata"]["name"], exc)
 
 
-@kopf.on.delete(GROUP, VERSION, CLIENT_QUOTA.plural)
-async def clientquota_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """Deleting the resource removes its quota from the cluster (kopf keeps a finalizer until then);
-    a resource that lost a conflict never applied anything, so there is nothing to remove."""
+@kopf.on.event(GROUP, VERSION, CLIENT_QUOTA.plural)
+async def clientquota_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
+                              **_: Any) -> None:
+    """Deleting the resource removes its quota from the cluster, once the deletion is seen. No
+    finalizer (a kopf on.delete handler would add one): a finalizer holds the resource, and so a
+    namespace deletion, for as long as the operator is not running or the cluster cannot be
+    reached. The price: a ClientQuota deleted while the operator is down leaves its quota in the
+    brokers (docs/operator.md says how to remove it). A resource that lost a conflict never applied
+    anything, so there is nothing to remove."""
+    if event.get("type") != "DELETED" or "kube" not in memo:
+        return
     meta, spec = body["metadata"], dict(body.get("spec") or {})
     try:
         parse_spec(CLIENT_QUOTA, spec)
     except ValueError:
         return
-    peers = await memo["kube"].list(CLIENT_QUOTA.kind, meta["namespace"])
-    if cq.owner_of(dict(body), peers)["metadata"]["name"] != meta["name"]:
-        return
-    bootstrap = await _quota_bootstrap(memo, meta["namespace"], spec["clusterRef"]["name"])
-    if not bootstrap:
-        return  # no cluster to hold it
     try:
-        await kafka_admin.alter_client_quota(bootstrap, cq.entity_of(spec), cq.removal_ops())
-    except kafka_admin.AdminError as exc:
-        raise kopf.TemporaryError(f"removing the quota: {exc}", delay=5)
+        peers = await memo["kube"].list(CLIENT_QUOTA.kind, meta["namespace"])
+        if cq.owner_of(dict(body), peers)["metadata"]["name"] != meta["name"]:
+            return
+        bootstrap = await _quota_bootstrap(memo, meta["namespace"], spec["clusterRef"]["name"])
+        if not bootstrap:
+            return  # no cluster to hold it
+        for attempt in range(QUOTA_REMOVAL_ATTEMPTS):  # the cluster may be briefly unreachable
+            try:
+                await kafka_admin.alter_client_quota(bootstrap, cq.entity_of(spec), cq.removal_ops())
+                return
+            except kafka_admin.AdminError:
+                if attempt == QUOTA_REMOVAL_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(RETRY_DELAY / 2)
+    except (ApiError, kafka_admin.AdminError) as exc:
+        logger.warning(f"ClientQuota {meta['namespace']}/{meta['name']} deleted; removing its quota failed: {exc}")
 
 
 # ------------------------------------------------------------------------------------------
