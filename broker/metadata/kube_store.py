@@ -390,12 +390,22 @@ class KubernetesMetadataStore(MetadataStore):
         self._topic_objs[name] = obj
         self._object_of[rec.name] = name
         self._set_topic(rec.name, rec)
+        self._check_status(name, obj, rec)
+
+    def _check_status(self, name: str, obj: dict[str, Any], rec: TopicRecord, always: bool = False) -> None:
+        """If the status does not show the topic as it is in force yet (a new spec generation, a
+        spec Kafka refuses, an object of an older version), the controller writes it. Only the
+        controller looks (a new one looks at every topic once, in `campaign`); not for a topic it
+        is about to assign anyway (that write carries the status)."""
+        if not self._status_subresource or not (always or self._is_acting_controller()):
+            return
         planning = rec.problem is None and (rec.assignment is None or len(rec.assignment) < rec.partitions)
-        if self._status_subresource and not planning and not ko.status_current(obj, rec):
-            # The status does not show the topic as it is in force yet (a new spec generation, a
-            # spec Kafka refuses, an object of an older version): the controller writes it.
+        if not planning and not ko.status_current(obj, rec):
             self._repairs.add(rec.name)
             self._repair_soon()
+
+    def _is_acting_controller(self) -> bool:
+        return self._controller_node is not None and self.is_controller(self._controller_node)
 
     def _kept(self, name: str, old: dict[str, Any], obj: dict[str, Any], rec: TopicRecord) -> TopicRecord:
         """Defence in depth behind the CRD's status subresource and CEL rules (an older CRD has
@@ -871,9 +881,13 @@ class KubernetesMetadataStore(MetadataStore):
         except Conflict:
             self._controller_until = 0.0
             return False
+        newly = self._controller_node != node_id
         self._controller_node = node_id
         self._controller_until = started + RENEW_DEADLINE * self.lease_duration_s
         self._publish_now()
+        if newly:  # statuses that lagged while another broker was the controller
+            for name, obj_name in list(self._object_of.items()):
+                self._check_status(obj_name, self._topic_objs[obj_name], self._topics[name], always=True)
         self._repair_soon()
         return True
 

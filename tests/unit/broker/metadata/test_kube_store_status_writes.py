@@ -63,14 +63,17 @@ def test_a_status_that_lags_the_record_is_queued_for_the_controller():
                               topic_id=__import__("uuid").uuid4())
     old_status = {"topicId": ko.topic_id_text(rec.topic_id), "assignment": ko._assignment_json(ASSIGNMENT)}
     s._apply("topics", "ADDED", user_topic(status=old_status))  # written by an older version
+    assert not s._repairs  # only the controller looks (and writes)
+    s._is_acting_controller = lambda: True
+    s._apply("topics", "MODIFIED", user_topic(rv=6, status=old_status))
     assert "clicks" in s._repairs
     s._repairs.clear()
-    current = user_topic(rv=6, status=ko.topic_status(s._topics["clicks"], old_status, 1))
+    current = user_topic(rv=7, status=ko.topic_status(s._topics["clicks"], old_status, 1))
     s._apply("topics", "MODIFIED", current)
     assert not s._repairs
     # A spec the brokers have not reflected yet (a new generation) is queued again.
     changed = copy.deepcopy(current)
-    changed["metadata"].update(resourceVersion="7", generation=2)
+    changed["metadata"].update(resourceVersion="8", generation=2)
     changed["spec"]["config"]["retention.ms"] = 1000
     s._apply("topics", "MODIFIED", changed)
     assert "clicks" in s._repairs and s._topics["clicks"].configs == {"retention.ms": "1000"}
