@@ -160,8 +160,9 @@ def test_refused_specs_conflicts_and_what_the_fleet_owns(owned_fleet, kube_env, 
 
     # Deleting the KafkaCluster deletes what the fleet created; the brokers keep the partitions.
     kube_env.kubectl("delete", "kafkacluster", "fleet", "-n", ns)
+    # (The garbage collector learns new resource types from discovery every 30 s: a fresh CRD may wait that long.)
     wait_for("the fleet's KafkaTopic garbage-collected", lambda: get(kube_env, ns, "kafkatopic", name) is None,
-             timeout=60)
+             timeout=90)
     # Each broker either saw the topic's deletion as the cluster's, or stopped first (the garbage
     # collector deleted its Lease too: a broker whose registration is gone stops).
     wait_for("every broker saw the cluster go or stopped", lambda: all(
