@@ -49,7 +49,7 @@ def owned_fleet(tmp_path, kube_env, kube_namespace):
 
 
 def get(kube_env, ns: str, kind: str, name: str) -> dict | None:
-    out = kube_env.kubectl("get", kind, name, "-n", ns, "-o", "json", check=False)
+    out = kube_env.kubectl("get", kind, name, "-n", ns, "-o", "json", "--show-managed-fields", check=False)
     return json.loads(out.stdout) if out.returncode == 0 else None
 
 
