@@ -140,8 +140,11 @@ def test_refused_specs_conflicts_and_what_the_fleet_owns(owned_fleet, kube_env, 
     dup = wait_for("orders-b ResourceConflict", lambda: ready(kube_env, ns, "orders-b", "False", "ResourceConflict"),
                    timeout=30)
     assert "orders-a" in dup["status"]["conditions"][0]["message"]
-    topics = family("confluent").list_topics(owned_fleet.bootstrap)
-    assert "orders" in topics and "badcfg" not in topics and "wide" not in topics
+    assert "orders" in family("confluent").list_topics(owned_fleet.bootstrap)
+    # Neither refused topic was created: no id, no partitions anywhere.
+    for refused in (bad, wide):
+        assert "topicId" not in refused["status"] and "assignment" not in refused["status"]
+    assert not [d for b in owned_fleet.brokers for d in Path(b.log_dirs).glob("*") if d.name.startswith(("badcfg-", "wide-"))]
 
     # A topic a Kafka client created: the fleet's KafkaTopic, labelled so and owned by the cluster.
     with kafka_wire.connect(owned_fleet.brokers[0].bootstrap) as conn:
