@@ -400,6 +400,9 @@ KEYS: tuple[Key, ...] = (
     Key("flotilla.cluster.name", "", _cluster_name,
         "Name of the KafkaCluster; Kubernetes metadata objects are named and labelled after it "
         "(required with flotilla.metadata.store=kubernetes)."),
+    Key("flotilla.cluster.uid", "", str.strip,
+        "uid of the KafkaCluster resource (set by the operator): the Leases and KafkaTopics the brokers "
+        "create name it as their owner, so deleting the KafkaCluster deletes them (empty: no owner)."),
     Key("flotilla.kubernetes.namespace", "", str.strip,
         "Namespace of the metadata objects (empty: the pod's own namespace, or the kubeconfig "
         "context's outside a pod)."),

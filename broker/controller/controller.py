@@ -28,6 +28,11 @@ from broker.metadata.store import (NO_TOPIC_ID, Conflict, MetadataImage, Metadat
 
 log = logging.getLogger(__name__)
 
+# Problems of a topic's own request (a KafkaTopic's spec Kafka refuses; see kube_objects) and the
+# controller's: a replication factor the live brokers cannot hold (Kafka's INVALID_REPLICATION_FACTOR).
+SPEC_PROBLEMS = frozenset({"InvalidConfig", "ReplicationFactorChange"})
+PLANNING_PROBLEM = "InvalidReplicationFactor"
+
 RETRY_S = 1.0
 WRITES_IN_FLIGHT = 16
 
@@ -159,6 +164,8 @@ class Controller:
         self.planned += len(topics)
         writes = []
         for topic in topics:
+            if topic.topic_id == NO_TOPIC_ID and topic.problem is not None and topic.problem[0] in SPEC_PROBLEMS:
+                continue  # a KafkaTopic whose spec Kafka would refuse: not created (its status says why)
             plan = plan_topic(topic, live, self.rng, holding, self.unclean_default, stopping)
             if plan.problem and self._problems.get(topic.name) != plan.problem:
                 log.warning("%s", plan.problem)
@@ -167,10 +174,18 @@ class Controller:
                 self._problems[topic.name] = plan.problem
             else:
                 self._problems.pop(topic.name, None)
-            if plan.assignment is None:
+            changes: dict = {}
+            if plan.assignment is not None:
+                changes["assignment"] = plan.assignment
+            # The planning problem goes on the record (Ready=False in a KafkaTopic's status), unless
+            # the spec's own problem is what the status shows.
+            if topic.problem is None or topic.problem[0] not in SPEC_PROBLEMS:
+                wanted = (PLANNING_PROBLEM, plan.problem) if plan.problem else None
+                if wanted != topic.problem:
+                    changes["problem"] = wanted
+            if not changes:
                 continue
-            changes = {"assignment": plan.assignment}
-            if topic.topic_id == NO_TOPIC_ID:  # made with kubectl: the controller gives it its id
+            if topic.topic_id == NO_TOPIC_ID and "assignment" in changes:  # made with kubectl: the controller gives it its id
                 changes["topic_id"] = uuid.uuid4()
             writes.append(dataclasses.replace(topic, **changes))
         if not writes:

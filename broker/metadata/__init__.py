@@ -20,7 +20,8 @@ def open_store(config: BrokerConfig, cluster_id: str, directory: Path) -> Metada
             namespace=config["flotilla.kubernetes.namespace"] or None, lease_duration_s=lease_s,
             default_partitions=config["num.partitions"],
             default_replication_factor=config["default.replication.factor"],
-            delete_topic_enable=config["delete.topic.enable"])
+            delete_topic_enable=config["delete.topic.enable"],
+            owner_uid=config["flotilla.cluster.uid"] or None)
     from broker.metadata.file_store import FileMetadataStore
 
     return FileMetadataStore(directory, cluster_id)

@@ -6,16 +6,30 @@ Pure functions, no I/O:
 - the controller Lease, `<cluster>-controller`: holderIdentity is the controller's node id;
 - the producer-id Lease, `<cluster>-producer-ids`, never held: its annotation is the end of the
   last block of producer ids handed out (KIP-730), moved on by compare-and-swap;
-- a KafkaTopic (flotilla.io/v1alpha1) per topic: `spec` is what was asked for (topicName,
-  partitions, replicas, config), `status` what the controller decided (topicId, one assignment entry
-  per partition: leader, leaderEpoch, replicas, isr) and a Ready condition derived from it.
-  The CRD has the status subresource: a user's write of the resource (kubectl replace or edit,
-  a GitOps sync) cannot change status, and the brokers write status through /status
-  (kube_store.update_topic: spec and status are each written only when they change).
+- a KafkaTopic (flotilla.io/v1alpha1) per topic. `spec` (topicName, partitions, replicas, config)
+  is whoever created the resource's alone: a user (kubectl, a GitOps tool) or, for a topic a Kafka
+  client created (CreateTopics, auto-creation), the broker that served it, which writes spec once,
+  at creation, and labels the object flotilla.io/created-by=fleet. After that the brokers write
+  `status` only, through the status subresource: the topic as it is in force (topicName, topicId,
+  partitions, replicationFactor, config, one assignment entry per partition: leader, leaderEpoch,
+  replicas, isr; counts of under-replicated and offline partitions) and a Ready condition, with
+  the spec generation it reflects (observedGeneration). A user's write of the resource (kubectl
+  replace or edit, a GitOps sync) cannot change status (the CRD's status subresource and CEL rules).
 
-Every object carries the label app.kubernetes.io/instance=<cluster name>; the store lists and
-watches by it, so several clusters can share a namespace. A KafkaTopic made with kubectl needs
-that label too.
+What the topic is (`record_from_topic`) when spec and status differ, i.e. which is the source of
+truth: the newest of the two. A spec generation the brokers have not yet reflected
+(observedGeneration behind metadata.generation) is a user's change and wins: its config is put in
+force. Once reflected, changes made through Kafka's APIs (AlterConfigs, IncrementalAlterConfigs,
+CreatePartitions) are written to status and stay in force until the user changes spec again; spec
+is never rewritten to match. Partitions only grow: the larger of spec and status. A spec Kafka
+would refuse (an unknown config key or a bad value, a replication factor other than the topic's)
+leaves the topic as it is and shows Ready=False with Kafka's message (`problem`).
+
+Every object carries the label flotilla.io/cluster=<cluster name> (objects made before it carry
+app.kubernetes.io/instance, still read: `cluster_of`); several clusters can share a namespace. A
+KafkaTopic made with kubectl needs one of the two. With the KafkaCluster's uid known
+(flotilla.cluster.uid, set by the operator), what the brokers create (their Leases, fleet-created
+KafkaTopics) names the KafkaCluster as owner, so deleting the KafkaCluster deletes them.
 
 Size: etcd refuses objects over 1.5 MiB (its default --max-request-bytes). The assignment is what
 grows with partitions, so `max_partitions` bounds a topic by the worst-case JSON size of one
@@ -40,8 +54,17 @@ GROUP = "flotilla.io"
 VERSION = "v1alpha1"
 TOPIC_PLURAL = "kafkatopics"
 TOPIC_KIND = "KafkaTopic"
+CLUSTER_PLURAL = "kafkaclusters"
 
+CLUSTER_LABEL = "flotilla.io/cluster"  # the cluster an object belongs to
+# The label the cluster was named by before flotilla.io/cluster: Helm and Argo CD's label tracking
+# overwrite it, so it is only read (objects written before), never written.
 INSTANCE_LABEL = "app.kubernetes.io/instance"
+# On objects the fleet creates on its own (a KafkaTopic for a topic a Kafka client created):
+# nobody keeps them in Git; the brokers wrote their spec once, at creation.
+CREATED_BY_LABEL = "flotilla.io/created-by"
+CREATED_BY_FLEET = "fleet"
+OWNER_KIND = "KafkaCluster"
 LEASE_ROLE_LABEL = "flotilla.io/lease"  # "broker" or "controller"
 NODE_ID_ANNOTATION = "flotilla.io/node-id"
 ENDPOINTS_ANNOTATION = "flotilla.io/endpoints"
@@ -102,11 +125,32 @@ def topic_object_name(cluster: str, topic: str) -> str:
 
 
 def labels(cluster: str, **extra: str) -> dict[str, str]:
-    return {INSTANCE_LABEL: cluster, **extra}
+    return {CLUSTER_LABEL: cluster, **extra}
 
 
 def selector(cluster: str, **extra: str) -> str:
     return ",".join(f"{k}={v}" for k, v in labels(cluster, **extra).items())
+
+
+def cluster_of(obj: dict[str, Any] | None) -> str | None:
+    """The cluster an object belongs to: flotilla.io/cluster, else (an object written before that
+    label) app.kubernetes.io/instance."""
+    found = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    return found.get(CLUSTER_LABEL) or found.get(INSTANCE_LABEL) or None
+
+
+def owner_references(cluster: str, uid: str | None) -> list[dict[str, Any]]:
+    """The KafkaCluster as owner of an object the brokers create (none without its uid): the
+    garbage collector deletes the object with it. Not `controller` (the operator controls the
+    KafkaCluster's own children) and no blockOwnerDeletion (it needs rights on the owner)."""
+    if not uid:
+        return []
+    return [{"apiVersion": f"{GROUP}/{VERSION}", "kind": OWNER_KIND, "name": cluster, "uid": uid}]
+
+
+def owned_by(obj: dict[str, Any] | None, uid: str | None) -> bool:
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return bool(uid) and any(r.get("uid") == uid for r in refs)
 
 
 # -- time --------------------------------------------------------------------------------------
@@ -174,13 +218,49 @@ def topic_name_of(obj: dict[str, Any]) -> str:
     return (obj.get("spec") or {}).get("topicName") or obj["metadata"]["name"]
 
 
+# Problems a KafkaTopic's spec has (derived from it at every read), and the controller's (kept in
+# status until it writes another): Ready=False with the reason.
+INVALID_CONFIG = "InvalidConfig"
+REPLICATION_FACTOR_CHANGE = "ReplicationFactorChange"
+INVALID_REPLICATION_FACTOR = "InvalidReplicationFactor"
+RESOURCE_CONFLICT = "ResourceConflict"
+SPEC_PROBLEMS = frozenset({INVALID_CONFIG, REPLICATION_FACTOR_CHANGE})
+CONTROLLER_PROBLEMS = frozenset({INVALID_REPLICATION_FACTOR})
+
+
+def _spec_configs(raw: dict[str, Any]) -> tuple[dict[str, str], tuple[str, str] | None]:
+    """spec.config as Kafka validates it: (the valid settings, the first problem or None)."""
+    from broker import topic_config  # the broker's own rules for topic configs
+
+    texts = {str(k): config_text(v) for k, v in raw.items()}
+    try:
+        return topic_config.validate(texts), None
+    except topic_config.TopicConfigError as first:
+        valid = {}
+        for key, value in texts.items():
+            try:
+                valid.update(topic_config.validate({key: value}))
+            except topic_config.TopicConfigError:
+                pass
+        return valid, (INVALID_CONFIG, f"spec.config: {first}")
+
+
+def _status_problem(status: dict[str, Any]) -> tuple[str, str] | None:
+    ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
+    if ready and ready.get("status") == "False" and ready.get("reason") in CONTROLLER_PROBLEMS:
+        return ready["reason"], ready.get("message") or ""
+    return None
+
+
 def record_from_topic(obj: dict[str, Any], default_partitions: int = 1,
                       default_replicas: int = 1) -> TopicRecord:
-    """The TopicRecord a KafkaTopic describes; one made with kubectl (no status yet) has the nil
-    topic id and no assignment, for the controller to complete. The id is status.topicId, else
-    the annotation a broker's create carries (see TOPIC_ID_ANNOTATION)."""
+    """The TopicRecord a KafkaTopic describes (see the module docstring for spec against status);
+    one made with kubectl (no status yet) has the nil topic id and no assignment, for the
+    controller to complete. The id is status.topicId, else the annotation a broker's create
+    carries (see TOPIC_ID_ANNOTATION)."""
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
+    meta = obj.get("metadata") or {}
     raw_assignment = status.get("assignment")
     assignment = None
     if raw_assignment is not None:
@@ -189,20 +269,35 @@ def record_from_topic(obj: dict[str, Any], default_partitions: int = 1,
                                           replicas=tuple(int(r) for r in p.get("replicas") or ()),
                                           isr=tuple(int(r) for r in p.get("isr") or ()))
                            for p in raw_assignment)
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    annotations = meta.get("annotations") or {}
+    wanted, problem = _spec_configs(spec.get("config") or {})
+    held = status.get("config")
+    reflected = status.get("observedGeneration") is not None and status.get("observedGeneration") == meta.get("generation")
+    if held is not None and (reflected or problem):
+        configs = {str(k): config_text(v) for k, v in held.items()}  # in force (maybe changed through Kafka)
+    else:
+        configs = wanted  # a spec change not yet reflected: the user's, put in force
+    partitions = max(int(spec.get("partitions") or default_partitions), int(status.get("partitions") or 0),
+                     len(assignment or ()))
+    factor = int(status.get("replicationFactor") or spec.get("replicas") or default_replicas)
+    if problem is None and spec.get("replicas") and int(spec["replicas"]) != factor:
+        problem = (REPLICATION_FACTOR_CHANGE,
+                   f"spec.replicas is {spec['replicas']} but the topic has replication factor {factor}: "
+                   "changing it needs a partition reassignment, which the fleet does not do")
     return TopicRecord(
         name=topic_name_of(obj),
         topic_id=parse_topic_id(status.get("topicId") or annotations.get(TOPIC_ID_ANNOTATION)),
-        partitions=int(spec.get("partitions") or default_partitions),
-        replication_factor=int(spec.get("replicas") or default_replicas),
-        configs={str(k): config_text(v) for k, v in (spec.get("config") or {}).items()},
+        partitions=partitions,
+        replication_factor=factor,
+        configs=configs,
         assignment=assignment,
-        version=obj["metadata"]["resourceVersion"],
+        version=meta["resourceVersion"],
+        problem=problem or _status_problem(status),
     )
 
 
 def brokers_part(rec: TopicRecord) -> tuple:
-    """What its status holds: what the brokers decided, theirs alone to write."""
+    """The part of its status no user's write may take away: the topic's id and assignment."""
     return rec.topic_id, rec.assignment
 
 
@@ -211,51 +306,111 @@ def _assignment_json(assignment: tuple[PartitionState, ...]) -> list[dict[str, A
              "isr": list(p.isr)} for p in assignment]
 
 
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition(kind: str, status: str, reason: str, message: str, previous: list[dict[str, Any]] | None,
+               generation: int | None, now: str | None) -> dict[str, Any]:
+    old = next((c for c in previous or () if c.get("type") == kind), None)
+    since = old["lastTransitionTime"] if old and old.get("status") == status and old.get("lastTransitionTime") \
+        else (now or _now())
+    out = {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": since}
+    if generation is not None:
+        out["observedGeneration"] = int(generation)
+    return out
+
+
 def ready_condition(rec: TopicRecord, previous: list[dict[str, Any]] | None = None,
-                    now: str | None = None) -> dict[str, Any]:
-    """Ready is True once the topic has its id and every partition an assignment with a leader."""
+                    now: str | None = None, generation: int | None = None) -> dict[str, Any]:
+    """Ready is True once the topic has its id and every partition an assignment with a leader,
+    and nothing in its spec is refused (rec.problem: False with Kafka's reason and message)."""
     complete = rec.assignment is not None and len(rec.assignment) >= rec.partitions
     offline = [i for i, p in enumerate(rec.assignment or ()) if p.leader < 0]
-    if rec.topic_id == NO_TOPIC_ID or not complete:
+    if rec.problem is not None:
+        status, (reason, message) = "False", rec.problem
+    elif rec.topic_id == NO_TOPIC_ID or not complete:
         status, reason, message = "False", "Assigning", "waiting for the controller to assign partitions"
     elif offline:
         status, reason = "False", "PartitionsOffline"
         message = f"{len(offline)} partition(s) without a leader, e.g. {offline[:5]}"
     else:
         status, reason, message = "True", "Assigned", f"{rec.partitions} partition(s) have a leader"
-    old = next((c for c in previous or () if c.get("type") == "Ready"), None)
-    since = old["lastTransitionTime"] if old and old.get("status") == status and old.get("lastTransitionTime") \
-        else (now or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    return {"type": "Ready", "status": status, "reason": reason, "message": message,
-            "lastTransitionTime": since}
+    return _condition("Ready", status, reason, message, previous, generation, now)
 
 
-def topic_object(cluster: str, rec: TopicRecord, base: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The KafkaTopic for `rec`. With `base` (the stored object) everything the record does not
-    hold is kept (labels and annotations added by users or kubectl, unknown spec fields) and the
-    record's version becomes the resourceVersion precondition of the write."""
-    obj: dict[str, Any] = json.loads(json.dumps(base)) if base else {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": TOPIC_KIND,
-        "metadata": {"name": topic_object_name(cluster, rec.name), "labels": labels(cluster)}}
-    if not base and rec.topic_id != NO_TOPIC_ID:
-        obj["metadata"]["annotations"] = {TOPIC_ID_ANNOTATION: topic_id_text(rec.topic_id)}
-    meta = obj["metadata"]
-    for k in ("managedFields", "creationTimestamp", "generation", "uid", "selfLink"):
-        meta.pop(k, None)
-    if base:
-        meta["resourceVersion"] = rec.version
-    spec = obj.setdefault("spec", {})
-    spec.update({"topicName": rec.name, "partitions": rec.partitions, "replicas": rec.replication_factor,
-                 "config": dict(rec.configs)})
-    old_status = obj.get("status") or {}
-    status: dict[str, Any] = {}
+def topic_status(rec: TopicRecord, previous: dict[str, Any] | None = None,
+                 generation: int | None = None, now: str | None = None) -> dict[str, Any]:
+    """The status the brokers write for `rec`: the topic as it is in force."""
+    status: dict[str, Any] = {"topicName": rec.name}
     if rec.topic_id != NO_TOPIC_ID:
         status["topicId"] = topic_id_text(rec.topic_id)
+    status["partitions"] = rec.partitions
+    status["replicationFactor"] = rec.replication_factor
+    status["config"] = dict(rec.configs)
     if rec.assignment is not None:
         status["assignment"] = _assignment_json(rec.assignment)
-    status["conditions"] = [ready_condition(rec, old_status.get("conditions"))]
-    obj["status"] = status
-    return obj
+        status["underReplicatedPartitions"] = sum(1 for p in rec.assignment if len(p.isr) < len(p.replicas))
+        status["offlinePartitions"] = sum(1 for p in rec.assignment if p.leader < 0)
+    if generation is not None:
+        status["observedGeneration"] = int(generation)
+    status["conditions"] = [ready_condition(rec, (previous or {}).get("conditions"), now, generation)]
+    return status
+
+
+def _without_times(status: dict[str, Any]) -> dict[str, Any]:
+    out = dict(status)
+    out["conditions"] = [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status.get("conditions") or ()]
+    return out
+
+
+def status_current(obj: dict[str, Any], rec: TopicRecord) -> bool:
+    """Whether the object's status already says what `topic_status` would write for `rec`."""
+    status = obj.get("status") or {}
+    want = topic_status(rec, status, (obj.get("metadata") or {}).get("generation"), now="-")
+    return _without_times(status) == _without_times(want)
+
+
+def conflict_status(obj: dict[str, Any], holder: str, topic: str) -> dict[str, Any] | None:
+    """The status of a KafkaTopic naming a topic another (older) KafkaTopic holds: what it had,
+    with Ready=False, reason ResourceConflict. None if it says so already."""
+    status = dict(obj.get("status") or {})
+    generation = (obj.get("metadata") or {}).get("generation")
+    ready = _condition("Ready", "False", RESOURCE_CONFLICT,
+                       f"topic {topic!r} is held by KafkaTopic {holder} (the older resource); this one is "
+                       "ignored until that one is deleted", status.get("conditions"), generation, None)
+    old = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
+    if old is not None and {k: v for k, v in old.items() if k != "lastTransitionTime"} == \
+            {k: v for k, v in ready.items() if k != "lastTransitionTime"}:
+        return None
+    status["conditions"] = [ready]
+    return status
+
+
+def topic_object(cluster: str, rec: TopicRecord, base: dict[str, Any] | None = None,
+                 owner_uid: str | None = None) -> dict[str, Any]:
+    """The KafkaTopic for `rec`. With `base` (the stored object), the write of its status: the
+    object as stored (spec, labels, annotations: never rewritten) with the status for `rec`, and
+    the record's version as the resourceVersion precondition. Without: the object a broker creates
+    for a topic a Kafka client created (spec written this once; labelled as the fleet's)."""
+    if base:
+        obj: dict[str, Any] = json.loads(json.dumps(base))
+        meta = obj["metadata"]
+        for k in ("managedFields", "creationTimestamp", "uid", "selfLink"):
+            meta.pop(k, None)
+        meta["resourceVersion"] = rec.version
+        obj["status"] = topic_status(rec, base.get("status"), base["metadata"].get("generation"))
+        return obj
+    meta = {"name": topic_object_name(cluster, rec.name),
+            "labels": labels(cluster, **{CREATED_BY_LABEL: CREATED_BY_FLEET})}
+    if rec.topic_id != NO_TOPIC_ID:
+        meta["annotations"] = {TOPIC_ID_ANNOTATION: topic_id_text(rec.topic_id)}
+    if owner_uid:
+        meta["ownerReferences"] = owner_references(cluster, owner_uid)
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": TOPIC_KIND, "metadata": meta,
+            "spec": {"topicName": rec.name, "partitions": rec.partitions, "replicas": rec.replication_factor,
+                     "config": dict(rec.configs)},
+            "status": topic_status(rec)}
 
 
 def partition_entry_bytes(replication_factor: int) -> int:
@@ -271,12 +426,17 @@ def max_partitions(replication_factor: int, budget: int = TOPIC_OBJECT_BUDGET) -
 
 
 # -- Leases ------------------------------------------------------------------------------------
+def _own(metadata: dict[str, Any], cluster: str, owner_uid: str | None) -> None:
+    if owner_uid:
+        metadata["ownerReferences"] = owner_references(cluster, owner_uid)
+
+
 def lease_spec(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("spec") or {}
 
 
 def broker_lease(cluster: str, cluster_id: str, reg: BrokerRegistration, duration_s: int,
-                 base: dict[str, Any] | None = None) -> dict[str, Any]:
+                 base: dict[str, Any] | None = None, owner_uid: str | None = None) -> dict[str, Any]:
     """The Lease registering `reg`, renewed now; with `base`, a compare-and-swap of that Lease."""
     now = micro_time()
     spec = lease_spec(base) if base else {}
@@ -295,6 +455,7 @@ def broker_lease(cluster: str, cluster_id: str, reg: BrokerRegistration, duratio
     metadata: dict[str, Any] = {"name": broker_lease_name(cluster, reg.node_id),
                                 "labels": labels(cluster, **{LEASE_ROLE_LABEL: "broker"}),
                                 "annotations": annotations}
+    _own(metadata, cluster, owner_uid)
     if base:
         metadata["resourceVersion"] = base["metadata"]["resourceVersion"]
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": {
@@ -322,7 +483,8 @@ def registration_from_lease(obj: dict[str, Any]) -> BrokerRegistration | None:
 
 
 def controller_lease(cluster: str, node_id: int | None, duration_s: int,
-                     base: dict[str, Any] | None = None, delete_topic_enable: bool = True) -> dict[str, Any]:
+                     base: dict[str, Any] | None = None, delete_topic_enable: bool = True,
+                     owner_uid: str | None = None) -> dict[str, Any]:
     """The controller Lease held (renewed now) by `node_id`, or released when node_id is None; it
     carries the controller's delete.topic.enable for the KafkaTopic deletion policy."""
     now = micro_time()
@@ -332,6 +494,7 @@ def controller_lease(cluster: str, node_id: int | None, duration_s: int,
     metadata: dict[str, Any] = {"name": controller_lease_name(cluster),
                                 "labels": labels(cluster, **{LEASE_ROLE_LABEL: "controller"}),
                                 "annotations": {DELETE_TOPIC_ENABLE_ANNOTATION: "true" if delete_topic_enable else "false"}}
+    _own(metadata, cluster, owner_uid)
     if base:
         metadata["resourceVersion"] = base["metadata"]["resourceVersion"]
     new_spec: dict[str, Any] = {
@@ -356,11 +519,13 @@ def producer_id_block_end(obj: dict[str, Any] | None) -> int:
     return int(ann.get(PRODUCER_ID_BLOCK_END_ANNOTATION) or 0)
 
 
-def producer_ids_lease(cluster: str, block_end: int, base: dict[str, Any] | None = None) -> dict[str, Any]:
+def producer_ids_lease(cluster: str, block_end: int, base: dict[str, Any] | None = None,
+                       owner_uid: str | None = None) -> dict[str, Any]:
     """The producer-id Lease recording `block_end`; with `base`, a compare-and-swap of that Lease."""
     metadata: dict[str, Any] = {"name": producer_ids_lease_name(cluster),
                                 "labels": labels(cluster, **{LEASE_ROLE_LABEL: "producer-ids"}),
                                 "annotations": {PRODUCER_ID_BLOCK_END_ANNOTATION: str(block_end)}}
+    _own(metadata, cluster, owner_uid)
     if base:
         metadata["resourceVersion"] = base["metadata"]["resourceVersion"]
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": {}}

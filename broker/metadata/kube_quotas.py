@@ -1,6 +1,7 @@
 """Client quotas of a fleet in the Kubernetes API: one ConfigMap per cluster.
 
-`<cluster>-client-quotas` (label app.kubernetes.io/instance=<cluster>) holds every dynamic quota as
+`<cluster>-client-quotas` (label flotilla.io/cluster=<cluster>, owned by the KafkaCluster when the
+brokers know its uid) holds every dynamic quota as
 the JSON document the file backend writes (data key `quotas.json`). Every broker watches it, so
 an AlterClientQuotas answered by any broker is applied by all of them as soon as their watch
 delivers the change (well under a second on a healthy API server). Writes are compare-and-set on
@@ -145,7 +146,11 @@ class KubernetesClientQuotaStore(ClientQuotaStore):
             try:
                 if current is None:
                     body = {"apiVersion": "v1", "kind": "ConfigMap", "data": data, "metadata": {
-                        "name": self.name, "namespace": self.namespace, "labels": ko.labels(self._meta.cluster_name)}}
+                        "name": self.name, "namespace": self.namespace,
+                        "labels": ko.labels(self._meta.cluster_name, **{ko.CREATED_BY_LABEL: ko.CREATED_BY_FLEET})}}
+                    owners = ko.owner_references(self._meta.cluster_name, getattr(self._meta, "owner_uid", None))
+                    if owners:  # deleted with the KafkaCluster, as the fleet's Leases and KafkaTopics
+                        body["metadata"]["ownerReferences"] = owners
                     written = await kube_api.call(self._core.create_namespaced_config_map(
                         self.namespace, body, _request_timeout=REQUEST_TIMEOUT_S))
                 else:

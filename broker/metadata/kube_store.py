@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import math
 import random
@@ -71,10 +72,12 @@ def _rv_newer(new: str, old: str | None) -> bool:
 class KubernetesMetadataStore(MetadataStore):
     def __init__(self, *, cluster_id: str, cluster_name: str, namespace: str | None = None,
                  lease_duration_s: float = 15.0, default_partitions: int = 1,
-                 default_replication_factor: int = 1, delete_topic_enable: bool = True) -> None:
+                 default_replication_factor: int = 1, delete_topic_enable: bool = True,
+                 owner_uid: str | None = None) -> None:
         super().__init__()
         self.cluster_id = cluster_id
         self.cluster_name = cluster_name
+        self.owner_uid = owner_uid or None  # the KafkaCluster's uid: owner of what the brokers create
         self.namespace = namespace or None
         self.lease_seconds = max(1, math.ceil(lease_duration_s))
         self.lease_duration_s = float(self.lease_seconds)
@@ -111,6 +114,7 @@ class KubernetesMetadataStore(MetadataStore):
         self._status_subresource = True  # until the API server says the CRD has none
         # Topics whose KafkaTopic lost what the brokers own (see _kept); the controller writes it back.
         self._repairs: set[str] = set()
+        self._conflicts: set[str] = set()  # objects shadowed by an older one naming the same topic
         self._repair_tasks: set[asyncio.Task] = set()
         # Topics whose KafkaTopic annotated flotilla.io/managed=false was deleted: kept in the image
         # until a KafkaTopic holds them again (the controller writes one, `_recreate`).
@@ -190,7 +194,7 @@ class KubernetesMetadataStore(MetadataStore):
             if cur and ko.controller_from_lease(cur) == self._controller_node:
                 self._controller_until = 0.0
                 body = ko.controller_lease(self.cluster_name, None, 1, base=cur,
-                                           delete_topic_enable=self.delete_topic_enable)
+                                           delete_topic_enable=self.delete_topic_enable, owner_uid=self.owner_uid)
                 try:
                     await self._write_lease("replace", name, body)
                 except (Conflict, ApiException):
@@ -320,6 +324,13 @@ class KubernetesMetadataStore(MetadataStore):
     # -- applying objects to the local copy --------------------------------------------------
     def _apply(self, kind: str, event: str, obj: dict[str, Any]) -> bool:
         name = obj["metadata"]["name"]
+        if event != "DELETED" and ko.cluster_of(obj) != self.cluster_name:
+            # Another cluster's (lists and watches take the namespace's objects; membership is
+            # decided here, by either cluster label): one that left this cluster is gone for it.
+            held = self._leases if kind == "leases" else self._topic_objs
+            if name not in held:
+                return False
+            event = "DELETED"
         rv = obj["metadata"].get("resourceVersion", "")
         key = f"{kind}/{name}"
         if not _rv_newer(rv, self._known_rv.get(key)):
@@ -340,7 +351,11 @@ class KubernetesMetadataStore(MetadataStore):
                                     float(spec.get("leaseDurationSeconds") or self.lease_duration_s),
                                     ko.parse_time(spec.get("renewTime")))
         elif event == "DELETED":
-            self._drop_topic_object(name, detach=name not in self._deleting)
+            old = self._topic_objs.get(name)
+            if old is not None and name not in self._deleting and ko.owned_by(old, self.owner_uid):
+                self._owner_check(name, old)  # the garbage collector's, with the KafkaCluster?
+            else:
+                self._drop_topic_object(name, detach=name not in self._deleting)
         else:
             self._put_topic_object(name, obj)
         return True
@@ -359,16 +374,38 @@ class KubernetesMetadataStore(MetadataStore):
             # Two KafkaTopics claim one topic name: the older object keeps it.
             first = self._topic_objs[holder]["metadata"].get("creationTimestamp", "")
             if (first, holder) <= (obj["metadata"].get("creationTimestamp", ""), name):
-                log.warning("KafkaTopic %s names topic %r, which KafkaTopic %s already holds; ignored",
-                            name, rec.name, holder)
+                if name not in self._shadowed:
+                    log.warning("KafkaTopic %s names topic %r, which KafkaTopic %s already holds; ignored",
+                                name, rec.name, holder)
                 self._topic_objs[name] = obj
                 self._shadowed.add(name)
+                if ko.conflict_status(obj, holder, rec.name) is not None:
+                    self._conflicts.add(name)
+                    self._repair_soon()
                 return
             self._shadowed.add(holder)
+            self._conflicts.add(holder)
         self._shadowed.discard(name)
+        self._conflicts.discard(name)
         self._topic_objs[name] = obj
         self._object_of[rec.name] = name
         self._set_topic(rec.name, rec)
+        self._check_status(name, obj, rec)
+
+    def _check_status(self, name: str, obj: dict[str, Any], rec: TopicRecord, always: bool = False) -> None:
+        """If the status does not show the topic as it is in force yet (a new spec generation, a
+        spec Kafka refuses, an object of an older version), the controller writes it. Only the
+        controller looks (a new one looks at every topic once, in `campaign`); not for a topic it
+        is about to assign anyway (that write carries the status)."""
+        if not self._status_subresource or not (always or self._is_acting_controller()):
+            return
+        planning = rec.problem is None and (rec.assignment is None or len(rec.assignment) < rec.partitions)
+        if not planning and not ko.status_current(obj, rec):
+            self._repairs.add(rec.name)
+            self._repair_soon()
+
+    def _is_acting_controller(self) -> bool:
+        return self._controller_node is not None and self.is_controller(self._controller_node)
 
     def _kept(self, name: str, old: dict[str, Any], obj: dict[str, Any], rec: TopicRecord) -> TopicRecord:
         """Defence in depth behind the CRD's status subresource and CEL rules (an older CRD has
@@ -407,9 +444,10 @@ class KubernetesMetadataStore(MetadataStore):
         return dataclasses.replace(rec, topic_id=det.topic_id, assignment=rec.assignment or det.assignment)
 
     def _repair_soon(self) -> None:
-        """The controller (only it, so brokers do not race) writes back kept statuses and writes
-        KafkaTopics for detached topics."""
-        if not self._repairs or self._controller_node is None or not self.is_controller(self._controller_node):
+        """The controller (only it, so brokers do not race) writes back kept or lagging statuses,
+        the ResourceConflict of shadowed KafkaTopics, and KafkaTopics for detached topics."""
+        if not (self._repairs or self._conflicts) or self._controller_node is None \
+                or not self.is_controller(self._controller_node):
             return
         try:
             loop = asyncio.get_running_loop()
@@ -421,14 +459,47 @@ class KubernetesMetadataStore(MetadataStore):
             self._repair_tasks.add(task)
             task.add_done_callback(self._repair_tasks.discard)
         self._repairs.clear()
+        for name in list(self._conflicts):
+            task = loop.create_task(self._write_conflict(name), name=f"metadata-conflict-{name}")
+            self._repair_tasks.add(task)
+            task.add_done_callback(self._repair_tasks.discard)
+        self._conflicts.clear()
+
+    async def _write_conflict(self, name: str) -> None:
+        """Ready=False, reason ResourceConflict, on a KafkaTopic naming a topic another holds."""
+        obj = self._topic_objs.get(name)
+        if obj is None or name not in self._shadowed:
+            return
+        topic = ko.topic_name_of(obj)
+        holder = self._object_of.get(topic)
+        status = ko.conflict_status(obj, holder or "?", topic) if holder else None
+        if status is None:
+            return
+        body = json.loads(json.dumps(obj))
+        body["metadata"].pop("managedFields", None)
+        body["status"] = status
+        try:
+            written = await self._write_topic(name, body, subresource=True)
+        except Conflict:
+            return  # a newer version arrived: looked at again
+        except (StoreUnavailable, MetadataError) as e:
+            log.warning("KafkaTopic %s: conflict not written to status yet: %s", name, e)
+            self._conflicts.add(name)
+            return
+        if name in self._shadowed:
+            self._topic_objs[name] = written
 
     async def _repair_status(self, topic: str) -> None:
         rec = self._topics.get(topic)
         if rec is None:
             return
+        name = self._object_of.get(topic)
+        obj = self._topic_objs.get(name) if name else None
+        if obj is not None and ko.status_current(obj, rec) and ko.brokers_part(self._record(obj)) == ko.brokers_part(rec):
+            return  # already written (by a leader's write meanwhile)
         try:
             await self.update_topic(rec)
-            log.info("KafkaTopic status of %r written back (topic id %s)", topic, ko.topic_id_text(rec.topic_id))
+            log.debug("KafkaTopic status of %r written (topic id %s)", topic, ko.topic_id_text(rec.topic_id))
         except Conflict:
             pass  # a newer version arrived: _kept looks at it again
         except (StoreUnavailable, MetadataError) as e:
@@ -461,13 +532,55 @@ class KubernetesMetadataStore(MetadataStore):
             self._repairs.add(topic)
             self._repair_soon()
 
+    def _owner_check(self, name: str, obj: dict[str, Any]) -> None:
+        """A KafkaTopic owned by the KafkaCluster was deleted: by a user (the topic goes), or by the
+        garbage collector because the KafkaCluster is being deleted. Then the brokers stop soon
+        and their volumes are kept (storage.deleteClaim false): the partitions stay on disk, the
+        topic stays in the image meanwhile, and nothing is deleted. Until the KafkaCluster is read
+        the topic stays too (a deletion a moment late, never data deleted by mistake)."""
+        task = asyncio.get_running_loop().create_task(self._owner_checked(name, obj), name=f"metadata-owner-{name}")
+        self._repair_tasks.add(task)
+        task.add_done_callback(self._repair_tasks.discard)
+
+    async def _owner_gone(self) -> bool:
+        try:
+            owner = await self._call(self._objects.get_namespaced_custom_object(
+                ko.GROUP, ko.VERSION, self.namespace, ko.CLUSTER_PLURAL, self.cluster_name,
+                _request_timeout=REQUEST_TIMEOUT_S))
+        except ApiException as e:
+            if e.status == 404:
+                return True
+            raise
+        meta = owner.get("metadata") or {}
+        return meta.get("uid") != self.owner_uid or bool(meta.get("deletionTimestamp"))
+
+    async def _owner_checked(self, name: str, obj: dict[str, Any]) -> None:
+        delay = 0.2
+        while True:
+            try:
+                gone = await self._owner_gone()
+                break
+            except (StoreUnavailable, ApiException) as e:
+                log.warning("KafkaTopic %s deleted; cannot read KafkaCluster %s yet (%s): its topic is kept "
+                            "until then", name, self.cluster_name, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S * 5)
+        if self._topic_objs.get(name) is not obj:
+            return  # created again (or dropped) meanwhile
+        if gone:
+            log.warning("KafkaTopic %s deleted with KafkaCluster %s: topic %r keeps its partitions on this "
+                        "broker's volumes", name, self.cluster_name, ko.topic_name_of(obj))
+            return
+        self._drop_topic_object(name, detach=True)
+        self._publish_now()
+
     async def _recreate(self, topic: str) -> None:
         """Write a KafkaTopic of the brokers' own for a detached topic (spec first; its status
         follows once the object is seen, see _adopt). 409: an object of that name exists already."""
         rec = self._detached.get(topic)
         if rec is None:
             return
-        body = ko.topic_object(self.cluster_name, dataclasses.replace(rec, version=0))
+        body = ko.topic_object(self.cluster_name, dataclasses.replace(rec, version=0), owner_uid=self.owner_uid)
         try:
             obj = await self._call(self._objects.create_namespaced_custom_object(
                 *TOPICS[:2], self.namespace, TOPICS[2], body, _request_timeout=REQUEST_TIMEOUT_S))
@@ -487,9 +600,16 @@ class KubernetesMetadataStore(MetadataStore):
         group, version, plural = LEASES if kind == "leases" else TOPICS
         return self._objects.list_namespaced_custom_object, (group, version, self.namespace, plural)
 
+    @staticmethod
+    def _selector(kind: str) -> str | None:
+        """What the API server filters: our Leases by their role label; KafkaTopics not at all (a
+        user's names its cluster by flotilla.io/cluster or the older app.kubernetes.io/instance,
+        and a selector cannot say "either"). `_apply` keeps this cluster's objects only."""
+        return ko.LEASE_ROLE_LABEL if kind == "leases" else None
+
     async def _relist(self, kind: str) -> str:
         fn, args = self._list_call(kind)
-        listing = await self._call(fn(*args, label_selector=ko.selector(self.cluster_name),
+        listing = await self._call(fn(*args, label_selector=self._selector(kind),
                                          _request_timeout=REQUEST_TIMEOUT_S * 2))
         list_rv = listing["metadata"]["resourceVersion"]
         items = {o["metadata"]["name"]: o for o in listing.get("items", [])}
@@ -519,7 +639,7 @@ class KubernetesMetadataStore(MetadataStore):
                     backoff = 0.1
                 w = watch.Watch(return_type="object")
                 try:
-                    async for ev in w.stream(fn, *args, label_selector=ko.selector(self.cluster_name),
+                    async for ev in w.stream(fn, *args, label_selector=self._selector(kind),
                                              resource_version=rv, allow_watch_bookmarks=True,
                                              timeout_seconds=WATCH_TIMEOUT_S + random.randint(0, 10),
                                              _request_timeout=WATCH_TIMEOUT_S + 30):
@@ -574,7 +694,7 @@ class KubernetesMetadataStore(MetadataStore):
         if rec.name in self._topics:
             raise TopicExists(rec.name)
         self._check_size(rec)
-        body = ko.topic_object(self.cluster_name, rec)
+        body = ko.topic_object(self.cluster_name, rec, owner_uid=self.owner_uid)
         try:
             obj = await self._call(self._objects.create_namespaced_custom_object(
                 *TOPICS[:2], self.namespace, TOPICS[2], body, _request_timeout=REQUEST_TIMEOUT_S))
@@ -586,26 +706,15 @@ class KubernetesMetadataStore(MetadataStore):
         return self._record(obj)
 
     async def update_topic(self, rec: TopicRecord) -> TopicRecord:
-        """A compare-and-set of the topic on rec.version: spec (partitions, replication factor,
-        configs) through the resource, status (topic id, assignment) through /status, each written
-        only if it changes (a change of both is two writes, spec first, the second on the first's
-        resourceVersion); with nothing to change, the status is written anyway, to check the version."""
+        """A compare-and-set of the topic on rec.version: one write of the KafkaTopic's /status
+        (topic id, partitions, configs in force, assignment, Ready). Spec is never written: it is
+        whoever created the resource's (see kube_objects)."""
         name = self._object_of.get(rec.name)
         if name is None:
             raise UnknownTopic(rec.name)
         self._check_size(rec)
-        stored = self._topic_objs[name]
-        body = ko.topic_object(self.cluster_name, rec, base=stored)
-        obj = None
-        if body.get("spec") != stored.get("spec"):  # also fills in a user's spec (topicName, defaults)
-            obj = await self._write_topic(name, body)
-            # The API server kept the old status (unless the CRD lacks the subresource): write it now.
-            if ko.brokers_part(self._record(obj)) != ko.brokers_part(rec):
-                self._applied("topics", obj)
-                body["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
-                obj = await self._write_topic(name, body, subresource=True)
-        else:
-            obj = await self._write_topic(name, body, subresource=True)
+        body = ko.topic_object(self.cluster_name, rec, base=self._topic_objs[name])
+        obj = await self._write_topic(name, body, subresource=True)
         self._applied("topics", obj)
         return self._record(obj)
 
@@ -714,7 +823,8 @@ class KubernetesMetadataStore(MetadataStore):
                     f"node.id {reg.node_id} is held by broker process {holder} (Lease {self.namespace}/{name}, "
                     f"renewed {renewed}); it expires {self.lease_seconds}s after its last renewal")
             verb = "replace"
-        body = ko.broker_lease(self.cluster_name, self.cluster_id, reg, self.lease_seconds, base=cur)
+        body = ko.broker_lease(self.cluster_name, self.cluster_id, reg, self.lease_seconds, base=cur,
+                               owner_uid=self.owner_uid)
         try:
             await self._write_lease(verb, name, body)
         except Conflict:
@@ -738,7 +848,7 @@ class KubernetesMetadataStore(MetadataStore):
                     return
                 try:
                     await self._write_lease("replace", name, ko.broker_lease(
-                        self.cluster_name, self.cluster_id, reg, self.lease_seconds, base=cur))
+                        self.cluster_name, self.cluster_id, reg, self.lease_seconds, base=cur, owner_uid=self.owner_uid))
                 except Conflict:
                     cur = await self._read_lease(name)  # our copy was stale; check who holds it
                     if cur is None or ko.lease_spec(cur).get("holderIdentity") != reg.incarnation:
@@ -765,15 +875,19 @@ class KubernetesMetadataStore(MetadataStore):
             self._controller_until = 0.0
             return False
         body = ko.controller_lease(self.cluster_name, node_id, self.lease_seconds, base=cur,
-                                   delete_topic_enable=self.delete_topic_enable)
+                                   delete_topic_enable=self.delete_topic_enable, owner_uid=self.owner_uid)
         try:
             await self._write_lease("create" if cur is None else "replace", name, body)
         except Conflict:
             self._controller_until = 0.0
             return False
+        newly = self._controller_node != node_id
         self._controller_node = node_id
         self._controller_until = started + RENEW_DEADLINE * self.lease_duration_s
         self._publish_now()
+        if newly:  # statuses that lagged while another broker was the controller
+            for name, obj_name in list(self._object_of.items()):
+                self._check_status(obj_name, self._topic_objs[obj_name], self._topics[name], always=True)
         self._repair_soon()
         return True
 
@@ -788,7 +902,9 @@ class KubernetesMetadataStore(MetadataStore):
         cur = self._leases.get(name)
         if cur and ko.controller_from_lease(cur) == node_id:
             try:
-                await self._write_lease("replace", name, ko.controller_lease(self.cluster_name, None, 1, base=cur))
+                await self._write_lease("replace", name, ko.controller_lease(
+                    self.cluster_name, None, 1, base=cur, delete_topic_enable=self.delete_topic_enable,
+                    owner_uid=self.owner_uid))
             except (Conflict, ApiException):
                 pass  # someone else holds it already
 
@@ -807,7 +923,7 @@ class KubernetesMetadataStore(MetadataStore):
                 return  # not ours any more (fenced): nothing to announce
             try:
                 await self._write_lease("replace", name, ko.broker_lease(
-                    self.cluster_name, self.cluster_id, reg, self.lease_seconds, base=cur))
+                    self.cluster_name, self.cluster_id, reg, self.lease_seconds, base=cur, owner_uid=self.owner_uid))
                 return
             except Conflict:  # a renewal got there first
                 cur = await self._read_lease(name)
@@ -830,7 +946,8 @@ class KubernetesMetadataStore(MetadataStore):
             start = ko.producer_id_block_end(cur)
             try:
                 await self._write_lease("create" if cur is None else "replace", name,
-                                        ko.producer_ids_lease(self.cluster_name, start + block_size, base=cur))
+                                        ko.producer_ids_lease(self.cluster_name, start + block_size, base=cur,
+                                                              owner_uid=self.owner_uid))
             except ApiException as e:
                 raise MetadataError(f"Lease {self.namespace}/{name}: {e.status} {e.reason}") from None
             except Conflict:

@@ -96,6 +96,10 @@ class TopicRecord:
     configs: dict[str, str] = field(default_factory=dict)
     assignment: tuple[PartitionState, ...] | None = None
     version: int | str = 0  # opaque compare-and-set token (a counter, or a resourceVersion)
+    # Why the topic cannot be brought to what was asked, as (reason, message): the controller's
+    # (InvalidReplicationFactor: more replicas than brokers) or the backend's (InvalidConfig: a
+    # KafkaTopic's spec.config Kafka would refuse). The Kubernetes backend shows it as Ready=False.
+    problem: tuple[str, str] | None = None
 
     @property
     def is_internal(self) -> bool:

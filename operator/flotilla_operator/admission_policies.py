@@ -10,8 +10,10 @@ DeleteTopics:
 - any topic while the cluster's controller runs with delete.topic.enable=false: the controller
   publishes its setting as an annotation of the controller Lease, the policy's parameter.
 Never refused: a KafkaTopic annotated flotilla.io/managed=false (detached: its deletion keeps the
-topic, which the brokers give a KafkaTopic of their own), and anything while the namespace itself
-is being deleted, so nothing, brokers running or not, can hold up a namespace deletion. Why a
+topic, which the brokers give a KafkaTopic of their own), the garbage collector's deletions (a
+KafkaTopic the fleet created, owned by a KafkaCluster being deleted: the whole cluster goes, see
+docs/operator.md), and anything while the namespace itself is being deleted, so nothing, brokers
+running or not, can hold up a namespace or KafkaCluster deletion. Why a
 policy and not a finalizer: see docs/operator.md ("Deleting a KafkaTopic").
 """
 
@@ -21,7 +23,12 @@ from typing import Any
 
 from . import GROUP
 
-INSTANCE_LABEL = "app.kubernetes.io/instance"
+CLUSTER_LABEL = f"{GROUP}/cluster"
+LEGACY_CLUSTER_LABEL = "app.kubernetes.io/instance"  # objects written before flotilla.io/cluster
+# Who deletes the objects of a deleted owner: kube-controller-manager's garbage collector, with
+# its own service account (--use-service-account-credentials, the default of kubeadm and most
+# distributions) or the controller manager's identity.
+GARBAGE_COLLECTORS = ("system:serviceaccount:kube-system:generic-garbage-collector", "system:kube-controller-manager")
 MANAGED_ANNOTATION = f"{GROUP}/managed"  # broker/metadata/kube_objects.py spells the same
 DELETE_TOPIC_ENABLE_ANNOTATION = f"{GROUP}/delete-topic-enable"
 DELETE_TOPICS_ANNOTATION = f"{GROUP}/delete-topics"  # a broker serving DeleteTopics marks the object
@@ -39,7 +46,16 @@ _EXEMPT = [
     {"name": "managed", "expression":
         f"!has(oldObject.metadata.annotations) || "
         f"oldObject.metadata.annotations[?'{MANAGED_ANNOTATION}'].orValue('true').lowerAscii() != 'false'"},
+    # The garbage collector, deleting what a deleted KafkaCluster owned.
+    {"name": "not-garbage-collection", "expression":
+        "!(request.userInfo.username in [" + ", ".join(f"'{u}'" for u in GARBAGE_COLLECTORS) + "])"},
 ]
+
+
+def _cluster(obj: str, missing: str) -> str:
+    """CEL: the cluster `obj` belongs to (our label, else the older one), or `missing`."""
+    return (f"{obj}.metadata.labels[?'{CLUSTER_LABEL}'].orValue("
+            f"{obj}.metadata.labels[?'{LEGACY_CLUSTER_LABEL}'].orValue('{missing}'))")
 _RULES = {"resourceRules": [{"apiGroups": [GROUP], "apiVersions": ["*"], "resources": ["kafkatopics"],
                              "operations": ["DELETE"]}]}
 _LABELS = {"app.kubernetes.io/part-of": "flotilla"}
@@ -83,13 +99,12 @@ def deletion_disabled_policy() -> dict[str, Any]:
             "validations": [{
                 "expression": (
                     f"{_NAMESPACE_GOING} || !has(params.metadata.labels) || !has(oldObject.metadata.labels) || "
-                    f"params.metadata.labels[?'{INSTANCE_LABEL}'].orValue('') != "
-                    f"oldObject.metadata.labels[?'{INSTANCE_LABEL}'].orValue('-') || "
+                    f"{_cluster('params', '')} != {_cluster('oldObject', '-')} || "
                     f"!has(params.metadata.annotations) || "
                     f"params.metadata.annotations[?'{DELETE_TOPIC_ENABLE_ANNOTATION}'].orValue('true') != 'false'"),
                 "messageExpression": (
                     f"'KafkaTopic ' + oldObject.metadata.name + ': topic deletion is disabled in cluster ' + "
-                    f"params.metadata.labels['{INSTANCE_LABEL}'] + ' (delete.topic.enable=false); annotate it "
+                    f"{_cluster('params', '')} + ' (delete.topic.enable=false); annotate it "
                     f"{MANAGED_ANNOTATION}=false to remove the resource and keep the topic'"),
                 "reason": "Forbidden",
             }],

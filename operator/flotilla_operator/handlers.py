@@ -12,9 +12,10 @@
 - A resync loop (one task for the whole operator, so no per-object finalizer is needed) re-applies
   every KafkaCluster every `resync_seconds`, repairing drift in any child.
 - ClientQuota -> `reconcile_client_quota`: AlterClientQuotas through the cluster's bootstrap (a small
-  kio admin client), status per broker from DescribeClientQuotas, a timer re-applies; deleting the
-  resource removes the quota (finalizer); two resources naming one entity: the oldest wins, the
-  others report Conflict.
+  kio admin client), status per broker from DescribeClientQuotas, one operator-wide loop re-applies
+  (a kopf timer would put a finalizer on each); deleting the
+  resource removes the quota when the deletion is seen (no finalizer: nothing holds a namespace
+  deletion); two resources naming one entity: the oldest wins, the others report Conflict.
 - KafkaTopic events (while a cluster's scale-down is blocked or its roll waits for an ISR) ->
   `reconcile`: a StatefulSet is never shrunk below a broker that still holds partition replicas
   (builders/scale_down.py); the cluster reports ScaleDownBlocked until they have moved.
@@ -46,7 +47,7 @@ from .builders import client_quota as cq
 from .builders import record_deletion as rd
 from .builders import Desired, build_all
 from .builders import cluster_id as cid
-from .builders.common import MANAGED_BY, Owner, selector_string, statefulset_name
+from .builders.common import MANAGED_BY, Owner, cluster_of, selector_string, statefulset_name
 from .builders.roll import RollDecision, roll_partition, roll_state
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
@@ -56,11 +57,19 @@ from .settings import Settings
 from .status import condition, kafka_cluster_status, same_status
 
 LEASE_ROLE_LABEL = "flotilla.io/lease"  # on the brokers' Leases: broker or controller
-INSTANCE_LABEL = "app.kubernetes.io/instance"  # on KafkaTopics and Leases: the cluster's name
+
+
+async def _cluster_objects(kube: Kube, kind: str, namespace: str, cluster: str,
+                           label_selector: str | None = None) -> list[dict[str, Any]]:
+    """A cluster's Leases or KafkaTopics: named by flotilla.io/cluster or, written before it, by
+    app.kubernetes.io/instance; a selector cannot say "either", so the namespace's are filtered."""
+    return [o for o in await kube.list(kind, namespace, label_selector=label_selector) if cluster_of(o) == cluster]
 
 log = logging.getLogger("flotilla_operator")
 
 RETRY_DELAY = 10.0
+QUOTA_RESYNC_S = 10.0  # every ClientQuota re-applied and re-read (see _quota_resync_loop)
+QUOTA_REMOVAL_ATTEMPTS = 6  # a deleted ClientQuota's quota: tried for about half a minute
 
 
 # ------------------------------------------------------------------------------------------
@@ -127,6 +136,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
         memo["metrics_server"] = server
         logger.info(f"metrics: {server.start()}")
     memo["resync_task"] = asyncio.create_task(_resync_loop(memo), name="flotilla-resync")
+    memo["quota_resync_task"] = asyncio.create_task(_quota_resync_loop(memo), name="flotilla-quota-resync")
     logger.info(
         f"flotilla operator started: namespaces={','.join(op.namespaces) or '(all)'} "
         f"resync={op.resync_seconds}s default broker image={op.broker_image}"
@@ -135,13 +145,14 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    task = memo.get("resync_task")
-    if task is not None:
-        task.cancel()
-        try:
-            await task
-        except (asyncio.CancelledError, Exception):
-            pass
+    for key in ("resync_task", "quota_resync_task"):
+        task = memo.get(key)
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
     server = memo.get("metrics_server")
     if server is not None:
         server.stop()
@@ -164,7 +175,7 @@ async def _leases(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]
     """The cluster's broker and controller Leases (for registeredBrokers/controller); None if
     they cannot be read, so a status is still written."""
     try:
-        return await kube.list("Lease", namespace, label_selector=f"app.kubernetes.io/instance={name},{LEASE_ROLE_LABEL}")
+        return await _cluster_objects(kube, "Lease", namespace, name, label_selector=LEASE_ROLE_LABEL)
     except ApiError as err:
         log.warning("reading the Leases of %s/%s: %s", namespace, name, err.reason)
         return None
@@ -178,7 +189,7 @@ async def _scale(kube: Kube, memo: kopf.Memo, owner: Owner, spec: KafkaClusterSp
     current = ((statefulset or {}).get("spec") or {}).get("replicas")
     topics: list[dict[str, Any]] = []
     if current is not None and spec.replicas < int(current):
-        topics = await kube.list("KafkaTopic", owner.namespace, label_selector=f"{INSTANCE_LABEL}={owner.name}")
+        topics = await _cluster_objects(kube, "KafkaTopic", owner.namespace, owner.name)
     decision = scale_decision(None if current is None else int(current), spec.replicas, topics)
     blocked: set[tuple[str, str]] = memo.setdefault("scale_blocked", set())
     if decision.blocked:
@@ -205,7 +216,7 @@ async def _roll(kube: Kube, memo: kopf.Memo, owner: Owner, statefulset: dict[str
     state = roll_state(statefulset, pods, desired_template_hash=draft.template_hash, desired_replicas=replicas)
     topics: list[dict[str, Any]] = []
     if state.next_broker is not None:
-        topics = await kube.list("KafkaTopic", owner.namespace, label_selector=f"{INSTANCE_LABEL}={owner.name}")
+        topics = await _cluster_objects(kube, "KafkaTopic", owner.namespace, owner.name)
     decision = roll_partition(state, pods, topics)
     waiting: set[tuple[str, str]] = memo.setdefault("roll_waiting", set())
     if decision.blocked:
@@ -404,7 +415,7 @@ async def lease_event(event: dict[str, Any], body: kopf.Body, namespace: str, me
     controller. Renewals alone (the same holder) change nothing and are skipped; a Lease that
     expires without an event is noticed by the periodic resync."""
     meta = body.get("metadata", {})
-    cluster = (meta.get("labels") or {}).get("app.kubernetes.io/instance")
+    cluster = cluster_of(body)
     if not cluster or "kube" not in memo:
         return
     holders: dict[tuple[str, str], Any] = memo.setdefault("lease_holders", {})
@@ -419,12 +430,12 @@ async def lease_event(event: dict[str, Any], body: kopf.Body, namespace: str, me
         logger.warning(f"status of KafkaCluster {namespace}/{cluster}: {exc}")
 
 
-@kopf.on.event(GROUP, VERSION, "kafkatopics", labels={INSTANCE_LABEL: kopf.PRESENT})
+@kopf.on.event(GROUP, VERSION, "kafkatopics")
 async def kafkatopic_event(body: kopf.Body, namespace: str, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
     """While a cluster's scale-down is blocked, a change of its KafkaTopics (partitions moved off
     the brokers to remove, a topic deleted) re-checks it at once; other clusters' topics, and
     this one's when nothing is blocked, are ignored (ISR changes are frequent)."""
-    cluster = (body.get("metadata", {}).get("labels") or {}).get(INSTANCE_LABEL)
+    cluster = cluster_of(body)
     if not cluster or "kube" not in memo:
         return
     key = (namespace, cluster)
@@ -531,31 +542,64 @@ async def clientquota_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> Non
     await reconcile_client_quota(memo, body)
 
 
-@kopf.timer(GROUP, VERSION, CLIENT_QUOTA.plural, interval=10.0, idle=5.0)
-async def clientquota_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """Re-apply and re-read: brokers that joined, a conflict's owner that went away, status drift."""
-    await reconcile_client_quota(memo, body)
+async def _quota_resync_loop(memo: kopf.Memo) -> None:
+    """Every QUOTA_RESYNC_S, re-apply and re-read every ClientQuota: brokers that joined, a
+    conflict's owner that went away, status drift. One task for the whole operator, not a kopf
+    timer per resource: kopf puts a finalizer on every resource that has a timer, and a finalizer
+    holds a namespace deletion for as long as the operator is away."""
+    op: Settings = memo["settings"]
+    while True:
+        await asyncio.sleep(QUOTA_RESYNC_S)
+        try:
+            quotas: list[dict[str, Any]] = []
+            for ns in op.namespaces or (None,):
+                quotas += await memo["kube"].list(CLIENT_QUOTA.kind, ns)
+        except Exception as exc:  # keep the loop alive through API hiccups
+            log.warning("resync: listing ClientQuotas failed: %s", exc)
+            continue
+        for quota in quotas:
+            if quota["metadata"].get("deletionTimestamp"):
+                continue
+            try:
+                await reconcile_client_quota(memo, quota)
+            except Exception as exc:
+                log.warning("resync of ClientQuota %s/%s failed: %s", quota["metadata"].get("namespace"),
+                            quota["metadata"]["name"], exc)
 
 
-@kopf.on.delete(GROUP, VERSION, CLIENT_QUOTA.plural)
-async def clientquota_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """Deleting the resource removes its quota from the cluster (kopf keeps a finalizer until then);
-    a resource that lost a conflict never applied anything, so there is nothing to remove."""
+@kopf.on.event(GROUP, VERSION, CLIENT_QUOTA.plural)
+async def clientquota_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
+                              **_: Any) -> None:
+    """Deleting the resource removes its quota from the cluster, once the deletion is seen. No
+    finalizer (a kopf on.delete handler would add one): a finalizer holds the resource, and so a
+    namespace deletion, for as long as the operator is not running or the cluster cannot be
+    reached. The price: a ClientQuota deleted while the operator is down leaves its quota in the
+    brokers (docs/operator.md says how to remove it). A resource that lost a conflict never applied
+    anything, so there is nothing to remove."""
+    if event.get("type") != "DELETED" or "kube" not in memo:
+        return
     meta, spec = body["metadata"], dict(body.get("spec") or {})
     try:
         parse_spec(CLIENT_QUOTA, spec)
     except ValueError:
         return
-    peers = await memo["kube"].list(CLIENT_QUOTA.kind, meta["namespace"])
-    if cq.owner_of(dict(body), peers)["metadata"]["name"] != meta["name"]:
-        return
-    bootstrap = await _quota_bootstrap(memo, meta["namespace"], spec["clusterRef"]["name"])
-    if not bootstrap:
-        return  # no cluster to hold it
     try:
-        await kafka_admin.alter_client_quota(bootstrap, cq.entity_of(spec), cq.removal_ops())
-    except kafka_admin.AdminError as exc:
-        raise kopf.TemporaryError(f"removing the quota: {exc}", delay=5)
+        peers = await memo["kube"].list(CLIENT_QUOTA.kind, meta["namespace"])
+        if cq.owner_of(dict(body), peers)["metadata"]["name"] != meta["name"]:
+            return
+        bootstrap = await _quota_bootstrap(memo, meta["namespace"], spec["clusterRef"]["name"])
+        if not bootstrap:
+            return  # no cluster to hold it
+        for attempt in range(QUOTA_REMOVAL_ATTEMPTS):  # the cluster may be briefly unreachable
+            try:
+                await kafka_admin.alter_client_quota(bootstrap, cq.entity_of(spec), cq.removal_ops())
+                return
+            except kafka_admin.AdminError:
+                if attempt == QUOTA_REMOVAL_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(RETRY_DELAY / 2)
+    except (ApiError, kafka_admin.AdminError) as exc:
+        logger.warning(f"ClientQuota {meta['namespace']}/{meta['name']} deleted; removing its quota failed: {exc}")
 
 
 # ------------------------------------------------------------------------------------------

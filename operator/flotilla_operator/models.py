@@ -61,6 +61,7 @@ OPERATOR_OWNED_CONFIG_KEYS: tuple[str, ...] = (
     "flotilla.metrics.listener",
     "flotilla.metadata.store",
     "flotilla.cluster.name",
+    "flotilla.cluster.uid",
     "flotilla.kubernetes.namespace",
 )
 
@@ -750,7 +751,8 @@ ASSIGNMENT_KEPT_RULE = (
 
 
 class KafkaTopicSpec(ApiModel):
-    """A Kafka topic of one KafkaCluster (named by the label app.kubernetes.io/instance)."""
+    """A Kafka topic of one KafkaCluster (named by the label flotilla.io/cluster). Whoever created the
+    resource owns spec; the brokers never write it (status shows the topic as it is in force)."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -806,19 +808,43 @@ class PartitionAssignment(ApiModel):
 
 
 class KafkaTopicStatus(ApiModel):
-    """What the cluster's controller decided; written by the brokers, not by users."""
+    """The topic as it is in force, written by the brokers (never by users): what the controller
+    decided, and changes made through Kafka's APIs (AlterConfigs, CreatePartitions)."""
 
     model_config = ConfigDict(extra="ignore")
 
+    topic_name: str | None = Field(default=None, description="The Kafka topic name (spec.topicName or metadata.name).")
     topic_id: str | None = Field(
         default=None, description="The topic's id, as Kafka tools print it (base64); set when the topic exists."
     )
+    partitions: int | None = Field(
+        default=None, description="Partitions the topic has: the larger of spec.partitions and CreatePartitions' count."
+    )
+    replication_factor: int | None = Field(default=None, description="Replicas of each partition.")
+    config: dict[str, str] | None = Field(
+        default=None,
+        description=(
+            "Topic configuration in force, as Kafka strings: spec.config once a spec generation is reflected, "
+            "then changes made through AlterConfigs or IncrementalAlterConfigs, until spec changes again."
+        ),
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation whose spec this status reflects."
+    )
+    under_replicated_partitions: int | None = Field(
+        default=None, description="Partitions whose ISR is smaller than their replicas."
+    )
+    offline_partitions: int | None = Field(default=None, description="Partitions without a leader.")
     assignment: list[PartitionAssignment] | None = Field(
         default=None, description="One entry per partition, in partition order: leader, epoch, replicas, ISR."
     )
     conditions: list[Condition] | None = Field(
         default=None,
-        description="The Ready condition: True once every partition has a leader.",
+        description=(
+            "The Ready condition: True once every partition has a leader; False with reason InvalidConfig, "
+            "ReplicationFactorChange, InvalidReplicationFactor or ResourceConflict when the spec cannot be "
+            "brought in force (Kafka's message says why)."
+        ),
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
 
@@ -935,15 +961,18 @@ KAFKA_TOPIC = Resource(
     spec=KafkaTopicSpec,
     status=KafkaTopicStatus,
     description=(
-        "A Kafka topic of the KafkaCluster named by the label app.kubernetes.io/instance. The brokers "
-        "keep one per topic (spec: what was asked; status: the controller's assignment); users may "
-        "create them too."
+        "A Kafka topic of the KafkaCluster named by the label flotilla.io/cluster. Users create, grow, "
+        "configure and delete topics with these; the brokers keep one per topic a Kafka client created "
+        "(labelled flotilla.io/created-by=fleet). spec is its creator's alone; the brokers write status: "
+        "the topic as it is in force."
     ),
     printer_columns=[
-        {"name": "Cluster", "type": "string", "jsonPath": '.metadata.labels.app\\.kubernetes\\.io/instance'},
-        {"name": "Topic", "type": "string", "jsonPath": ".spec.topicName"},
-        {"name": "Partitions", "type": "integer", "jsonPath": ".spec.partitions"},
-        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+        {"name": "Cluster", "type": "string", "jsonPath": '.metadata.labels.flotilla\\.io/cluster'},
+        {"name": "Topic", "type": "string", "jsonPath": ".status.topicName"},
+        {"name": "Partitions", "type": "integer", "jsonPath": ".status.partitions"},
+        {"name": "RF", "type": "integer", "jsonPath": ".status.replicationFactor"},
+        {"name": "Under-Replicated", "type": "integer", "jsonPath": ".status.underReplicatedPartitions"},
+        {"name": "Offline", "type": "integer", "jsonPath": ".status.offlinePartitions"},
         *_ready_columns(),
         {"name": "Topic-ID", "type": "string", "jsonPath": ".status.topicId", "priority": 1},
         _AGE,

@@ -40,7 +40,7 @@ def ready(obj: dict | None) -> bool:
 def test_a_kubectl_applied_topic_is_usable_by_clients(fleet, kube_env, kube_namespace):
     ns = kube_namespace
     manifest = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
-                "metadata": {"name": "clicks", "labels": {ko.INSTANCE_LABEL: fleet.name}},
+                "metadata": {"name": "clicks", "labels": {ko.CLUSTER_LABEL: fleet.name}},
                 "spec": {"partitions": 4, "config": {"retention.ms": 86400000}}}
     kube_env.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest))
     obj = wait_for("KafkaTopic clicks Ready", lambda: (lambda o: o if ready(o) else None)(
@@ -49,7 +49,7 @@ def test_a_kubectl_applied_topic_is_usable_by_clients(fleet, kube_env, kube_name
     leaders = fleet.wait_leaders("clicks", 4)
     assert set(leaders.values()) <= {1, 2}
     row = kube_env.kubectl("get", "kafkatopics", "clicks", "-n", ns, "--no-headers").stdout.split()
-    assert row[:7] == ["clicks", fleet.name, "clicks", "4", "1", "True", "Assigned"]
+    assert row[:9] == ["clicks", fleet.name, "clicks", "4", "1", "0", "0", "True", "Assigned"]
     # Kafka clients see the same topic, with the id and the config the resource holds.
     md = fleet.metadata(fleet.brokers[1], ["clicks"])
     assert ko.topic_id_text(md.topics[0].topic_id) == obj["status"]["topicId"]
@@ -84,8 +84,9 @@ def test_a_client_created_topic_appears_as_a_kafkatopic(fleet, kube_env, kube_na
 
 
 def test_topic_configs_round_trip_between_kafka_clients_and_the_kafkatopic(fleet, kube_env, kube_namespace):
-    """IncrementalAlterConfigs through one broker lands in the KafkaTopic's spec.config (what a
-    GitOps repository holds), and a `kubectl patch` of spec.config is in force on every broker."""
+    """IncrementalAlterConfigs through one broker lands in the KafkaTopic's status.config (spec is
+    not rewritten: it is what its creator wrote), and a `kubectl patch` of spec.config is in force
+    on every broker."""
     from tests.e2e.test_alter_configs import SET, in_force, incremental
 
     topic = kafka_wire.unique_topic("cfg")
@@ -94,9 +95,10 @@ def test_topic_configs_round_trip_between_kafka_clients_and_the_kafkatopic(fleet
     fleet.wait_leaders(topic, 1)
     with kafka_wire.connect(fleet.brokers[1].bootstrap) as conn:
         assert incremental(conn, topic, ("retention.ms", SET, "3600000")) == (0, None)
-    obj = wait_for("spec.config in the KafkaTopic", lambda: (lambda o: o if (o["spec"].get("config") or {}).get(
+    obj = wait_for("status.config in the KafkaTopic", lambda: (lambda o: o if (o["status"].get("config") or {}).get(
         "retention.ms") is not None else None)(kafkatopics(kube_env, kube_namespace)[topic]), timeout=30)
-    assert str(obj["spec"]["config"]["retention.ms"]) == "3600000"
+    assert obj["status"]["config"]["retention.ms"] == "3600000"
+    assert obj["spec"]["config"] == {}  # as the broker created it for CreateTopics
 
     kube_env.kubectl("patch", "kafkatopic", obj["metadata"]["name"], "-n", kube_namespace, "--type=merge",
                      "-p", json.dumps({"spec": {"config": {"retention.ms": "7200000"}}}))

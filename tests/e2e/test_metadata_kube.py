@@ -184,22 +184,24 @@ async def test_kubectl_made_topic_appears_for_the_controller_to_complete(stores,
     s = await stores(default_partitions=4, default_replication_factor=1)
     manifest = {
         "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
-        "metadata": {"name": "clicks", "labels": {ko.INSTANCE_LABEL: "fleet"}},
-        "spec": {"config": {"retention.ms": 60000, "compression.type": "zstd", "preallocate": False}},
+        "metadata": {"name": "clicks", "labels": {ko.CLUSTER_LABEL: "fleet"}},
+        "spec": {"config": {"retention.ms": 60000, "retention.bytes": 1048576, "preallocate": False}},
     }
     await kubectl(kube_env, "apply", "-n", kube_namespace, "-f", "-", input=json.dumps(manifest))
     rec = await eventually(lambda: s.image.topics.get("clicks"))
     assert rec.topic_id == NO_TOPIC_ID and rec.assignment is None
     assert rec.partitions == 4 and rec.replication_factor == 1  # the brokers' defaults
-    assert rec.configs == {"retention.ms": "60000", "compression.type": "zstd", "preallocate": "false"}
+    assert rec.configs == {"retention.ms": "60000", "retention.bytes": "1048576", "preallocate": "false"}
     # The controller completes it: an id and an assignment; `kubectl get` then shows it ready.
     done = await s.update_topic(dataclasses.replace(
         rec, topic_id=uuid.uuid4(), assignment=tuple(PartitionState(1, 0, (1,), (1,)) for _ in range(4))))
     out = (await kubectl(kube_env, "get", "kafkatopics", "-n", kube_namespace, "clicks", "--no-headers")).stdout.split()
-    assert out[:7] == ["clicks", "fleet", "clicks", "4", "1", "True", "Assigned"]  # NAME, CLUSTER, TOPIC, ...
-    # A topic of another cluster in the same namespace is not ours.
+    # NAME, CLUSTER, TOPIC, PARTITIONS, RF, UNDER-REPLICATED, OFFLINE, READY, REASON
+    assert out[:9] == ["clicks", "fleet", "clicks", "4", "1", "0", "0", "True", "Assigned"]
+    # A topic of another cluster in the same namespace is not ours; one labelled with the older
+    # app.kubernetes.io/instance is (the markers).
     # (The watch delivers in order: once a topic of ours applied after it shows, it was seen.)
-    other = dict(manifest, metadata={"name": "elsewhere", "labels": {ko.INSTANCE_LABEL: "other"}})
+    other = dict(manifest, metadata={"name": "elsewhere", "labels": {ko.CLUSTER_LABEL: "other"}})
     await kubectl(kube_env, "apply", "-n", kube_namespace, "-f", "-", input=json.dumps(other))
     marker = dict(manifest, metadata={"name": "marker-1", "labels": {ko.INSTANCE_LABEL: "fleet"}})
     await kubectl(kube_env, "apply", "-n", kube_namespace, "-f", "-", input=json.dumps(marker))
@@ -226,7 +228,8 @@ async def test_client_made_topics_are_kafkatopics_with_valid_names(stores, kube_
     # API server drops status from a create: the status subresource).
     assert internal["metadata"]["annotations"][ko.TOPIC_ID_ANNOTATION] == ko.topic_id_text(t.topic_id)
     assert ko.record_from_topic(internal).topic_id == t.topic_id
-    assert internal["spec"]["partitions"] == 2 and internal["metadata"]["labels"][ko.INSTANCE_LABEL] == "fleet"
+    assert internal["spec"]["partitions"] == 2
+    assert internal["metadata"]["labels"] == {ko.CLUSTER_LABEL: "fleet", ko.CREATED_BY_LABEL: ko.CREATED_BY_FLEET}
 
 
 async def test_invalid_kafkatopics_are_refused_naming_the_field(topic_crd, kube_env, kube_namespace):

@@ -8,6 +8,11 @@ from typing import Any
 from .. import API_VERSION
 
 MANAGED_BY = "flotilla-operator"
+# The cluster an object belongs to (the brokers' Leases and KafkaTopics, users' KafkaTopics, the
+# operator's children). Ours: Helm and Argo CD's label tracking overwrite app.kubernetes.io/instance,
+# which objects written before this label carry and which is still read (`cluster_of`).
+CLUSTER_LABEL = "flotilla.io/cluster"
+LEGACY_CLUSTER_LABEL = "app.kubernetes.io/instance"
 CONFIG_HASH_ANNOTATION = "flotilla.io/config-hash"
 DATA_DIR = "/var/lib/flotilla/data"
 CONFIG_DIR = "/etc/flotilla"
@@ -77,9 +82,16 @@ def selector_labels(owner: Owner) -> dict[str, str]:
     }
 
 
+def cluster_of(obj: Any) -> str | None:
+    """The cluster a KafkaTopic or Lease belongs to: flotilla.io/cluster, else the older label."""
+    found = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    return found.get(CLUSTER_LABEL) or found.get(LEGACY_CLUSTER_LABEL) or None
+
+
 def labels(owner: Owner) -> dict[str, str]:
     return {
         **selector_labels(owner),
+        CLUSTER_LABEL: owner.name,
         "app.kubernetes.io/part-of": "flotilla",
         "app.kubernetes.io/managed-by": MANAGED_BY,
     }

@@ -33,6 +33,8 @@ def operator_config(owner: Owner, spec: KafkaClusterSpec, cluster_id: str | None
         # One cluster of all brokers: metadata in Leases and KafkaTopics of this namespace.
         "flotilla.metadata.store": "kubernetes",
         "flotilla.cluster.name": owner.name,
+        # Owner of the Leases and KafkaTopics the brokers create: deleted with the KafkaCluster.
+        "flotilla.cluster.uid": owner.uid,
         "flotilla.kubernetes.namespace": owner.namespace,
     }
     if any(l.name != l.protocol for l in listeners):

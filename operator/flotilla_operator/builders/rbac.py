@@ -44,12 +44,20 @@ def client_quota_rules(owner: Owner) -> list[dict[str, Any]]:
     ]
 
 
+def owner_rules(owner: Owner) -> list[dict[str, Any]]:
+    """Their own KafkaCluster, read only: a KafkaTopic it owns that is deleted is the topic's
+    deletion only while the KafkaCluster stands (the garbage collector's, with the cluster, keeps
+    the partitions on the kept volumes; broker/metadata/kube_store.py)."""
+    return [{"apiGroups": ["flotilla.io"], "resources": ["kafkaclusters"], "resourceNames": [owner.name],
+             "verbs": ["get"]}]
+
+
 def build_role(owner: Owner) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": metadata(owner, role_name(owner)),
-        "rules": [*BROKER_RULES, *client_quota_rules(owner)],
+        "rules": [*BROKER_RULES, *client_quota_rules(owner), *owner_rules(owner)],
     }
 
 

@@ -120,3 +120,34 @@ async def test_a_topic_made_without_an_id_gets_one_with_its_assignment(setup):
     await store.create_topic(dataclasses.replace(new_topic("from-kubectl", 2), topic_id=NO_TOPIC_ID))
     await until(lambda: store.image.topics["from-kubectl"].assignment is not None)
     assert store.image.topics["from-kubectl"].topic_id != NO_TOPIC_ID
+
+
+async def test_a_replication_factor_above_the_brokers_is_reported_then_cleared(setup):
+    """Kafka's INVALID_REPLICATION_FACTOR as the topic's problem (a KafkaTopic's Ready=False), not
+    only a log line; once enough brokers are live the topic is assigned and the problem goes."""
+    store, controller = setup
+    await store.create_topic(new_topic("wide", 2, replication_factor=4))
+    await until(lambda: store.image.topics["wide"].problem is not None)
+    reason, message = store.image.topics["wide"].problem
+    assert reason == "InvalidReplicationFactor" and "replication factor 4 is larger than the 3" in message
+    assert store.image.topics["wide"].assignment is None
+    writes = store.updates
+    await asyncio.sleep(0.3)
+    assert store.updates == writes  # written once, not at every turn
+    await store.register_broker(reg(4))
+    await until(lambda: store.image.topics["wide"].assignment is not None)
+    assert store.image.topics["wide"].problem is None
+
+
+async def test_a_topic_whose_spec_kafka_refuses_is_not_created(setup):
+    import dataclasses
+
+    from broker.metadata.store import NO_TOPIC_ID
+
+    store, controller = setup
+    await until(lambda: controller.active)
+    bad = dataclasses.replace(new_topic("bad", 1), topic_id=NO_TOPIC_ID, problem=("InvalidConfig", "spec.config: x"))
+    await store.create_topic(bad)
+    await store.create_topic(new_topic("good", 1))
+    await until(lambda: store.image.topics["good"].assignment is not None)
+    assert store.image.topics["bad"].assignment is None and store.image.topics["bad"].problem[0] == "InvalidConfig"

@@ -128,3 +128,20 @@ def test_short_names_do_not_collide_with_strimzi():
     ours = [name for resource in RESOURCES for name in resource.short_names]
     assert ours and len(ours) == len(set(ours))
     assert not STRIMZI_SHORT_NAMES & set(ours), STRIMZI_SHORT_NAMES & set(ours)
+
+
+# Strimzi's short names (its CRDs in strimzi-kafka-operator's install/cluster-operator) and
+# kubectl's built-in ones: both kinds of names must keep working next to ours.
+STRIMZI_SHORT_NAMES = {"k", "kt", "ku", "kc", "kctr", "kmm", "kmm2", "kb", "kr", "knp", "sps"}
+KUBECTL_SHORT_NAMES = {"cm", "cs", "csr", "crd", "cj", "deploy", "ds", "ep", "ev", "hpa", "ing", "limits", "netpol",
+                       "no", "ns", "pc", "pdb", "po", "pv", "pvc", "quota", "rc", "rs", "sa", "sc", "sts", "svc"}
+
+
+def test_short_names_do_not_collide_with_strimzi_or_kubectl():
+    """Flotilla and Strimzi can be installed side by side: `kubectl get kt` stays Strimzi's."""
+    from flotilla_operator.models import RESOURCES
+
+    ours = [n for r in RESOURCES for n in r.short_names]
+    assert len(ours) == len(set(ours))
+    assert not set(ours) & (STRIMZI_SHORT_NAMES | KUBECTL_SHORT_NAMES)
+    assert {r.kind: r.short_names for r in RESOURCES}["KafkaTopic"] == ["fkt"]

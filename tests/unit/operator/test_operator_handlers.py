@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import copy
 from datetime import datetime, timezone
 
@@ -210,6 +212,40 @@ async def test_client_quota_is_applied_through_its_clusters_bootstrap(monkeypatc
     ready = status["conditions"][0]
     assert (ready["status"], ready["reason"], ready["message"]) == ("True", "Applied", "2 of 2 broker(s) apply it")
     assert status["brokers"] == [{"nodeId": 1, "producerByteRate": 1024}, {"nodeId": 2, "producerByteRate": 1024}]
+
+
+async def test_client_quota_needs_no_finalizer_and_is_removed_when_its_deletion_is_seen(monkeypatch):
+    """No kopf deletion handler (it would put a finalizer on every ClientQuota, holding a namespace
+    deletion while the operator is away); the DELETED event removes the quota instead."""
+    import kopf
+
+    from flotilla_operator import kafka_admin
+
+    registry = kopf.get_default_registry()
+    resource = kopf.Resource("flotilla.io", "v1alpha1", "clientquotas")
+    # kopf adds its finalizer for deletion handlers, timers and daemons: none on ClientQuotas.
+    needing = [h for reg in (registry._changing, registry._spawning) for h in reg._handlers
+               if h.requires_finalizer and h.selector is not None and h.selector.check(resource)]
+    assert needing == []
+    quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+             "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": "etl"}, "producerByteRate": 1024}}
+    cl = cluster()
+    cl["status"] = {"bootstrapServers": "demo-bootstrap.ns.svc:9092"}
+    kube = FakeKube([cl])  # the ClientQuota is gone already
+    memo = memo_for(kube)
+    sent = []
+
+    async def alter(bootstrap, entity, ops):
+        sent.append((bootstrap, entity, ops))
+
+    monkeypatch.setattr(kafka_admin, "alter_client_quota", alter)
+    log = logging.getLogger("test")
+    await handlers.clientquota_deleted(event={"type": "MODIFIED"}, body=quota, memo=memo, logger=log)
+    assert sent == []
+    await handlers.clientquota_deleted(event={"type": "DELETED"}, body=quota, memo=memo, logger=log)
+    assert sent == [("demo-bootstrap.ns.svc:9092", {"client-id": "etl"},
+                     {"producer_byte_rate": None, "consumer_byte_rate": None})]
+    del resource
 
 
 def test_login_picks_the_client_library_only_for_exec_users(tmp_path):
