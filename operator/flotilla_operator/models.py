@@ -183,7 +183,9 @@ class ClusterReference(ApiModel):
 class Condition(ApiModel):
     """A status condition, shaped like Kubernetes' metav1.Condition."""
 
-    type: str = Field(description="Condition type: Ready, Reconciling or Degraded.")
+    type: str = Field(description=(
+        "Condition type: Ready, Reconciling, Degraded, Stalled (the spec cannot be reconciled as written) "
+        "or ReconciliationPaused (the flotilla.io/pause-reconciliation annotation is set)."))
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str | None = Field(default=None, description="One CamelCase word saying why.")
     message: str | None = Field(default=None, description="A human readable explanation.")
@@ -434,7 +436,7 @@ class KafkaClusterStatus(ApiModel):
     )
     conditions: list[Condition] | None = Field(
         default=None,
-        description="Ready, Reconciling and Degraded conditions.",
+        description="Ready, Reconciling, Degraded and Stalled conditions (ScaleDownBlocked, ReconciliationPaused when they apply).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     replicas: int | None = Field(default=None, description="Brokers that exist (pods of the StatefulSet).")
@@ -545,7 +547,9 @@ class ClientQuotaStatus(ApiModel):
     observed_generation: int | None = Field(default=None, description="The metadata.generation last handled.")
     conditions: list[Condition] | None = Field(
         default=None,
-        description="The Ready condition (reasons: Applied, Pending, Conflict, Unreachable, Invalid).",
+        description=(
+            "Ready (reasons: Applied, Pending, Conflict, Unreachable, Invalid) and Stalled (True for Conflict "
+            "and Invalid); ReconciliationPaused while paused."),
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     brokers: list[ClientQuotaBrokerStatus] | None = Field(
@@ -673,8 +677,9 @@ class RecordDeletionStatus(ApiModel):
     conditions: list[Condition] | None = Field(
         default=None,
         description=(
-            "The Ready condition (reasons: Deleted, InvalidSpec, ClusterNotReady, Unreachable, "
-            "TopicNotFound, PartitionNotFound, GroupNotFound, NotEnoughReplicas, DeleteFailed)."
+            "Ready (reasons: Deleted, InvalidSpec, ClusterNotReady, Unreachable, "
+            "TopicNotFound, PartitionNotFound, GroupNotFound, NotEnoughReplicas, DeleteFailed) and Stalled "
+            "(True for an invalid spec); ReconciliationPaused while paused."
         ),
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
