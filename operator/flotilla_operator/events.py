@@ -79,15 +79,30 @@ def stalled_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]
     return [Event(WARNING, new.get("reason") or "Stalled", new.get("message") or "")]
 
 
-def cluster_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]) -> list[Event]:
+#: Reconciling's reason while the StatefulSet controller has not seen the latest apply (each step
+#: of a roll or a scale passes through it): says nothing about whether a roll goes on.
+TRANSIENT = "ApplyingChanges"
+#: `cluster_events`' default: take the last progress from the previous status.
+FROM_STATUS = object()
+
+
+def progress_reason(status: Mapping[str, Any] | None) -> str | None:
+    """Reconciling's reason while it is True (Creating, Scaling, RollingUpdate, ...), else None."""
+    c = _cond(status, RECONCILING)
+    return c.get("reason") if c.get("status") == "True" else None
+
+
+def cluster_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any],
+                   last_progress: Any = FROM_STATUS) -> list[Event]:
     """A KafkaCluster's transitions: a roll or a scale starting and ending, a blocked scale-down,
-    Ready won or lost, an apply failing, a spec that cannot be reconciled, a pause."""
+    Ready won or lost, an apply failing, a spec that cannot be reconciled, a pause.
+    `last_progress` is the last progress_reason other than TRANSIENT (the handlers remember it:
+    a roll passes through TRANSIENT at every broker, which must neither end nor restart it)."""
     out = pause_events(previous, status) + stalled_events(previous, status)
-    old_rec, new_rec = _cond(previous, RECONCILING), _cond(status, RECONCILING)
-    old_reason = old_rec.get("reason") if old_rec.get("status") == "True" else None
-    new_reason = new_rec.get("reason") if new_rec.get("status") == "True" else None
-    message = new_rec.get("message") or ""
-    if new_reason != old_reason:
+    old_reason = progress_reason(previous) if last_progress is FROM_STATUS else last_progress
+    new_reason = progress_reason(status)
+    message = _cond(status, RECONCILING).get("message") or ""
+    if new_reason != TRANSIENT and not _true(status, PAUSED) and new_reason != old_reason:
         if old_reason == "RollingUpdate":
             out.append(Event(NORMAL, ROLL_FINISHED, "every broker runs the current pod template"))
         elif old_reason == "Scaling" and new_reason is None:

@@ -278,7 +278,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 status = paused_status(previous, generation=owner.generation)
                 if not same_status(previous, status):
                     await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
-                await _emit(kube, body, ev.cluster_events(previous, status))
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
                 return status
             try:
                 spec = parse_spec(KAFKA_CLUSTER, body.get("spec") or {})
@@ -288,7 +288,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                     previous=previous, error=str(exc), error_reason="InvalidSpec",
                 )
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
-                await _emit(kube, body, ev.cluster_events(previous, status))
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
                 raise kopf.PermanentError(f"invalid spec: {exc}") from exc
             assert isinstance(spec, KafkaClusterSpec)
             current = await kube.get("StatefulSet", namespace, statefulset_name(owner))
@@ -301,7 +301,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                     cluster_id=identity.cluster_id,
                 )
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
-                await _emit(kube, body, ev.cluster_events(previous, status))
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
                 raise kopf.PermanentError(identity.error)
             scale = await _scale(kube, memo, owner, spec, current)
             token, restart_requested = restart_token(body["metadata"], current, datetime.now(timezone.utc))
@@ -319,7 +319,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                     error=message, error_reason="InvalidConfig", cluster_id=identity.cluster_id,
                 )
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
-                await _emit(kube, body, ev.cluster_events(previous, status))
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
                 raise kopf.PermanentError(message)
             if identity.needs_record and await kube.create(cid.build_record(owner, identity.cluster_id)) is None:
                 raise kopf.TemporaryError("the cluster id record appeared meanwhile: choosing again", delay=1)
@@ -353,7 +353,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                     error=message, error_reason="ApplyFailed", cluster_id=identity.cluster_id,
                 )
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
-                await _emit(kube, body, ev.cluster_events(previous, status))
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
                 raise kopf.TemporaryError(message, delay=RETRY_DELAY) from err
             if restart_requested and sts is not None:
                 # The new token is on the pod template: the roll gate restarts the brokers from here.
@@ -371,7 +371,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             if sts is not None:
                 await _emit(kube, body, ev.roll_events(name, live_partition, roll.partition, roll.restarting,
                                                        roll.waiting, was_waiting))
-            await _emit(kube, body, ev.cluster_events(previous, status))
+            await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
             metrics.observe_cluster(namespace, name, spec.replicas, status)
             log.debug("reconciled %s/%s (%s): %s", namespace, name, why, status["conditions"][0]["reason"])
             return status
@@ -414,8 +414,21 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
         )
         if not same_status(previous, status):
             await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
-        await _emit(kube, body, ev.cluster_events(previous, status))
+        await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
         metrics.observe_cluster(namespace, name, spec.replicas, status)
+
+
+def _cluster_events(memo: kopf.Memo, namespace: str, name: str, previous: dict[str, Any],
+                    status: dict[str, Any]) -> list[ev.Event]:
+    """events.cluster_events with the cluster's last progress remembered across runs (so a roll's
+    passes through ApplyingChanges neither end nor restart it); an operator restart starts from
+    the stored status."""
+    progress: dict[tuple[str, str], Any] = memo.setdefault("progress", {})
+    found = ev.cluster_events(previous, status, progress.get((namespace, name), ev.FROM_STATUS))
+    now = ev.progress_reason(status)
+    if now != ev.TRANSIENT and not is_paused(status):
+        progress[(namespace, name)] = now
+    return found
 
 
 def _live_partition(statefulset: dict[str, Any] | None) -> int | None:

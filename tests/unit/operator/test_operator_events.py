@@ -97,3 +97,18 @@ def test_annotations():
     assert ann.restart_token({}, sts, NOW) == ("t1", False)
     assert ann.restart_token({"annotations": {ann.MANUAL_ROLLING_UPDATE: "true"}}, sts, NOW) == ("2026-11-26T02:00:00Z", True)
     assert ann.restart_token({}, None, NOW) == (None, False)
+
+
+def test_a_roll_passing_through_applying_changes_neither_ends_nor_restarts():
+    """Each broker of a roll re-applies the StatefulSet (its partition), so Reconciling shows
+    ApplyingChanges until the controller has seen it: the remembered progress bridges it."""
+    rolling = status(Ready=("False", "RollingUpdate"), Reconciling=("True", "RollingUpdate"))
+    applying = status(Ready=("False", "ApplyingChanges"), Reconciling=("True", "ApplyingChanges"))
+    ready = status(Ready=("True", "BrokersReady"), Reconciling=("False", "Converged"))
+    assert reasons(ev.cluster_events(rolling, applying, "RollingUpdate")) == []
+    assert reasons(ev.cluster_events(applying, rolling, "RollingUpdate")) == []
+    assert reasons(ev.cluster_events(applying, ready, "RollingUpdate")) == [("Normal", "RollFinished"), ("Normal", "ClusterReady")]
+    # Paused mid-roll: not the end of the roll.
+    paused = status(Ready=("False", "RollingUpdate"), Reconciling=("False", "ReconciliationPaused"),
+                    ReconciliationPaused=("True", "ReconciliationPaused"))
+    assert reasons(ev.cluster_events(rolling, paused, "RollingUpdate")) == [("Normal", "ReconciliationPaused")]
