@@ -753,12 +753,11 @@ async def recorddeletion_daemon(body: kopf.Body, namespace: str, name: str, memo
         now = datetime.now(timezone.utc)
         gen = int(body.get("metadata", {}).get("generation") or 1)
         is_paused = paused(body.get("metadata"))
-        if schedule.paused is not None and is_paused != schedule.paused:
-            # Paused: one run writes the paused status. Resumed: due as the stored status says.
-            schedule.due = now if is_paused else schedule.due
-            schedule.generation = schedule.generation if is_paused else None
-            if not is_paused:
-                await _resume_record_deletion(memo, namespace, name)
+        flipped = is_paused != schedule.paused
+        if flipped and schedule.paused:
+            # Resumed: the paused condition goes now; runs are due as the stored status says.
+            schedule.generation = None
+            await _resume_record_deletion(memo, namespace, name)
         schedule.paused = is_paused
         if schedule.generation != gen:
             fresh = await memo["kube"].get(RECORD_DELETION.kind, namespace, name)
@@ -772,6 +771,8 @@ async def recorddeletion_daemon(body: kopf.Body, namespace: str, name: str, memo
             except (ValueError, rd.PlanError):
                 schedule.due = now  # the run reports the invalid spec, once
             schedule.generation = gen
+        if flipped and is_paused:
+            schedule.due = now  # one run writes the paused status (and runs nothing)
         if schedule.due is not None and schedule.due <= now:
             try:
                 schedule.due = await run_record_deletion(memo, namespace, name, now)

@@ -6,7 +6,7 @@ operator run in-process: what a platform team looks at and steers.
 Covers: conditions in Kubernetes' shape (Stalled for a spec the broker would refuse and for a
 ClientQuota conflict), an Event for every action with a grep-able reason (`kubectl describe`
 shows them), the one-line state of `kubectl get kafkaclusters,clientquotas,recorddeletions`; the
-pause annotation (nothing applied, ReconciliationPaused) and the manual-rolling-update
+pause annotation (nothing applied or run, ReconciliationPaused) and the manual-rolling-update
 annotation (every broker replaced, one at a time, the annotation removed); and GitOps: the
 examples and samples of every kind, applied twice with server-side apply as Argo CD would, give no
 conflict, no dry-run difference and no write the second time, and no field manager but the GitOps tool's owns
@@ -154,6 +154,20 @@ def test_pause_annotation_changes_nothing_until_removed(kube_env, kube_namespace
     assert condition(kc, "ReconciliationPaused") == {}
     assert "log.retention.ms=7200000" in get_json(kube_env, "configmap", f"{name}-config", "-n", ns)["data"]["server.properties"]
     wait_event(kube_env, ns, "KafkaCluster", name, "ReconciliationResumed")
+
+    # A RecordDeletion created paused runs nothing until the annotation goes.
+    deletion = {"apiVersion": "flotilla.io/v1alpha1", "kind": "RecordDeletion",
+                "metadata": {"name": "held", "namespace": ns, "annotations": {"flotilla.io/pause-reconciliation": "true"}},
+                "spec": {"clusterRef": {"name": name}, "topic": "t", "before": {"offset": 5}}}
+    apply(kube_env, deletion)
+    held = wait_condition(kube_env, ns, "recorddeletion", "held", "ReconciliationPaused", "True")
+    assert "lastRunTime" not in held["status"] and condition(held, "Ready") == {}
+    kube_env.kubectl("annotate", "recorddeletion", "held", "-n", ns, "flotilla.io/pause-reconciliation-")
+    ran = wait_for("the resumed RecordDeletion to run", lambda: (
+        lambda o: o if condition(o, "Ready") and not condition(o, "ReconciliationPaused") else None
+    )(get_json(kube_env, "recorddeletion", "held", "-n", ns)), timeout=90)
+    assert ran["status"]["observedGeneration"] == ran["metadata"]["generation"]
+    wait_event(kube_env, ns, "RecordDeletion", "held", "ReconciliationResumed")
 
 
 def test_manual_rolling_update_replaces_every_broker_one_at_a_time(kube_env, kube_namespace, operator, tmp_path):
