@@ -870,6 +870,9 @@ def _ready_columns() -> list[dict[str, Any]]:
 
 
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+# With -o wide: why, in the operator's words (the Ready condition's message).
+_MESSAGE = {"name": "Message", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].message',
+            "priority": 1}
 
 KAFKA_CLUSTER = Resource(
     kind="KafkaCluster",
@@ -885,6 +888,7 @@ KAFKA_CLUSTER = Resource(
         {"name": "Controller", "type": "integer", "jsonPath": ".status.controller", "priority": 1},
         *_ready_columns(),
         {"name": "Bootstrap", "type": "string", "jsonPath": ".status.bootstrapServers", "priority": 1},
+        _MESSAGE,
         _AGE,
     ],
     root_validations=[
@@ -910,6 +914,7 @@ CLIENT_QUOTA = Resource(
         {"name": "Produce-B/s", "type": "integer", "jsonPath": ".spec.producerByteRate"},
         {"name": "Consume-B/s", "type": "integer", "jsonPath": ".spec.consumerByteRate"},
         *_ready_columns(),
+        _MESSAGE,
         _AGE,
     ],
 )
@@ -929,6 +934,7 @@ RECORD_DELETION = Resource(
         {"name": "Last-Run", "type": "date", "jsonPath": ".status.lastRunTime"},
         {"name": "Deleted", "type": "integer", "jsonPath": ".status.recordsDeleted"},
         *_ready_columns(),
+        _MESSAGE,
         _AGE,
     ],
 )

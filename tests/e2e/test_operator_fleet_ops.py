@@ -129,6 +129,8 @@ def test_conditions_events_and_the_one_line_state(kube_env, kube_namespace, oper
     assert "True" in lines[f"kafkacluster.flotilla.io/{name}"] and "BrokersReady" in lines[f"kafkacluster.flotilla.io/{name}"], table
     assert "Unreachable" in lines["clientquota.flotilla.io/etl"] and "Conflict" in lines["clientquota.flotilla.io/etl-again"], table
     assert "purge" in table and table.count("READY") == 3 and table.count("REASON") == 3, table
+    wide = kube_env.kubectl("get", "clientquotas", "-n", ns, "-o", "wide").stdout
+    assert "MESSAGE" in wide and "ClientQuota etl already sets the quota" in wide, wide
 
 
 def test_pause_annotation_changes_nothing_until_removed(kube_env, kube_namespace, operator):
