@@ -685,7 +685,7 @@ async def run_record_deletion(memo: kopf.Memo, namespace: str, name: str, now: d
             if not same_status(previous, status):
                 await kube.patch_status(RECORD_DELETION.kind, namespace, name, status)
             await _emit(kube, body, ev.pause_events(previous, status))
-            return None  # the daemon notices the annotation's removal (paused_changed)
+            return None  # the daemon notices the annotation's removal
         spec, policy, interval = None, None, None
         try:
             spec = parse_spec(RECORD_DELETION, dict(body.get("spec") or {}))
@@ -752,13 +752,13 @@ async def recorddeletion_daemon(body: kopf.Body, namespace: str, name: str, memo
     while not stopped:
         now = datetime.now(timezone.utc)
         gen = int(body.get("metadata", {}).get("generation") or 1)
-        is_paused = paused(body.get("metadata"))
-        flipped = is_paused != schedule.paused
+        hold = paused(body.get("metadata"))
+        flipped = hold != schedule.paused
         if flipped and schedule.paused:
             # Resumed: the paused condition goes now; runs are due as the stored status says.
             schedule.generation = None
             await _resume_record_deletion(memo, namespace, name)
-        schedule.paused = is_paused
+        schedule.paused = hold
         if schedule.generation != gen:
             fresh = await memo["kube"].get(RECORD_DELETION.kind, namespace, name)
             status = (fresh or {}).get("status") or {}
@@ -771,7 +771,7 @@ async def recorddeletion_daemon(body: kopf.Body, namespace: str, name: str, memo
             except (ValueError, rd.PlanError):
                 schedule.due = now  # the run reports the invalid spec, once
             schedule.generation = gen
-        if flipped and is_paused:
+        if flipped and hold:
             schedule.due = now  # one run writes the paused status (and runs nothing)
         if schedule.due is not None and schedule.due <= now:
             try:
