@@ -103,13 +103,11 @@ def cluster_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]
     new_reason = progress_reason(status)
     message = _cond(status, RECONCILING).get("message") or ""
     if new_reason != TRANSIENT and not _true(status, PAUSED) and new_reason != old_reason:
-        if old_reason == "RollingUpdate":
-            out.append(Event(NORMAL, ROLL_FINISHED, "every broker runs the current pod template"))
-        elif old_reason == "Scaling" and new_reason is None:
+        # Rolls are announced by the roll gate itself (roll_started, roll_finished): with a
+        # fast roll the status may never show RollingUpdate between two runs.
+        if old_reason == "Scaling" and new_reason is None:
             out.append(Event(NORMAL, SCALED, f"{status.get('replicas')} brokers"))
-        if new_reason == "RollingUpdate":
-            out.append(Event(NORMAL, ROLL_STARTED, f"restarting the brokers one at a time: {message}"))
-        elif new_reason == "Scaling":
+        if new_reason == "Scaling":
             out.append(Event(NORMAL, SCALING, message))
         elif new_reason == SCALE_DOWN_BLOCKED:
             out.append(Event(WARNING, SCALE_DOWN_BLOCKED, message))
@@ -124,6 +122,21 @@ def cluster_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]
                                                     or old_ready.get("message") != new_ready.get("message")):
         out.append(Event(WARNING, APPLY_FAILED, new_ready.get("message") or ""))
     return out
+
+
+def roll_started(live_template_hash: str | None, desired_template_hash: str, brokers: int) -> list[Event]:
+    """RollStarted when the operator applies a new pod template over running brokers (a new
+    configuration, image or resources, or a manual rolling update)."""
+    if live_template_hash is None or live_template_hash == desired_template_hash or brokers <= 0:
+        return []
+    return [Event(NORMAL, ROLL_STARTED, f"a new pod template: restarting {brokers} broker(s) one at a time")]
+
+
+def roll_finished(rolling: bool, status: Mapping[str, Any]) -> list[Event]:
+    """RollFinished once a started roll has every broker on the current template and Ready."""
+    if rolling and _true(status, READY) and progress_reason(status) is None:
+        return [Event(NORMAL, ROLL_FINISHED, "every broker runs the current pod template and is Ready")]
+    return []
 
 
 def roll_events(cluster: str, live_partition: int | None, partition: int, restarting: int | None,

@@ -53,7 +53,7 @@ from .builders import record_deletion as rd
 from .builders import Desired, build_all
 from .builders import cluster_id as cid
 from .builders.common import MANAGED_BY, Owner, selector_string, statefulset_name
-from .builders.roll import RollDecision, roll_partition, roll_state
+from .builders.roll import TEMPLATE_HASH_ANNOTATION, RollDecision, roll_partition, roll_state
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
 from .models import CLIENT_QUOTA, KAFKA_CLUSTER, RECORD_DELETION, KafkaClusterSpec, RecordDeletionSpec, parse_spec
@@ -333,6 +333,9 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 current = None
             live_partition = _live_partition(current)
             was_waiting = (namespace, name) in memo.get("roll_waiting", ())
+            started = ev.roll_started(((current or {}).get("metadata", {}).get("annotations") or {}).get(
+                TEMPLATE_HASH_ANNOTATION) if current else None, draft.template_hash,
+                int(((current or {}).get("spec") or {}).get("replicas") or 0))
             roll = await _roll(kube, memo, owner, current, draft, scale.replicas)
             desired = build_all(owner, spec, **build, partition=roll.partition)
             sts = None
@@ -369,9 +372,12 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             if not same_status(previous, status):
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
             if sts is not None:
-                await _emit(kube, body, ev.roll_events(name, live_partition, roll.partition, roll.restarting,
-                                                       roll.waiting, was_waiting))
+                await _emit(kube, body, started + ev.roll_events(name, live_partition, roll.partition, roll.restarting,
+                                                                 roll.waiting, was_waiting))
             await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
+            if sts is not None and started:
+                # Remembered after this run's status: the roll it starts cannot have finished yet.
+                memo.setdefault("rolling", set()).add((namespace, name))
             metrics.observe_cluster(namespace, name, spec.replicas, status)
             log.debug("reconciled %s/%s (%s): %s", namespace, name, why, status["conditions"][0]["reason"])
             return status
@@ -428,7 +434,11 @@ def _cluster_events(memo: kopf.Memo, namespace: str, name: str, previous: dict[s
     now = ev.progress_reason(status)
     if now != ev.TRANSIENT and not is_paused(status):
         progress[(namespace, name)] = now
-    return found
+    rolling: set[tuple[str, str]] = memo.setdefault("rolling", set())
+    finished = ev.roll_finished((namespace, name) in rolling, status)
+    if finished:
+        rolling.discard((namespace, name))
+    return finished + found
 
 
 def _live_partition(statefulset: dict[str, Any] | None) -> int | None:

@@ -22,9 +22,9 @@ def reasons(events):
 def test_cluster_roll_scale_and_readiness_transitions():
     ready = status(Ready=("True", "BrokersReady"), Reconciling=("False", "Converged"))
     rolling = status(Ready=("False", "RollingUpdate"), Reconciling=("True", "RollingUpdate"))
-    assert reasons(ev.cluster_events(ready, rolling)) == [("Normal", "RollStarted")]
-    assert reasons(ev.cluster_events(rolling, rolling)) == []
-    assert reasons(ev.cluster_events(rolling, ready)) == [("Normal", "RollFinished"), ("Normal", "ClusterReady")]
+    # Rolls are the roll gate's to announce (roll_started / roll_finished), not the status'.
+    assert reasons(ev.cluster_events(ready, rolling)) == []
+    assert reasons(ev.cluster_events(rolling, ready)) == [("Normal", "ClusterReady")]
     scaling = status(Ready=("False", "Scaling"), Reconciling=("True", "Scaling"))
     assert reasons(ev.cluster_events(ready, scaling)) == [("Normal", "Scaling")]
     assert reasons(ev.cluster_events(scaling, ready)) == [("Normal", "Scaled"), ("Normal", "ClusterReady")]
@@ -99,16 +99,27 @@ def test_annotations():
     assert ann.restart_token({}, None, NOW) == (None, False)
 
 
-def test_a_roll_passing_through_applying_changes_neither_ends_nor_restarts():
-    """Each broker of a roll re-applies the StatefulSet (its partition), so Reconciling shows
-    ApplyingChanges until the controller has seen it: the remembered progress bridges it."""
-    rolling = status(Ready=("False", "RollingUpdate"), Reconciling=("True", "RollingUpdate"))
+def test_a_scale_passing_through_applying_changes_neither_ends_nor_restarts():
+    """Each step re-applies the StatefulSet, so Reconciling shows ApplyingChanges until the
+    controller has seen it: the remembered progress bridges it."""
+    scaling = status(Ready=("False", "Scaling"), Reconciling=("True", "Scaling"))
     applying = status(Ready=("False", "ApplyingChanges"), Reconciling=("True", "ApplyingChanges"))
     ready = status(Ready=("True", "BrokersReady"), Reconciling=("False", "Converged"))
-    assert reasons(ev.cluster_events(rolling, applying, "RollingUpdate")) == []
-    assert reasons(ev.cluster_events(applying, rolling, "RollingUpdate")) == []
-    assert reasons(ev.cluster_events(applying, ready, "RollingUpdate")) == [("Normal", "RollFinished"), ("Normal", "ClusterReady")]
-    # Paused mid-roll: not the end of the roll.
-    paused = status(Ready=("False", "RollingUpdate"), Reconciling=("False", "ReconciliationPaused"),
+    assert reasons(ev.cluster_events(scaling, applying, "Scaling")) == []
+    assert reasons(ev.cluster_events(applying, scaling, "Scaling")) == []
+    assert reasons(ev.cluster_events(applying, ready, "Scaling")) == [("Normal", "Scaled"), ("Normal", "ClusterReady")]
+    # Paused mid-way: not the end of it.
+    paused = status(Ready=("False", "Scaling"), Reconciling=("False", "ReconciliationPaused"),
                     ReconciliationPaused=("True", "ReconciliationPaused"))
-    assert reasons(ev.cluster_events(rolling, paused, "RollingUpdate")) == [("Normal", "ReconciliationPaused")]
+    assert reasons(ev.cluster_events(scaling, paused, "Scaling")) == [("Normal", "ReconciliationPaused")]
+
+
+def test_a_roll_starts_with_a_new_template_over_brokers_and_finishes_ready():
+    assert reasons(ev.roll_started("h1", "h2", 3)) == [("Normal", "RollStarted")]
+    assert reasons(ev.roll_started("h1", "h1", 3)) == []  # the same template: a partition or a scale step
+    assert reasons(ev.roll_started(None, "h2", 0)) == []  # a new StatefulSet: nothing to restart
+    rolling = status(Ready=("False", "RollingUpdate"), Reconciling=("True", "RollingUpdate"))
+    ready = status(Ready=("True", "BrokersReady"), Reconciling=("False", "Converged"))
+    assert reasons(ev.roll_finished(True, rolling)) == []
+    assert reasons(ev.roll_finished(True, ready)) == [("Normal", "RollFinished")]
+    assert reasons(ev.roll_finished(False, ready)) == []

@@ -479,7 +479,7 @@ async def test_roll_events_name_each_broker_as_the_gate_opens():
         "observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 3,
         "currentRevision": "r2", "updateRevision": "r2"}
     await handlers.reconcile(memo, "ns", "demo", why="done")
-    assert kube.reasons()[-2:] == ["RollFinished", "ClusterReady"]
+    assert kube.reasons()[-2:] == ["RollFinished", "ClusterReady"], kube.reasons()
 
 
 async def test_paused_record_deletion_runs_nothing():
