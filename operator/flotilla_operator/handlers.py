@@ -143,6 +143,13 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
     logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)
     memo["kube"] = Kube(await load_api_client(), op.field_manager)
     memo["locks"] = {}
+    # kopf hands each resource object a shallow copy of this memo: state shared between the
+    # handlers of different objects (a KafkaCluster's, its StatefulSet's, its KafkaTopics') must
+    # be created here, or each copy would grow its own.
+    for key in ("scale_blocked", "roll_waiting", "rolling"):
+        memo[key] = set()
+    for key in ("progress", "lease_holders", "rd_failures"):
+        memo[key] = {}
     if op.metrics_port >= 0:
         server = metrics.MetricsServer(op.metrics_host, op.metrics_port)
         memo["metrics_server"] = server

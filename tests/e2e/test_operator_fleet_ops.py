@@ -232,7 +232,7 @@ def ssa(kube_env, ns: str, docs: list[dict], *extra: str, check: bool = True):
 def snapshot(kube_env, ns: str, docs: list[dict]) -> dict[tuple[str, str], dict]:
     out = {}
     for d in docs:
-        obj = get_json(kube_env, d["kind"].lower(), d["metadata"]["name"], "-n", ns)
+        obj = get_json(kube_env, d["kind"].lower(), d["metadata"]["name"], "-n", ns, "--show-managed-fields")
         mine = [m for m in obj["metadata"]["managedFields"] if m["manager"] == GITOPS_MANAGER]
         out[(d["kind"], d["metadata"]["name"])] = {
             "generation": obj["metadata"]["generation"], "spec": obj["spec"],
