@@ -68,7 +68,9 @@ def namespace_document() -> str:
 def render(helm: str | None = None) -> str:
     """The manifest's text: the Namespace first (everything else lands in it), then the chart."""
     proc = subprocess.run(
-        [helm or helm_binary(), "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--include-crds"],
+        # --skip-tests: the `helm test` Pod is the chart's, not part of an install.
+        [helm or helm_binary(), "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--include-crds",
+         "--skip-tests"],
         capture_output=True, text=True, check=False,
     )
     if proc.returncode != 0:

@@ -167,5 +167,22 @@ class Kube:
                 return None
             raise
 
+    async def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
+        """Merge-patch an object (used only to remove an annotation the operator acted on); None if
+        the object is gone."""
+        try:
+            return await self._call("PATCH", object_path(kind, namespace, name), body=patch,
+                                    content_type="application/merge-patch+json",
+                                    query=[("fieldManager", self.field_manager)])
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    async def post_event(self, event: dict[str, Any]) -> None:
+        """Create one core/v1 Event (events.event_object)."""
+        # Not in KINDS: events are only ever created (RBAC: create), never applied.
+        await self._call("POST", f"/api/v1/namespaces/{event['metadata']['namespace']}/events", body=event)
+
     async def close(self) -> None:
         await self.api.close()

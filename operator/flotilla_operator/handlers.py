@@ -26,6 +26,10 @@
 
 One asyncio.Lock per KafkaCluster serialises all of these, and each run reads the latest object
 first, so a slow run can never apply an older spec over a newer one.
+
+Every kind honours the pause annotation (annotations.py: nothing is changed, the status says
+ReconciliationPaused) and gets Events for what the operator did (events.py decides, from the
+status before and after a run; `_emit` posts them).
 """
 
 from __future__ import annotations
@@ -42,19 +46,22 @@ from . import GROUP, VERSION
 from . import metrics
 from . import kafka_admin
 from . import record_admin
+from . import events as ev
+from .annotations import acknowledge_patch, live_restart_token, paused, restart_token
 from .apply import ApiError, Kube, load_api_client
 from .builders import client_quota as cq
 from .builders import record_deletion as rd
 from .builders import Desired, build_all
 from .builders import cluster_id as cid
 from .builders.common import MANAGED_BY, Owner, cluster_of, selector_string, statefulset_name
-from .builders.roll import RollDecision, roll_partition, roll_state
+from .builders.roll import TEMPLATE_HASH_ANNOTATION, RollDecision, roll_partition, roll_state
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
 from .models import CLIENT_QUOTA, KAFKA_CLUSTER, RECORD_DELETION, KafkaClusterSpec, RecordDeletionSpec, parse_spec
 from .preflight import check_server_properties
 from .settings import Settings
-from .status import condition, kafka_cluster_status, same_status
+from .status import (condition, is_paused, kafka_cluster_status, paused_status, resumed_status, same_status,
+                     stalled_condition)
 
 LEASE_ROLE_LABEL = "flotilla.io/lease"  # on the brokers' Leases: broker or controller
 
@@ -70,6 +77,20 @@ log = logging.getLogger("flotilla_operator")
 RETRY_DELAY = 10.0
 QUOTA_RESYNC_S = 10.0  # every ClientQuota re-applied and re-read (see _quota_resync_loop)
 QUOTA_REMOVAL_ATTEMPTS = 6  # a deleted ClientQuota's quota: tried for about half a minute
+EVENT_COMPONENT = "flotilla-operator"
+
+
+async def _emit(kube: Kube, involved: dict[str, Any], events: list[ev.Event]) -> None:
+    """Post `events` about `involved`; an Event that cannot be posted is logged, never fatal."""
+    for event in events:
+        log.info("%s %s/%s: %s %s", involved.get("kind"), involved.get("metadata", {}).get("namespace"),
+                 involved.get("metadata", {}).get("name"), event.reason, event.message)
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            await kube.post_event(ev.event_object(involved, event, component=EVENT_COMPONENT, timestamp=stamp))
+        except Exception as exc:  # an Event is a courtesy: the reconcile goes on without it
+            log.warning("posting Event %s about %s %s: %s", event.reason, involved.get("kind"),
+                        involved.get("metadata", {}).get("name"), exc)
 
 
 # ------------------------------------------------------------------------------------------
@@ -131,6 +152,13 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
     logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)
     memo["kube"] = Kube(await load_api_client(), op.field_manager)
     memo["locks"] = {}
+    # kopf hands each resource object a shallow copy of this memo: state shared between the
+    # handlers of different objects (a KafkaCluster's, its StatefulSet's, its KafkaTopics') must
+    # be created here, or each copy would grow its own.
+    for key in ("scale_blocked", "roll_waiting", "rolling"):
+        memo[key] = set()
+    for key in ("progress", "lease_holders", "rd_failures"):
+        memo[key] = {}
     if op.metrics_port >= 0:
         server = metrics.MetricsServer(op.metrics_host, op.metrics_port)
         memo["metrics_server"] = server
@@ -264,6 +292,12 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 return None
             owner = Owner.from_body(body)
             previous = body.get("status") or {}
+            if paused(body["metadata"]):
+                status = paused_status(previous, generation=owner.generation)
+                if not same_status(previous, status):
+                    await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
+                return status
             try:
                 spec = parse_spec(KAFKA_CLUSTER, body.get("spec") or {})
             except ValueError as exc:
@@ -272,6 +306,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                     previous=previous, error=str(exc), error_reason="InvalidSpec",
                 )
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
                 raise kopf.PermanentError(f"invalid spec: {exc}") from exc
             assert isinstance(spec, KafkaClusterSpec)
             current = await kube.get("StatefulSet", namespace, statefulset_name(owner))
@@ -284,10 +319,13 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                     cluster_id=identity.cluster_id,
                 )
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
                 raise kopf.PermanentError(identity.error)
             scale = await _scale(kube, memo, owner, spec, current)
+            token, restart_requested = restart_token(body["metadata"], current, datetime.now(timezone.utc))
             build = dict(image=op.broker_image, pull_policy=op.image_pull_policy,
-                         statefulset_replicas=scale.replicas, cluster_id=identity.cluster_id)
+                         statefulset_replicas=scale.replicas, cluster_id=identity.cluster_id,
+                         restart_token=token)
             draft = build_all(owner, spec, **build)
             problem = check_server_properties(draft.server_properties)
             if problem:
@@ -299,13 +337,23 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                     error=message, error_reason="InvalidConfig", cluster_id=identity.cluster_id,
                 )
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
                 raise kopf.PermanentError(message)
             if identity.needs_record and await kube.create(cid.build_record(owner, identity.cluster_id)) is None:
                 raise kopf.TemporaryError("the cluster id record appeared meanwhile: choosing again", delay=1)
             replacing = _needs_replacing(current)
             if replacing:
+                if not current["metadata"].get("deletionTimestamp"):
+                    await _emit(kube, body, [ev.Event(ev.NORMAL, ev.STATEFULSET_REPLACED, (
+                        f"re-creating StatefulSet {current['metadata']['name']} with podManagementPolicy "
+                        f"{POD_MANAGEMENT_POLICY}; its pods and claims are kept"))])
                 await _replace_statefulset(kube, current)
                 current = None
+            live_partition = _live_partition(current)
+            was_waiting = (namespace, name) in memo.get("roll_waiting", ())
+            started = ev.roll_started(((current or {}).get("metadata", {}).get("annotations") or {}).get(
+                TEMPLATE_HASH_ANNOTATION) if current else None, draft.template_hash,
+                int(((current or {}).get("spec") or {}).get("replicas") or 0))
             roll = await _roll(kube, memo, owner, current, draft, scale.replicas)
             desired = build_all(owner, spec, **build, partition=roll.partition)
             sts = None
@@ -326,7 +374,13 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                     error=message, error_reason="ApplyFailed", cluster_id=identity.cluster_id,
                 )
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
                 raise kopf.TemporaryError(message, delay=RETRY_DELAY) from err
+            if restart_requested and sts is not None:
+                # The new token is on the pod template: the roll gate restarts the brokers from here.
+                await kube.patch(KAFKA_CLUSTER.kind, namespace, name, acknowledge_patch())
+                await _emit(kube, body, [ev.Event(ev.NORMAL, ev.ROLLING_RESTART_REQUESTED, (
+                    f"restarting every broker one at a time (pod template {token}); annotation removed"))])
             status = kafka_cluster_status(
                 owner, replicas=spec.replicas, port=spec.listeners[0].port,
                 config_hash=desired.config_hash, statefulset=sts, previous=previous,
@@ -335,6 +389,13 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             )
             if not same_status(previous, status):
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+            if sts is not None:
+                await _emit(kube, body, started + ev.roll_events(name, live_partition, roll.partition, roll.restarting,
+                                                                 roll.waiting, was_waiting))
+            await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
+            if sts is not None and started:
+                # Remembered after this run's status: the roll it starts cannot have finished yet.
+                memo.setdefault("rolling", set()).add((namespace, name))
             metrics.observe_cluster(namespace, name, spec.replicas, status)
             log.debug("reconciled %s/%s (%s): %s", namespace, name, why, status["conditions"][0]["reason"])
             return status
@@ -357,7 +418,7 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
         owner = Owner.from_body(body)
         previous = body.get("status") or {}
         # An older generation's status stays until reconcile() has applied the new spec.
-        if previous.get("observedGeneration") != owner.generation:
+        if previous.get("observedGeneration") != owner.generation or paused(body["metadata"]):
             return
         identity = await _cluster_id(kube, owner, spec, previous)
         if identity.error:
@@ -366,7 +427,8 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
             statefulset = await kube.get("StatefulSet", namespace, statefulset_name(owner))
         scale = await _scale(kube, memo, owner, spec, statefulset)
         desired = build_all(owner, spec, image=op.broker_image, pull_policy=op.image_pull_policy,
-                            statefulset_replicas=scale.replicas, cluster_id=identity.cluster_id)
+                            statefulset_replicas=scale.replicas, cluster_id=identity.cluster_id,
+                            restart_token=live_restart_token(statefulset))
         roll = await _roll(kube, memo, owner, statefulset, desired, scale.replicas)
         status = kafka_cluster_status(
             owner, replicas=spec.replicas, port=spec.listeners[0].port,
@@ -376,7 +438,32 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
         )
         if not same_status(previous, status):
             await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+        await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
         metrics.observe_cluster(namespace, name, spec.replicas, status)
+
+
+def _cluster_events(memo: kopf.Memo, namespace: str, name: str, previous: dict[str, Any],
+                    status: dict[str, Any]) -> list[ev.Event]:
+    """events.cluster_events with the cluster's last progress remembered across runs (so a roll's
+    passes through ApplyingChanges neither end nor restart it); an operator restart starts from
+    the stored status."""
+    progress: dict[tuple[str, str], Any] = memo.setdefault("progress", {})
+    found = ev.cluster_events(previous, status, progress.get((namespace, name), ev.FROM_STATUS))
+    now = ev.progress_reason(status)
+    if now != ev.TRANSIENT and not is_paused(status):
+        progress[(namespace, name)] = now
+    rolling: set[tuple[str, str]] = memo.setdefault("rolling", set())
+    finished = ev.roll_finished((namespace, name) in rolling, status)
+    if finished:
+        rolling.discard((namespace, name))
+    return finished + found
+
+
+def _live_partition(statefulset: dict[str, Any] | None) -> int | None:
+    if statefulset is None:
+        return None
+    rolling = ((statefulset.get("spec") or {}).get("updateStrategy") or {}).get("rollingUpdate") or {}
+    return int(rolling.get("partition") or 0)
 
 
 def _partition_moves(statefulset: dict[str, Any]) -> bool:
@@ -485,18 +572,29 @@ async def _quota_status(memo: kopf.Memo, body: kopf.Body, ready: bool, reason: s
     meta = body["metadata"]
     previous = dict(body.get("status") or {})
     gen = int(meta.get("generation") or 1)
-    status: dict[str, Any] = {"observedGeneration": gen, "conditions": [condition(
-        "Ready", ready, reason, message, generation=gen, now=datetime.now(timezone.utc),
-        previous=previous.get("conditions"))]}
+    now = datetime.now(timezone.utc)
+    status: dict[str, Any] = {"observedGeneration": gen, "conditions": [
+        condition("Ready", ready, reason, message, generation=gen, now=now, previous=previous.get("conditions")),
+        stalled_condition(None if ready else reason, message, generation=gen, now=now,
+                          previous=previous.get("conditions")),
+    ]}
     if brokers is not None:
         status["brokers"] = brokers
     if not same_status(previous, status):
         await memo["kube"].patch_status(CLIENT_QUOTA.kind, meta["namespace"], meta["name"], status)
+    await _emit(memo["kube"], dict(body), ev.quota_events(previous, status))
 
 
 async def reconcile_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
     """Apply the quota if this resource owns its entity, then report what each broker holds."""
     meta, spec = body["metadata"], dict(body.get("spec") or {})
+    if paused(meta):
+        previous = dict(body.get("status") or {})
+        status = paused_status(previous, generation=int(meta.get("generation") or 1))
+        if not same_status(previous, status):
+            await memo["kube"].patch_status(CLIENT_QUOTA.kind, meta["namespace"], meta["name"], status)
+        await _emit(memo["kube"], dict(body), ev.pause_events(previous, status))
+        return
     with metrics.observe(CLIENT_QUOTA.kind):
         try:
             parse_spec(CLIENT_QUOTA, spec)
@@ -615,6 +713,7 @@ class _DeletionSchedule:
 
     generation: int | None = None
     due: datetime | None = None
+    paused: bool | None = None
 
 
 async def _cluster_ready(memo: kopf.Memo, namespace: str, cluster: str) -> tuple[str | None, str]:
@@ -642,6 +741,12 @@ async def run_record_deletion(memo: kopf.Memo, namespace: str, name: str, now: d
             return None
         gen = int(body["metadata"].get("generation") or 1)
         previous = body.get("status") or {}
+        if paused(body["metadata"]):
+            status = paused_status(previous, generation=gen, now=now)
+            if not same_status(previous, status):
+                await kube.patch_status(RECORD_DELETION.kind, namespace, name, status)
+            await _emit(kube, body, ev.pause_events(previous, status))
+            return None  # the daemon notices the annotation's removal
         spec, policy, interval = None, None, None
         try:
             spec = parse_spec(RECORD_DELETION, dict(body.get("spec") or {}))
@@ -675,12 +780,26 @@ async def run_record_deletion(memo: kopf.Memo, namespace: str, name: str, now: d
         status = rd.run_status(previous=previous, generation=gen, policy=policy, now=now, ran=ran,
                                rows=result.rows, deleted=result.deleted, error=error, next_time=next_time)
         await kube.patch_status(RECORD_DELETION.kind, namespace, name, status)
+        await _emit(kube, body, ev.pause_events(previous, status) + ev.deletion_events(
+            previous, status, ran=ran, deleted=result.deleted, topic=getattr(spec, "topic", None)))
         if result.deleted:
             metrics.RECORDS_DELETED.labels(namespace, name).inc(result.deleted)
         if error is None:
             metrics.DELETION_LAST_SUCCESS.labels(namespace, name).set(now.timestamp())
         log.info("RecordDeletion %s/%s: %s", namespace, name, status["conditions"][0]["message"])
         return next_time
+
+
+async def _resume_record_deletion(memo: kopf.Memo, namespace: str, name: str) -> None:
+    """The pause annotation is gone: drop ReconciliationPaused now (the next run may be far off)."""
+    kube: Kube = memo["kube"]
+    fresh = await kube.get(RECORD_DELETION.kind, namespace, name)
+    previous = (fresh or {}).get("status") or {}
+    if fresh is None or not is_paused(previous):
+        return
+    status = resumed_status(previous)
+    await kube.patch_status(RECORD_DELETION.kind, namespace, name, status)
+    await _emit(kube, fresh, ev.pause_events(previous, status))
 
 
 @kopf.daemon(GROUP, VERSION, RECORD_DELETION.plural, cancellation_timeout=10.0)
@@ -694,6 +813,13 @@ async def recorddeletion_daemon(body: kopf.Body, namespace: str, name: str, memo
     while not stopped:
         now = datetime.now(timezone.utc)
         gen = int(body.get("metadata", {}).get("generation") or 1)
+        hold = paused(body.get("metadata"))
+        flipped = hold != schedule.paused
+        if flipped and schedule.paused:
+            # Resumed: the paused condition goes now; runs are due as the stored status says.
+            schedule.generation = None
+            await _resume_record_deletion(memo, namespace, name)
+        schedule.paused = hold
         if schedule.generation != gen:
             fresh = await memo["kube"].get(RECORD_DELETION.kind, namespace, name)
             status = (fresh or {}).get("status") or {}
@@ -706,6 +832,8 @@ async def recorddeletion_daemon(body: kopf.Body, namespace: str, name: str, memo
             except (ValueError, rd.PlanError):
                 schedule.due = now  # the run reports the invalid spec, once
             schedule.generation = gen
+        if flipped and hold:
+            schedule.due = now  # one run writes the paused status (and runs nothing)
         if schedule.due is not None and schedule.due <= now:
             try:
                 schedule.due = await run_record_deletion(memo, namespace, name, now)

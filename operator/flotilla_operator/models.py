@@ -184,7 +184,9 @@ class ClusterReference(ApiModel):
 class Condition(ApiModel):
     """A status condition, shaped like Kubernetes' metav1.Condition."""
 
-    type: str = Field(description="Condition type: Ready, Reconciling or Degraded.")
+    type: str = Field(description=(
+        "Condition type: Ready, Reconciling, Degraded, Stalled (the spec cannot be reconciled as written) "
+        "or ReconciliationPaused (the flotilla.io/pause-reconciliation annotation is set)."))
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str | None = Field(default=None, description="One CamelCase word saying why.")
     message: str | None = Field(default=None, description="A human readable explanation.")
@@ -435,7 +437,7 @@ class KafkaClusterStatus(ApiModel):
     )
     conditions: list[Condition] | None = Field(
         default=None,
-        description="Ready, Reconciling and Degraded conditions.",
+        description="Ready, Reconciling, Degraded and Stalled conditions (ScaleDownBlocked, ReconciliationPaused when they apply).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     replicas: int | None = Field(default=None, description="Brokers that exist (pods of the StatefulSet).")
@@ -546,7 +548,9 @@ class ClientQuotaStatus(ApiModel):
     observed_generation: int | None = Field(default=None, description="The metadata.generation last handled.")
     conditions: list[Condition] | None = Field(
         default=None,
-        description="The Ready condition (reasons: Applied, Pending, Conflict, Unreachable, Invalid).",
+        description=(
+            "Ready (reasons: Applied, Pending, Conflict, Unreachable, Invalid) and Stalled (True for Conflict "
+            "and Invalid); ReconciliationPaused while paused."),
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     brokers: list[ClientQuotaBrokerStatus] | None = Field(
@@ -674,8 +678,9 @@ class RecordDeletionStatus(ApiModel):
     conditions: list[Condition] | None = Field(
         default=None,
         description=(
-            "The Ready condition (reasons: Deleted, InvalidSpec, ClusterNotReady, Unreachable, "
-            "TopicNotFound, PartitionNotFound, GroupNotFound, NotEnoughReplicas, DeleteFailed)."
+            "Ready (reasons: Deleted, InvalidSpec, ClusterNotReady, Unreachable, "
+            "TopicNotFound, PartitionNotFound, GroupNotFound, NotEnoughReplicas, DeleteFailed) and Stalled "
+            "(True for an invalid spec); ReconciliationPaused while paused."
         ),
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
@@ -891,6 +896,9 @@ def _ready_columns() -> list[dict[str, Any]]:
 
 
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+# With -o wide: why, in the operator's words (the Ready condition's message).
+_MESSAGE = {"name": "Message", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].message',
+            "priority": 1}
 
 KAFKA_CLUSTER = Resource(
     kind="KafkaCluster",
@@ -906,6 +914,7 @@ KAFKA_CLUSTER = Resource(
         {"name": "Controller", "type": "integer", "jsonPath": ".status.controller", "priority": 1},
         *_ready_columns(),
         {"name": "Bootstrap", "type": "string", "jsonPath": ".status.bootstrapServers", "priority": 1},
+        _MESSAGE,
         _AGE,
     ],
     root_validations=[
@@ -931,6 +940,7 @@ CLIENT_QUOTA = Resource(
         {"name": "Produce-B/s", "type": "integer", "jsonPath": ".spec.producerByteRate"},
         {"name": "Consume-B/s", "type": "integer", "jsonPath": ".spec.consumerByteRate"},
         *_ready_columns(),
+        _MESSAGE,
         _AGE,
     ],
 )
@@ -950,6 +960,7 @@ RECORD_DELETION = Resource(
         {"name": "Last-Run", "type": "date", "jsonPath": ".status.lastRunTime"},
         {"name": "Deleted", "type": "integer", "jsonPath": ".status.recordsDeleted"},
         *_ready_columns(),
+        _MESSAGE,
         _AGE,
     ],
 )

@@ -1,13 +1,19 @@
 """Status of a KafkaCluster, computed from what its StatefulSet and the brokers' Leases report.
 Pure: no I/O.
 
-Three conditions, shaped like metav1.Condition, each with its observedGeneration:
+Four conditions, shaped like metav1.Condition, each with its observedGeneration:
 
 - Ready: every broker exists, runs the current configuration and passes its readiness probe.
 - Reconciling: the operator (or the StatefulSet controller) is still moving towards the spec:
   creating, scaling, or rolling brokers one at a time.
 - Degraded: something is wrong that waiting will not fix by itself: an error while applying the
   objects, an invalid spec, or a broker not ready although nothing is rolling.
+- Stalled (kstatus' convention, so Flux fails fast): the spec cannot be reconciled as written
+  (invalid spec or broker configuration, a cluster id other than the volumes'); only a change of
+  the spec ends it.
+
+While the pause annotation is set (annotations.py), `paused_status` keeps the last status and
+adds ReconciliationPaused (every kind).
 
 lastTransitionTime changes only when a condition's status changes.
 """
@@ -24,6 +30,11 @@ from .builders.scale_down import BLOCKED_REASON, SCALE_DOWN_BLOCKED, ScaleDecisi
 READY = "Ready"
 RECONCILING = "Reconciling"
 DEGRADED = "Degraded"
+STALLED = "Stalled"
+PAUSED = "ReconciliationPaused"
+#: Errors that no retry fixes: the spec must change.
+STALLING_REASONS = frozenset({"InvalidSpec", "InvalidConfig", "Invalid", "Conflict"})
+PAUSED_MESSAGE = "the flotilla.io/pause-reconciliation annotation is set: the operator changes nothing"
 
 
 def _ts(now: datetime) -> str:
@@ -148,7 +159,9 @@ def kafka_cluster_status(
     else:
         degraded_c = condition(DEGRADED, False, "AsExpected", "", generation=gen, now=now, previous=prev_conditions)
 
-    conditions = [ready_c, reconciling_c, degraded_c]
+    conditions = [ready_c, reconciling_c, degraded_c,
+                  stalled_condition(error_reason if error else None, error or "", generation=gen, now=now,
+                                    previous=prev_conditions)]
     if scale is not None and scale.blocked:
         # Dropped from the list once the scale-down may go on: a merge patch replaces the list.
         conditions.append(condition(SCALE_DOWN_BLOCKED, True, BLOCKED_REASON, scale.message(),
@@ -171,6 +184,42 @@ def kafka_cluster_status(
         # A merge patch removes the controller only if told so explicitly.
         status.setdefault("controller", None)
     return status
+
+
+def stalled_condition(reason: str | None, message: str, *, generation: int, now: datetime,
+                      previous: list[dict[str, Any]] | None, force: bool = False) -> dict[str, Any]:
+    """Stalled: True for an error in STALLING_REASONS (the spec must change), or for any `reason`
+    with `force` (the caller knows no retry helps); False otherwise."""
+    if reason is not None and (force or reason in STALLING_REASONS):
+        return condition(STALLED, True, reason, message, generation=generation, now=now, previous=previous)
+    return condition(STALLED, False, "AsExpected", "", generation=generation, now=now, previous=previous)
+
+
+def paused_status(previous: dict[str, Any] | None, *, generation: int, now: datetime | None = None) -> dict[str, Any]:
+    """The status of a paused resource: what was last observed, plus ReconciliationPaused=True
+    (and Reconciling=False: nothing moves). observedGeneration follows the object: the operator
+    saw this generation and chose to do nothing, so kstatus does not wait for it forever."""
+    now = now or datetime.now(timezone.utc)
+    previous = dict(previous or {})
+    old = list(previous.get("conditions") or [])
+    kept = [c for c in old if c.get("type") not in (PAUSED, RECONCILING)]
+    paused = condition(PAUSED, True, PAUSED, PAUSED_MESSAGE, generation=generation, now=now, previous=old)
+    extra = []
+    if any(c.get("type") == RECONCILING for c in old):
+        extra.append(condition(RECONCILING, False, PAUSED, PAUSED_MESSAGE, generation=generation, now=now, previous=old))
+    return {**previous, "observedGeneration": generation, "conditions": kept + extra + [paused]}
+
+
+def resumed_status(previous: dict[str, Any] | None) -> dict[str, Any]:
+    """A paused status without its ReconciliationPaused condition (for kinds whose next run may be
+    far off: a RecordDeletion's)."""
+    previous = dict(previous or {})
+    kept = [c for c in previous.get("conditions") or () if c.get("type") != PAUSED]
+    return {**previous, "conditions": kept}
+
+
+def is_paused(status: dict[str, Any] | None) -> bool:
+    return any(c.get("type") == PAUSED and c.get("status") == "True" for c in (status or {}).get("conditions") or ())
 
 
 def _parse_time(text: str | None) -> datetime | None:

@@ -49,10 +49,12 @@ def build_all(
     statefulset_replicas: int | None = None,
     cluster_id: str | None = None,
     partition: int = 0,
+    restart_token: str | None = None,
 ) -> Desired:
     """`statefulset_replicas` holds the StatefulSet above spec.replicas while a scale-down is
     blocked (scale_down.py); `cluster_id` is the fleet's recorded id (cluster_id.py; None: a new
-    fleet's from the uid); `partition` gates the roll (roll.py); everything else follows the spec."""
+    fleet's from the uid); `partition` gates the roll (roll.py); `restart_token` marks the pod
+    template of a manual rolling update (annotations.py); everything else follows the spec."""
     configmap = build_configmap(owner, spec, cluster_id)
     digest = config_hash(configmap["data"][CONFIG_FILE])
     objects = [
@@ -65,7 +67,8 @@ def build_all(
         build_pdb(owner),
         # Last: the brokers start only once everything they need exists.
         build_statefulset(owner, spec, image=spec.image or image, config_hash=digest, pull_policy=pull_policy,
-                          replicas=statefulset_replicas, partition=partition),
+                          replicas=statefulset_replicas, partition=partition,
+                          restart_token=restart_token),
     ]
     return Desired(config_hash=digest, objects=objects)
 

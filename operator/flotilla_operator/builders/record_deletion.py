@@ -159,7 +159,10 @@ def next_run(*, interval: timedelta | None, generation: int, status: Mapping[str
     nor forgets): now for a new generation or a failed last run; a one-off that succeeded never
     runs again; otherwise lastRunTime + interval."""
     ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), {})
-    if status.get("observedGeneration") != generation or ready.get("status") != "True":
+    # The Ready condition's generation is the one that ran (a paused resource's status has seen a
+    # newer generation without running it).
+    ran_for = ready.get("observedGeneration", status.get("observedGeneration"))
+    if ran_for != generation or ready.get("status") != "True":
         return now
     last = _parse(status.get("lastRunTime"))
     if interval is None:
@@ -204,8 +207,9 @@ def run_status(*, previous: Mapping[str, Any], generation: int, policy: str | No
                next_time: datetime | None) -> dict[str, Any]:
     """The status after one attempt. `ran`: the cluster was reached (lastRunTime moves);
     recordsDeleted adds this run's count to the total; rows of a failed attempt replace the old
-    ones only when the attempt got as far as reading the partitions."""
-    from ..status import condition
+    ones only when the attempt got as far as reading the partitions. Stalled is True for an error
+    no retry fixes (an invalid spec)."""
+    from ..status import condition, stalled_condition
 
     if error is None:
         moved = [r for r in rows or () if r["recordsDeleted"]]
@@ -219,9 +223,12 @@ def run_status(*, previous: Mapping[str, Any], generation: int, policy: str | No
     else:
         ready = condition("Ready", False, error.reason, error.message, generation=generation, now=now,
                           previous=previous.get("conditions"))
+    stalled = stalled_condition(error.reason if error is not None and not error.retry else None,
+                                error.message if error is not None else "", generation=generation, now=now,
+                                previous=previous.get("conditions"), force=True)
     status: dict[str, Any] = {
         "observedGeneration": generation,
-        "conditions": [ready],
+        "conditions": [ready, stalled],
         "recordsDeleted": int(previous.get("recordsDeleted") or 0) + deleted,
         "nextRunTime": _ts(next_time),
     }

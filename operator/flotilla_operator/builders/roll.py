@@ -57,6 +57,7 @@ class RollState:
 class RollDecision:
     partition: int
     waiting: str | None = None  # why the next broker is held back
+    restarting: int | None = None  # the broker this partition lets the StatefulSet replace
 
     @property
     def blocked(self) -> bool:
@@ -138,4 +139,4 @@ def roll_partition(state: RollState, pods: list[dict[str, Any]], topics: list[di
     reason = unsafe_to_roll(pods, state.brokers, topics)
     if reason:
         return RollDecision(state.next_broker + 1, f"broker {state.next_broker} waits: {reason}")
-    return RollDecision(state.next_broker)
+    return RollDecision(state.next_broker, restarting=state.next_broker)

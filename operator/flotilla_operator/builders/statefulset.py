@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from ..annotations import RESTART_TOKEN
 from ..models import METRICS_PORT, KafkaClusterSpec
 from .common import (
     CONFIG_DIR,
@@ -122,10 +123,12 @@ def build_statefulset(
     pull_policy: str = "IfNotPresent",
     replicas: int | None = None,
     partition: int = 0,
+    restart_token: str | None = None,
 ) -> dict[str, Any]:
     """The StatefulSet of brokers. `config_hash` goes on the pod template: a new hash rolls the pods.
     `replicas` overrides spec.replicas (a blocked scale-down keeps brokers that hold replicas);
-    `partition` is the operator's gate on the roll (roll.py)."""
+    `partition` is the operator's gate on the roll (roll.py); a new `restart_token` rolls the
+    pods too (a manual rolling update, annotations.py)."""
     template = spec.template
     user_meta = template.metadata
     pod_labels = {**((user_meta.labels if user_meta else None) or {}), **labels(owner)}
@@ -133,6 +136,8 @@ def build_statefulset(
         **((user_meta.annotations if user_meta else None) or {}),
         CONFIG_HASH_ANNOTATION: config_hash,
     }
+    if restart_token:
+        pod_annotations[RESTART_TOKEN] = restart_token
     volumes: list[dict[str, Any]] = [
         {"name": "config", "configMap": {"name": configmap_name(owner)}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},

@@ -360,3 +360,204 @@ async def test_a_recreated_statefulset_over_running_pods_is_held():
     await handlers.reconcile(memo_for(kube), "ns", "demo", why="statefulset deleted")
     sts = kube.objects[("StatefulSet", "ns", "demo-broker")]
     assert sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 3
+
+
+# ------------------------------------------------------------------------------------------
+# Events, the pause annotation and a manual rolling update (issue 22)
+
+
+class EventKube(FakeKube):
+    """FakeKube that records posted Events and merge patches."""
+
+    def __init__(self, objects=None, fail_kind=None):
+        super().__init__(objects, fail_kind)
+        self.events = []
+        self.patches = []
+
+    async def post_event(self, event):
+        self.events.append(event)
+
+    async def apply(self, obj):
+        """As the API server does: an applied spec keeps the stored status."""
+        key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        old = copy.deepcopy(self.objects.get(key))
+        stored = await super().apply(obj)
+        if old is not None and "status" in old:
+            stored["status"] = old["status"]
+        return stored
+
+    async def patch(self, kind, namespace, name, patch):
+        self.patches.append((kind, name, patch))
+        obj = self.objects[(kind, namespace, name)]
+        annotations = obj["metadata"].setdefault("annotations", {})
+        for key, value in patch["metadata"]["annotations"].items():
+            if value is None:
+                annotations.pop(key, None)
+            else:
+                annotations[key] = value
+        return obj
+
+    def reasons(self):
+        return [e["reason"] for e in self.events]
+
+
+def settle(kube, name="demo", ready=True):
+    """The StatefulSet controller caught up: every pod on the update revision (and Ready)."""
+    sts = kube.objects[("StatefulSet", "ns", f"{name}-broker")]
+    sts["status"] = {"observedGeneration": sts["metadata"]["generation"], "replicas": 3,
+                     "readyReplicas": 3 if ready else 2, "updatedReplicas": 3,
+                     "currentRevision": "r1", "updateRevision": "r1"}
+
+
+async def test_paused_cluster_applies_nothing_and_says_so():
+    body = cluster()
+    body["metadata"]["annotations"] = {"flotilla.io/pause-reconciliation": "true"}
+    kube = EventKube([body])
+    status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    assert kube.applied == []
+    paused = [c for c in status["conditions"] if c["type"] == "ReconciliationPaused"]
+    assert paused and paused[0]["status"] == "True" and status["observedGeneration"] == 2
+    assert kube.reasons() == ["ReconciliationPaused"]
+    event = kube.events[0]
+    assert event["involvedObject"]["kind"] == "KafkaCluster" and event["involvedObject"]["name"] == "demo"
+    assert event["type"] == "Normal" and event["metadata"]["namespace"] == "ns"
+    # Paused again: nothing new to say. Resumed: applied, the condition gone, one Event.
+    await handlers.reconcile(memo_for(kube), "ns", "demo", why="again")
+    assert kube.reasons() == ["ReconciliationPaused"] and kube.applied == []
+    kube.objects[("KafkaCluster", "ns", "demo")]["metadata"]["annotations"] = {}
+    status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="resumed")
+    assert kube.applied and "ReconciliationPaused" not in [c["type"] for c in status["conditions"]]
+    assert kube.reasons()[:2] == ["ReconciliationPaused", "ReconciliationResumed"]
+
+
+async def test_refresh_status_leaves_a_paused_cluster_alone():
+    kube = EventKube([cluster()])
+    memo = memo_for(kube)
+    await handlers.reconcile(memo, "ns", "demo", why="test")
+    kube.objects[("KafkaCluster", "ns", "demo")]["metadata"]["annotations"] = {"flotilla.io/pause-reconciliation": "true"}
+    await handlers.reconcile(memo, "ns", "demo", why="paused")
+    written = len(kube.statuses)
+    settle(kube)
+    await handlers.refresh_status(memo, "ns", "demo")
+    assert len(kube.statuses) == written
+
+
+async def test_invalid_config_is_stalled_with_a_warning():
+    kube = EventKube([cluster({"replicas": 3, "config": {"no.such.key": "1"}})])
+    with pytest.raises(kopf.PermanentError):
+        await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    stalled = next(c for c in kube.statuses[-1][2]["conditions"] if c["type"] == "Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "InvalidConfig")
+    assert [(e["type"], e["reason"]) for e in kube.events] == [("Warning", "InvalidConfig")]
+
+
+async def test_manual_rolling_update_restarts_every_broker_once_and_removes_the_annotation():
+    kube = EventKube([cluster()])
+    memo = memo_for(kube)
+    await handlers.reconcile(memo, "ns", "demo", why="create")
+    settle(kube)
+    await handlers.reconcile(memo, "ns", "demo", why="settled")
+    assert "ClusterReady" in kube.reasons()
+    template = kube.objects[("StatefulSet", "ns", "demo-broker")]["spec"]["template"]
+    assert "flotilla.io/restarted-at" not in template["metadata"]["annotations"]
+
+    kube.objects[("KafkaCluster", "ns", "demo")]["metadata"]["annotations"] = {
+        "flotilla.io/manual-rolling-update": "true"}
+    await handlers.reconcile(memo, "ns", "demo", why="annotated")
+    sts = kube.objects[("StatefulSet", "ns", "demo-broker")]
+    token = sts["spec"]["template"]["metadata"]["annotations"]["flotilla.io/restarted-at"]
+    # A new template: held at the top until the controller has seen it; the annotation acknowledged.
+    assert sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 3
+    assert kube.patches == [("KafkaCluster", "demo", {"metadata": {"annotations": {
+        "flotilla.io/manual-rolling-update": None}}})]
+    assert "flotilla.io/manual-rolling-update" not in kube.objects[("KafkaCluster", "ns", "demo")]["metadata"]["annotations"]
+    assert "RollingRestartRequested" in kube.reasons()
+    # Later reconciles keep the token (no second restart) and refresh_status agrees on the template.
+    await handlers.reconcile(memo, "ns", "demo", why="resync")
+    again = kube.objects[("StatefulSet", "ns", "demo-broker")]
+    assert again["spec"]["template"]["metadata"]["annotations"]["flotilla.io/restarted-at"] == token
+    assert len(kube.patches) == 1
+
+
+async def test_roll_events_name_each_broker_as_the_gate_opens():
+    """The roll gate lowering the partition to broker n emits BrokerRestarting for n; the
+    status' Reconciling reason turning RollingUpdate and back emits RollStarted and RollFinished."""
+    pods = [{"kind": "Pod", "metadata": {"name": f"demo-broker-{i}", "namespace": "ns", "labels": {
+        "app.kubernetes.io/name": "flotilla", "app.kubernetes.io/instance": "demo",
+        "app.kubernetes.io/component": "broker", "controller-revision-hash": "r1"}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}} for i in range(3)]
+    kube = EventKube([cluster(), *pods])
+    memo = memo_for(kube)
+    await handlers.reconcile(memo, "ns", "demo", why="create")
+    settle(kube)
+    await handlers.reconcile(memo, "ns", "demo", why="settled")
+    kube.events.clear()
+    # A config change: new template, then the controller reports a new update revision.
+    kube.objects[("KafkaCluster", "ns", "demo")]["spec"] = {"replicas": 3, "config": {"log.retention.ms": "5"}}
+    kube.objects[("KafkaCluster", "ns", "demo")]["metadata"]["generation"] = 3
+    await handlers.reconcile(memo, "ns", "demo", why="changed")
+    sts = kube.objects[("StatefulSet", "ns", "demo-broker")]
+    assert sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 3
+    sts["status"] = {"observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 0,
+                     "currentRevision": "r1", "updateRevision": "r2"}
+    await handlers.reconcile(memo, "ns", "demo", why="controller saw it")
+    assert kube.objects[("StatefulSet", "ns", "demo-broker")]["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 2
+    assert kube.reasons().count("BrokerRestarting") == 1 and "RollStarted" in kube.reasons()
+    assert "broker 2 (pod demo-broker-2)" in next(e for e in kube.events if e["reason"] == "BrokerRestarting")["message"]
+    # Re-running while broker 2 restarts says nothing new.
+    kube.objects[("StatefulSet", "ns", "demo-broker")]["status"] = sts["status"]
+    await handlers.reconcile(memo, "ns", "demo", why="again")
+    assert kube.reasons().count("BrokerRestarting") == 1
+    # Every pod on r2: the roll finishes.
+    for p in pods:
+        kube.objects[("Pod", "ns", p["metadata"]["name"])]["metadata"]["labels"]["controller-revision-hash"] = "r2"
+    kube.objects[("StatefulSet", "ns", "demo-broker")]["status"] = {
+        "observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 3,
+        "currentRevision": "r2", "updateRevision": "r2"}
+    await handlers.reconcile(memo, "ns", "demo", why="done")
+    assert kube.reasons()[-2:] == ["RollFinished", "ClusterReady"], kube.reasons()
+
+
+async def test_paused_record_deletion_runs_nothing():
+    deletion = {"kind": "RecordDeletion", "metadata": {"name": "purge", "namespace": "ns", "generation": 1,
+                                                       "annotations": {"flotilla.io/pause-reconciliation": "true"}},
+                "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": 5}}}
+    kube = EventKube([deletion])
+    due = await handlers.run_record_deletion(memo_for(kube), "ns", "purge", NOW)
+    assert due is None
+    status = kube.statuses[-1][2]
+    assert [c["type"] for c in status["conditions"]] == ["ReconciliationPaused"]
+    assert kube.reasons() == ["ReconciliationPaused"]
+    kube.objects[("RecordDeletion", "ns", "purge")]["metadata"]["annotations"] = {}
+    await handlers._resume_record_deletion(memo_for(kube), "ns", "purge")
+    assert kube.objects[("RecordDeletion", "ns", "purge")]["status"]["conditions"] == []
+    assert kube.reasons() == ["ReconciliationPaused", "ReconciliationResumed"]
+
+
+async def test_record_deletion_invalid_spec_is_stalled():
+    deletion = {"kind": "RecordDeletion", "metadata": {"name": "purge", "namespace": "ns", "generation": 2},
+                "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": 5}, "interval": "0s"}}
+    kube = EventKube([deletion])
+    await handlers.run_record_deletion(memo_for(kube), "ns", "purge", NOW)
+    stalled = next(c for c in kube.statuses[-1][2]["conditions"] if c["type"] == "Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "InvalidSpec")
+    assert [(e["type"], e["reason"]) for e in kube.events] == [("Warning", "InvalidSpec")]
+
+
+async def test_paused_client_quota_sends_nothing(monkeypatch):
+    from flotilla_operator import kafka_admin
+
+    async def refuse(*a, **k):
+        raise AssertionError("a paused ClientQuota must not reach the cluster")
+
+    monkeypatch.setattr(kafka_admin, "alter_client_quota", refuse)
+    quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1,
+                                                 "annotations": {"flotilla.io/pause-reconciliation": "true"},
+                                                 "creationTimestamp": "2026-01-01T00:00:00Z"},
+             "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": "etl"}, "producerByteRate": 1024}}
+    kube = EventKube([quota, cluster()])
+    kube.objects[("KafkaCluster", "ns", "demo")]["status"] = {"bootstrapServers": "demo-bootstrap.ns.svc:9092"}
+    await handlers.clientquota_changed(body=kube.objects[("ClientQuota", "ns", "q")], memo=memo_for(kube))
+    status = kube.objects[("ClientQuota", "ns", "q")]["status"]
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [("ReconciliationPaused", "True")]
+    assert kube.reasons() == ["ReconciliationPaused"]

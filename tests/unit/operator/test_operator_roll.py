@@ -59,9 +59,9 @@ def test_nothing_rolls_before_the_controller_has_seen_a_new_template():
 
 def test_the_highest_outdated_broker_rolls_first_when_the_fleet_is_whole():
     pods = [pod(0), pod(1), pod(2)]
-    assert decide(sts(), pods, [FULL]) == RollDecision(2)
+    assert decide(sts(), pods, [FULL]) == RollDecision(2, restarting=2)
     pods = [pod(0), pod(1), pod(2, "new")]
-    assert decide(sts(), pods, [FULL]) == RollDecision(1)
+    assert decide(sts(), pods, [FULL]) == RollDecision(1, restarting=1)
     assert decide(sts(), [pod(i, "new") for i in range(3)], [FULL]) == RollDecision(0)
 
 

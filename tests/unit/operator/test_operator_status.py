@@ -32,7 +32,8 @@ def compute(owner, statefulset, **kw):
 
 def test_ready(owner):
     s = compute(owner, sts())
-    assert conds(s) == {"Ready": ("True", "BrokersReady"), "Reconciling": ("False", "Converged"), "Degraded": ("False", "AsExpected")}
+    assert conds(s) == {"Ready": ("True", "BrokersReady"), "Reconciling": ("False", "Converged"), "Degraded": ("False", "AsExpected"),
+                       "Stalled": ("False", "AsExpected")}
     assert s["observedGeneration"] == owner.generation
     assert all(c["observedGeneration"] == owner.generation for c in s["conditions"])
     assert s["bootstrapServers"] == "demo-bootstrap.kafka.svc:9092"
