@@ -12,18 +12,9 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "real test node: not root; skipped (its tests are skipped too)" >&2
   exit 0
 fi
-packages="containerd runc containernetworking-plugins iptables conntrack catatonit"
-missing=""
-for p in $packages; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get -o DPkg::Lock::Timeout=600 update -qq
-  echo "real test node: apt-get install$missing"
-  # shellcheck disable=SC2086
-  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing >/dev/null
-fi
+# shellcheck source=scripts/lib/debian.sh
+. scripts/lib/debian.sh
+ensure_debian_packages "real test node" containerd runc containernetworking-plugins iptables conntrack catatonit
 # Debian's containerd package starts a system containerd where systemd runs; the test node runs
 # its own (own socket and state), so a system one is left alone either way.
 

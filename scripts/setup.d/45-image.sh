@@ -13,17 +13,8 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "flotilla image: not root; skipped (the real-node tests are skipped too)" >&2
   exit 0
 fi
-packages="buildah runc debootstrap"
-missing=""
-for p in $packages; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get -o DPkg::Lock::Timeout=600 update -qq
-  echo "flotilla image: apt-get install$missing"
-  # shellcheck disable=SC2086
-  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing >/dev/null
-fi
+# shellcheck source=scripts/lib/debian.sh
+. scripts/lib/debian.sh
+ensure_debian_packages "flotilla image" buildah runc debootstrap
 start=$(date +%s)
 echo "flotilla image: $(.venv/bin/flotilla testenv image) ($(( $(date +%s) - start ))s)"
