@@ -326,7 +326,7 @@ def test_a_kafkatopic_applied_with_kubectl_is_usable_and_client_topics_are_kafka
     ns = cluster.namespace
     name = kafka_wire.unique_topic("applied").lower().replace("_", "-")
     manifest = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
-                "metadata": {"name": name, "labels": {"app.kubernetes.io/instance": cluster.name}},
+                "metadata": {"name": name, "labels": {"flotilla.io/cluster": cluster.name}},
                 "spec": {"partitions": 6, "replicas": 1}}
     kube_env.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest))
     leaders = cluster.wait_leaders(name, 6, via=cluster.brokers[1])
@@ -340,11 +340,12 @@ def test_a_kafkatopic_applied_with_kubectl_is_usable_and_client_topics_are_kafka
     def row(obj_name: str) -> list[str]:
         out = kube_env.kubectl("get", "kafkatopics", "-n", ns, obj_name, "--no-headers", check=False).stdout
         return out.split()
-    # NAME CLUSTER TOPIC PARTITIONS REPLICAS READY ...
-    assert row(name)[1:6] == [cluster.name, name, "6", "1", "True"]
+    # NAME CLUSTER TOPIC PARTITIONS RF UNDER-REPLICATED OFFLINE READY ... (the status the brokers write)
+    wait_for(f"kubectl get kafkatopics {name}", lambda: row(name)[1:8],
+             until=lambda got: got == [cluster.name, name, "6", "1", "0", "0", "True"], timeout=30)
     made = create_topic(cluster.brokers[2], 2, prefix="client")
-    wait_for(f"{made} as a KafkaTopic", lambda: row(f"{cluster.name}-{made.lower()}")[2:6] == [made, "2", "1", "True"],
-             timeout=15)
+    wait_for(f"{made} as a KafkaTopic", lambda: row(f"{cluster.name}-{made.lower()}")[1:8],
+             until=lambda got: got == [cluster.name, made, "2", "1", "0", "0", "True"], timeout=30)
 
 
 @pytest.mark.timeout(120)
