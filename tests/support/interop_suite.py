@@ -25,6 +25,7 @@ from tests.support.clients import (
 )
 from tests.support.fault_proxy import FaultProxy
 from tests.support.verify import read_all
+from tests.support.waiting import wait_for
 
 
 def make_topic(broker: ServerProcess, partitions: int, prefix: str = "t") -> str:
@@ -282,7 +283,9 @@ class AdminScenarios:
         assert config.get("cleanup.policy") == "delete"
         # CreatePartitions
         client.create_partitions(bootstrap, topic, 5)
-        assert partition_count(shared_broker, topic) == 5
+        # Kafka answers once its controller committed the change; a broker's Metadata follows shortly after.
+        wait_for(f"{topic} with 5 partitions in Metadata", lambda: partition_count(shared_broker, topic),
+                 until=lambda n: n == 5, timeout=30)
         # ListGroups / DescribeGroups / DeleteGroups on a group with a committed offset.
         group = new_group()
         family("confluent").produce(bootstrap, topic, [("key-1", "for-the-group")])
