@@ -89,7 +89,8 @@ class InteropSuite:
             client.produce(shared_broker.bootstrap, topic, [("k", "first")])
             expected = 1
         assert topic in client.list_topics(shared_broker.bootstrap)
-        assert partition_count(shared_broker, topic) == expected
+        wait_for(f"{topic} with {expected} partitions in Metadata", lambda: partition_count(shared_broker, topic),
+                 until=lambda n: n == expected, timeout=30)
 
     @pytest.mark.timeout(120)
     def test_list_topics(self, client: Family, shared_broker: ServerProcess) -> None:
