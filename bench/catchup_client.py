@@ -25,6 +25,8 @@ import sys
 import time
 import uuid
 
+from bench.child_answer import answer
+
 
 def _cpu() -> float:
     """CPU seconds of this process so far, every thread (librdkafka's included)."""
@@ -251,13 +253,7 @@ def main(argv: list[str]) -> int:
     sp.add_argument("--size", type=int, default=100)
     sp.add_argument("--timeout", type=float, default=60)
     args = ap.parse_args(argv)
-    try:
-        result = {"restart": restart, "read": read, "steady": steady}[args.cmd](args)
-    except Exception as e:  # reported to the harness, which records it
-        print(f"{type(e).__name__}: {e}", file=sys.stderr)
-        return 1
-    print(json.dumps(result))
-    return 0
+    return answer({"restart": restart, "read": read, "steady": steady}[args.cmd], args)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,12 @@ Prints one JSON object on stdout; exits non-zero with a message on stderr on fai
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 import uuid
+
+from bench.child_answer import answer
 
 
 def produce(args: argparse.Namespace) -> dict:
@@ -302,18 +303,18 @@ def main(argv: list[str]) -> int:
         if rate:
             tp.add_argument("--rate", type=float, required=True, help="transactions per second")
     args = ap.parse_args(argv)
-    try:
-        result = {"produce": produce, "consume": consume, "latency": latency, "txn-produce": txn_produce,
-                  "txn-latency": txn_latency}[args.cmd](args)
-    except Exception as e:  # reported to the harness, which records it
-        print(f"{type(e).__name__}: {e}", file=sys.stderr)
-        return 1
-    import confluent_kafka
+    command = {"produce": produce, "consume": consume, "latency": latency, "txn-produce": txn_produce,
+               "txn-latency": txn_latency}[args.cmd]
 
-    v = confluent_kafka.version()
-    result["client"] = f"confluent-kafka {v if isinstance(v, str) else v[0]} / librdkafka {confluent_kafka.libversion()[0]}"
-    print(json.dumps(result))
-    return 0
+    def run(args: argparse.Namespace) -> dict:
+        import confluent_kafka
+
+        result = command(args)
+        v = confluent_kafka.version()
+        result["client"] = f"confluent-kafka {v if isinstance(v, str) else v[0]} / librdkafka {confluent_kafka.libversion()[0]}"
+        return result
+
+    return answer(run, args)
 
 
 if __name__ == "__main__":

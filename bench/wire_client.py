@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import sys
 import time
+
+from bench.child_answer import answer
 
 PER_REQUEST = 500
 
@@ -94,13 +95,7 @@ def main(argv: list[str]) -> int:
     mp.add_argument("--min-topics", type=int, default=0)
     mp.add_argument("--timeout", type=float, default=120)
     args = ap.parse_args(argv)
-    try:
-        result = create_topics(args) if args.cmd == "create-topics" else metadata(args)
-    except Exception as e:  # reported to the harness, which records it
-        print(f"{type(e).__name__}: {e}", file=sys.stderr)
-        return 1
-    print(json.dumps(result))
-    return 0
+    return answer(create_topics if args.cmd == "create-topics" else metadata, args)
 
 
 if __name__ == "__main__":
