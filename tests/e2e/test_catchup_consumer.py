@@ -125,6 +125,12 @@ def test_kip_examples_crash_at_100_then_at_170(cbroker):
     token = stored(cbroker, group, topic)
     assert (token.offset, token.metadata) == (120, f"{TOKEN_PREFIX}70-120@70")
     produce(cbroker, topic, 120, 190)
+    # Let the primary's fetch bring the fresh records in before the application polls again (its
+    # cached high watermark moves with the fetch response that carries them); otherwise the gap,
+    # prefetched earlier, could rightly be handed out whole before the fresh records even arrive.
+    wait_for("the primary to fetch 120..189",
+             lambda: second.get_watermark_offsets(TopicPartition(topic, 0), cached=True)[1],
+             until=lambda high: high >= 190, timeout=60)
     got = r2.take(120, "gap 70..119 and fresh 120..189")
     by_offset = {m.offset(): m for m in got}
     assert sorted(by_offset) == list(range(70, 190)) and len(got) == 120

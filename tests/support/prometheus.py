@@ -7,7 +7,21 @@ import urllib.request
 
 
 def metric(url: str, name: str, **labels: str) -> float:
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    return value_in(scrape(url), name, **labels)
+
+
+def metrics(url: str, *names: str) -> dict[str, float]:
+    """Several values from one scrape, so that they are consistent with each other (two scrapes can
+    straddle an update of the broker and compare counters from different moments)."""
+    text = scrape(url)
+    return {name: value_in(text, name) for name in names}
+
+
+def scrape(url: str) -> str:
+    return urllib.request.urlopen(url, timeout=5).read().decode()
+
+
+def value_in(text: str, name: str, **labels: str) -> float:
     total = 0.0
     for line in text.splitlines():
         m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
