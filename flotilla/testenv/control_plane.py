@@ -26,7 +26,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import certs, kubeconfig, kwok_stages, node, nodes, processes
+from . import certs, kubeconfig, kwok_stages, node, nodes, processes, reaper
 from .processes import ProcessRecord
 from .ports import free_port  # re-exported: callers import it from here
 
@@ -192,6 +192,7 @@ class ControlPlane:
 
     def up(self) -> Path:
         """Start everything, wait until it works, return the admin kubeconfig path."""
+        reaper.watch_control_plane(self.directory)   # stopped for us if this process dies first
         needed = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl"]
         if self.kubelet:
             needed += ["kubelet", "kube-proxy", "coredns"]

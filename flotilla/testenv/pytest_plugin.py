@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from . import build, failure_report, nodes, versions
+from . import build, failure_report, nodes, reaper, versions
 from .control_plane import ControlPlane, client_env
 
 EXTERNAL_KUBECONFIG = "FLOTILLA_KUBECONFIG"
@@ -82,6 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kube: needs the test control plane (kube-apiserver + etcd)")
     config.addinivalue_line("markers", "kube_node: needs the real test node (kubelet + containerd), root")
     failure_report.OPERATOR_LOG.install()
+    # Whatever this test process starts is stopped even if it dies before its teardown (Ctrl-C).
+    reaper.start()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
