@@ -35,6 +35,10 @@ DELETE_TOPICS_ANNOTATION = f"{GROUP}/delete-topics"  # a broker serving DeleteTo
 
 INTERNAL_POLICY = f"kafkatopic-internal-deletion.{GROUP}"
 DISABLED_POLICY = f"kafkatopic-deletion-disabled.{GROUP}"
+BROKER_SCOPE_POLICY = f"broker-own-cluster.{GROUP}"
+# The brokers' ServiceAccount is `<cluster>-broker` (builders/common.py service_account_name).
+BROKER_ACCOUNT_SUFFIX = "-broker"
+LEASE_ROLE_LABEL = f"{GROUP}/lease"  # broker/metadata/kube_objects.py spells the same
 
 _TOPIC_NAME = "(has(oldObject.spec.topicName) ? oldObject.spec.topicName : oldObject.metadata.name)"
 # A namespace being deleted takes its KafkaTopics with it, whatever runs or not.
@@ -112,6 +116,58 @@ def deletion_disabled_policy() -> dict[str, Any]:
     }
 
 
+def broker_scope_policy() -> dict[str, Any]:
+    """Issue 23: a broker of one cluster may not create, change or delete another cluster's
+    KafkaTopics or Leases in a shared namespace (RBAC cannot say "objects with my label"; the
+    brokers' Role covers every KafkaTopic and Lease of the namespace). A broker is recognised by its
+    ServiceAccount, `system:serviceaccount:<namespace>:<cluster>-broker`; objects that belong to
+    no cluster (another application's Leases) are none of this policy's business."""
+    account_prefix = "'system:serviceaccount:' + request.namespace + ':'"
+
+    def is_ours(obj: str) -> str:
+        """A KafkaTopic, or a Lease with our role label (a broker's, the controller's, producer ids'):
+        only then does the older app.kubernetes.io/instance label name a cluster (Helm sets that
+        label on other applications' objects too)."""
+        return (f"{obj} != null && has({obj}.metadata.labels) && (request.resource.resource == 'kafkatopics'"
+                f" || {obj}.metadata.labels[?'{LEASE_ROLE_LABEL}'].hasValue())")
+
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": BROKER_SCOPE_POLICY, "labels": dict(_LABELS)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [
+                {"apiGroups": [GROUP], "apiVersions": ["*"], "resources": ["kafkatopics", "kafkatopics/status"],
+                 "operations": ["CREATE", "UPDATE", "DELETE"]},
+                {"apiGroups": ["coordination.k8s.io"], "apiVersions": ["*"], "resources": ["leases"],
+                 "operations": ["CREATE", "UPDATE", "DELETE"]},
+            ]},
+            "matchConditions": [{
+                "name": "a-flotilla-broker", "expression":
+                    f"request.userInfo.username.startsWith({account_prefix}) && "
+                    f"request.userInfo.username.endsWith('{BROKER_ACCOUNT_SUFFIX}')"}],
+            "variables": [
+                {"name": "own", "expression":
+                    f"request.userInfo.username.substring(({account_prefix}).size(), "
+                    f"request.userInfo.username.size() - {len(BROKER_ACCOUNT_SUFFIX)})"},
+                {"name": "newCluster", "expression": f"({is_ours('object')}) ? ({_cluster('object', '')}) : ''"},
+                {"name": "oldCluster", "expression": f"({is_ours('oldObject')}) ? ({_cluster('oldObject', '')}) : ''"},
+            ],
+            "validations": [{
+                "expression": "(variables.newCluster == '' || variables.newCluster == variables.own) && "
+                              "(variables.oldCluster == '' || variables.oldCluster == variables.own)",
+                "messageExpression": (
+                    "'a broker of cluster ' + variables.own + ' may not ' + request.operation.lowerAscii() + ' ' + "
+                    "request.resource.resource + '/' + request.name + ', which belongs to cluster ' + "
+                    "(variables.oldCluster != '' && variables.oldCluster != variables.own ? "
+                    "variables.oldCluster : variables.newCluster)"),
+                "reason": "Forbidden",
+            }],
+        },
+    }
+
+
 def binding(policy: str, param_ref: dict[str, Any] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"policyName": policy, "validationActions": ["Deny"]}
     if param_ref:
@@ -135,4 +191,6 @@ def manifests() -> dict[str, dict[str, Any]]:
             "selector": {"matchLabels": {"flotilla.io/lease": "controller"}},
             "parameterNotFoundAction": "Allow",
         }),
+        f"{GROUP}_broker-own-cluster-policy.yaml": broker_scope_policy(),
+        f"{GROUP}_broker-own-cluster-binding.yaml": binding(BROKER_SCOPE_POLICY),
     }
