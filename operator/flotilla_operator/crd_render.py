@@ -22,6 +22,7 @@ import yaml
 
 from . import GROUP, VERSION
 from .admission_policies import manifests as admission_manifests
+from .builders.rbac import build_broker_cluster_role
 from .models import RESOURCES, Resource
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -175,6 +176,10 @@ def render_all() -> dict[str, str]:
     policy_header = HEADER.replace("operator/flotilla_operator/models.py", "operator/flotilla_operator/admission_policies.py")
     out.update({name: policy_header + yaml.safe_dump(obj, sort_keys=False, width=110, allow_unicode=True)
                 for name, obj in admission_manifests().items()})
+    # The brokers' shared rules, granted per cluster by a RoleBinding (builders/rbac.py).
+    out[f"{GROUP}_broker-clusterrole.yaml"] = (
+        HEADER.replace("operator/flotilla_operator/models.py", "operator/flotilla_operator/builders/rbac.py")
+        + yaml.safe_dump(build_broker_cluster_role(), sort_keys=False, width=110, allow_unicode=True))
     return out
 
 

@@ -1,10 +1,11 @@
 """A broker of one cluster cannot touch another cluster's metadata in a shared namespace (issue 23,
 least privilege), on the test API server with crds/ (and its admission policies) installed.
 
-The brokers' Role (operator builders/rbac.py) covers every KafkaTopic and Lease of their namespace;
+The brokers' rights (operator builders/rbac.py: the flotilla-broker ClusterRole bound in their
+namespace) cover every KafkaTopic and Lease of their namespace;
 RBAC cannot say "only objects with my cluster label", so the ValidatingAdmissionPolicy
 broker-own-cluster.flotilla.io does. Requests are made as the brokers' ServiceAccount
-(`kubectl --as=system:serviceaccount:<ns>:<cluster>-broker`), with exactly the Role the operator
+(`kubectl --as=system:serviceaccount:<ns>:<cluster>-broker`), with exactly the rights the operator
 gives them, so a refusal here is the policy's, not RBAC's.
 
     pytest -m kube tests/e2e/test_broker_cluster_scope.py
@@ -17,7 +18,8 @@ import json
 import pytest
 
 from flotilla_operator.builders.common import Owner
-from flotilla_operator.builders.rbac import build_role, build_role_binding, build_service_account
+from flotilla_operator.builders.rbac import (build_metadata_role_binding, build_role, build_role_binding,
+                                             build_service_account)
 from tests.support.crds import install_crds
 from tests.support.waiting import wait_for
 
@@ -44,7 +46,8 @@ def shared_namespace(kube_env, kube_namespace):
     """Cluster a's broker account and Role, and objects of clusters a and b (and of no cluster)."""
     install_crds(kube_env)
     owner = Owner(name="a", namespace=kube_namespace, uid="00000000-0000-0000-0000-00000000000a")
-    objects = [build_service_account(owner), build_role(owner), build_role_binding(owner),
+    objects = [build_service_account(owner), build_metadata_role_binding(owner), build_role(owner),
+               build_role_binding(owner),
                topic("a-orders", "a"), topic("b-orders", "b"), topic("b-payments", "b"),
                lease("b-broker-1", {CLUSTER: "b", LEASE_ROLE: "broker"}),
                lease("a-broker-1", {CLUSTER: "a", LEASE_ROLE: "broker"}),

@@ -21,9 +21,10 @@ NEEDED = [
     ("create", "serviceaccounts"), ("patch", "serviceaccounts"),
     ("create", "poddisruptionbudgets.policy"), ("patch", "poddisruptionbudgets.policy"),
     ("create", "roles.rbac.authorization.k8s.io"), ("create", "rolebindings.rbac.authorization.k8s.io"),
-    ("create", "leases.coordination.k8s.io"), ("list", "leases.coordination.k8s.io"),
-    ("create", "kafkatopics.flotilla.io"), ("delete", "kafkatopics.flotilla.io"),
-    ("watch", "kafkatopics.flotilla.io"), ("update", "kafkatopics.flotilla.io", "status"),
+    # The brokers' metadata rights are granted by binding the flotilla-broker ClusterRole.
+    ("bind", "clusterroles.rbac.authorization.k8s.io/flotilla-broker"),
+    ("list", "leases.coordination.k8s.io"), ("watch", "leases.coordination.k8s.io"),
+    ("list", "kafkatopics.flotilla.io"), ("watch", "kafkatopics.flotilla.io"),
     ("create", "events"),
     # Replacing a StatefulSet (pods orphaned, kept) to change its immutable podManagementPolicy;
     # reading the broker pods for the roll gate.
@@ -39,6 +40,11 @@ FORBIDDEN = [
     ("delete", "clientquotas.flotilla.io"), ("delete", "recorddeletions.flotilla.io"),
     ("get", "kafkaclusters.flotilla.io", "status"),  # status is only ever patched
     ("update", "kafkaclusters.flotilla.io"),  # kopf patches; nothing replaces a user's object
+    # Issue 23: no write access to Leases (kube-system's leader elections) or KafkaTopics.
+    ("create", "leases.coordination.k8s.io"), ("update", "leases.coordination.k8s.io"),
+    ("delete", "leases.coordination.k8s.io"), ("create", "kafkatopics.flotilla.io"),
+    ("delete", "kafkatopics.flotilla.io"), ("update", "kafkatopics.flotilla.io", "status"),
+    ("bind", "clusterroles.rbac.authorization.k8s.io/admin"),
 ]
 
 

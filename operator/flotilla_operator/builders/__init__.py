@@ -15,7 +15,7 @@ from .common import CONFIG_FILE, Owner
 from .configmap import build_configmap
 from .pdb import build_pdb
 from .roll import TEMPLATE_HASH_ANNOTATION
-from .rbac import build_role, build_role_binding, build_service_account
+from .rbac import build_metadata_role_binding, build_role, build_role_binding, build_service_account
 from .services import build_bootstrap_service, build_headless_service
 from .statefulset import build_statefulset
 
@@ -59,6 +59,9 @@ def build_all(
     digest = config_hash(configmap["data"][CONFIG_FILE])
     objects = [
         build_service_account(owner),
+        # Before the Role: on an upgrade from a Role that held BROKER_RULES itself, the brokers
+        # never lose them.
+        build_metadata_role_binding(owner),
         build_role(owner),
         build_role_binding(owner),
         configmap,

@@ -1,10 +1,19 @@
-"""The brokers' ServiceAccount, Role and RoleBinding.
+"""The brokers' ServiceAccount and what they may do.
 
 Least privilege: the brokers keep cluster metadata in their own namespace -- a Lease per broker
 and the controller Lease (coordination.k8s.io), a KafkaTopic per topic (flotilla.io), and
 their client quotas' ConfigMap -- so that is all they get (broker/metadata/kube_store.py: get, list,
-watch, create, update, delete, and updates of kafkatopics/status; patch for kubectl-style tooling). The operator must itself hold every permission it grants here
-(Kubernetes forbids escalation), and the chart's ClusterRole is written to match `BROKER_RULES`.
+watch, create, update, delete, and updates of kafkatopics/status; patch for kubectl-style tooling).
+Only their own cluster's Leases and KafkaTopics: the admission policy broker-own-cluster.flotilla.io
+(admission_policies.py) refuses the rest.
+
+Kubernetes lets nobody grant a permission it lacks, except by binding a role it may `bind`. So the
+rules every cluster's brokers share (`BROKER_RULES`) are one ClusterRole, `flotilla-broker`,
+installed with the CRDs, which each cluster's RoleBinding `<cluster>-broker-metadata` grants in its
+own namespace: the operator holds `bind` on that ClusterRole, not write access to every Lease and
+KafkaTopic of the cluster (kube-system's leader elections included). The per-cluster rules (one
+ConfigMap and the KafkaCluster, by name) stay in a Role, which the operator can grant because it
+holds them (it reads KafkaClusters and writes ConfigMaps anyway).
 """
 
 from __future__ import annotations
@@ -21,6 +30,36 @@ BROKER_RULES: list[dict[str, Any]] = [
     # The brokers own a KafkaTopic's status (topic id, assignment), written through the subresource.
     {"apiGroups": ["flotilla.io"], "resources": ["kafkatopics/status"], "verbs": ["get", "update", "patch"]},
 ]
+
+
+#: The ClusterRole holding BROKER_RULES (crds/flotilla.io_broker-clusterrole.yaml).
+BROKER_CLUSTER_ROLE = "flotilla-broker"
+
+
+def build_broker_cluster_role() -> dict[str, Any]:
+    """Cluster-wide and the same for every cluster: rendered into crds/ (crd_render.py), not applied
+    by the operator."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": BROKER_CLUSTER_ROLE, "labels": {"app.kubernetes.io/part-of": "flotilla"}},
+        "rules": BROKER_RULES,
+    }
+
+
+def metadata_binding_name(owner: Owner) -> str:
+    return f"{owner.name}-broker-metadata"
+
+
+def build_metadata_role_binding(owner: Owner) -> dict[str, Any]:
+    """BROKER_RULES for this cluster's brokers, in its namespace only."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": metadata(owner, metadata_binding_name(owner)),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": BROKER_CLUSTER_ROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": service_account_name(owner), "namespace": owner.namespace}],
+    }
 
 
 def build_service_account(owner: Owner) -> dict[str, Any]:
@@ -57,7 +96,7 @@ def build_role(owner: Owner) -> dict[str, Any]:
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": metadata(owner, role_name(owner)),
-        "rules": [*BROKER_RULES, *client_quota_rules(owner), *owner_rules(owner)],
+        "rules": [*client_quota_rules(owner), *owner_rules(owner)],
     }
 
 

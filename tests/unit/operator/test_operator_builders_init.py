@@ -8,7 +8,7 @@ from flotilla_operator.models import KafkaClusterSpec
 def test_build_all(owner, spec):
     desired = build_all(owner, spec, image="flotilla:default")
     kinds = [o["kind"] for o in desired.objects]
-    assert kinds == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Service", "Service", "PodDisruptionBudget", "StatefulSet"]
+    assert kinds == ["ServiceAccount", "RoleBinding", "Role", "RoleBinding", "ConfigMap", "Service", "Service", "PodDisruptionBudget", "StatefulSet"]
     for obj in desired.objects:
         assert obj["metadata"]["namespace"] == "kafka"
         assert obj["metadata"]["ownerReferences"][0]["uid"] == owner.uid

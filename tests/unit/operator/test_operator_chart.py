@@ -11,7 +11,7 @@ import yaml
 
 from flotilla_operator.apply import KINDS
 from flotilla_operator.models import RESOURCES
-from flotilla_operator.builders.rbac import BROKER_RULES, client_quota_rules, owner_rules
+from flotilla_operator.builders.rbac import BROKER_CLUSTER_ROLE, BROKER_RULES, client_quota_rules, owner_rules
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "flotilla"
@@ -59,13 +59,19 @@ def test_rbac_covers_what_the_operator_does():
     rules = _cluster_role_rules()
     for kind, (api_version, plural) in KINDS.items():
         group = api_version.rpartition("/")[0]
-        if group == "flotilla.io":
+        if plural == "kafkatopics":  # read only: the brokers write them
+            for verb in ("get", "list", "watch"):
+                assert _allowed(rules, group, plural, verb), (plural, verb)
+        elif group == "flotilla.io":
             for verb in ("get", "list", "watch", "patch"):
                 assert _allowed(rules, group, plural, verb), (plural, verb)
             if next(r for r in RESOURCES if r.plural == plural).status_subresource:
                 assert _allowed(rules, group, f"{plural}/status", "patch")
         elif plural == "pods":  # read only: the roll gate
             for verb in ("get", "list"):
+                assert _allowed(rules, group, plural, verb), (plural, verb)
+        elif plural == "leases":  # read only: the brokers' Leases for the status
+            for verb in ("get", "list", "watch"):
                 assert _allowed(rules, group, plural, verb), (plural, verb)
         else:
             for verb in ("create", "patch"):  # server-side apply of a new object needs both
@@ -76,9 +82,12 @@ def test_rbac_covers_what_the_operator_does():
 
 
 def test_rbac_holds_what_brokers_are_granted():
-    """Kubernetes refuses to let the operator create a Role with permissions it lacks."""
+    """Kubernetes refuses to let the operator create a Role with permissions it lacks, or bind a
+    ClusterRole it may not `bind`."""
     rules = _cluster_role_rules()
-    for rule in [*BROKER_RULES, *client_quota_rules(SimpleNamespace(name="demo")), *owner_rules(SimpleNamespace(name="demo"))]:
+    assert any(r["apiGroups"] == ["rbac.authorization.k8s.io"] and r["resources"] == ["clusterroles"]
+               and r.get("resourceNames") == [BROKER_CLUSTER_ROLE] and r["verbs"] == ["bind"] for r in rules)
+    for rule in [*client_quota_rules(SimpleNamespace(name="demo")), *owner_rules(SimpleNamespace(name="demo"))]:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
@@ -91,4 +100,15 @@ def test_rbac_grants_no_wildcards_or_deletes_beyond_broker_needs():
         assert "*" not in r["verbs"] and "*" not in r["resources"] and "*" not in r["apiGroups"]
         if "delete" in r["verbs"]:
             # statefulsets: replaced (pods orphaned, kept) to change the immutable podManagementPolicy.
-            assert set(r["resources"]) <= {"leases", "kafkatopics", "statefulsets"}, r
+            assert set(r["resources"]) <= {"statefulsets"}, r
+
+
+def test_the_operator_cannot_write_leases_or_kafkatopics():
+    """Issue 23: no write access to every Lease of the cluster (kube-system's leader elections, node
+    heartbeats); the brokers get theirs through the flotilla-broker ClusterRole it binds."""
+    rules = _cluster_role_rules()
+    for group, resource in (("coordination.k8s.io", "leases"), ("flotilla.io", "kafkatopics"),
+                            ("flotilla.io", "kafkatopics/status")):
+        for verb in ("create", "update", "patch", "delete"):
+            assert not _allowed(rules, group, resource, verb), (resource, verb)
+    assert all("bind" not in r["verbs"] or r.get("resourceNames") == [BROKER_CLUSTER_ROLE] for r in rules)

@@ -87,7 +87,7 @@ async def test_reconcile_applies_everything_and_writes_status():
     kube = FakeKube([cluster()])
     status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
     assert [o["kind"] for o in kube.applied][-1] == "StatefulSet"
-    assert len(kube.applied) == 8
+    assert len(kube.applied) == 9
     assert status["observedGeneration"] == 2
     assert status["bootstrapServers"] == "demo-bootstrap.ns.svc:9092"
     assert kube.statuses[-1][2] == status
