@@ -17,11 +17,28 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 from pipeline.gaps import QUERY, GapLedger
 
 POOL = "catch-up"
+POOLS_XML = f"""<?xml version="1.0"?>
+<!-- Written by pipeline/catchup.py: the gap's Spark jobs in a pool of their own, the stream's in
+     the default pool, equal weights: fresh micro-batches and gap chunks take turns. -->
+<allocations>
+  <pool name="{POOL}"><schedulingMode>FIFO</schedulingMode><weight>1</weight><minShare>0</minShare></pool>
+</allocations>
+"""
+
+
+def scheduler_conf(directory: Path) -> dict[str, str]:
+    """Spark settings for catch-up mode: the FAIR scheduler with the gap's pool declared."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pools = directory / "fairscheduler.xml"
+    if not pools.exists() or pools.read_text() != POOLS_XML:
+        pools.write_text(POOLS_XML)
+    return {"spark.scheduler.mode": "FAIR", "spark.scheduler.allocation.file": str(pools)}
 
 
 class GapJob(threading.Thread):

@@ -98,12 +98,14 @@ def run(s: StreamSettings, emit: Callable[[dict], None], stop: threading.Event |
     """Run until `stop` is set (SIGTERM/SIGINT set it from the CLI) or, with `stop_when_idle`, until
     both queries have caught up. Returns totals; raises if a query fails."""
     from pipeline import gaps, spark_env
-    from pipeline.catchup import GapJob
+    from pipeline.catchup import GapJob, scheduler_conf
     from pipeline.consumed import ConsumedOffsets, GroupCommitter
     from pipeline.topics import end_offsets, ensure_topics
 
     if s.catch_up not in ("off", "parallel"):
         raise ValueError(f"catch-up mode must be 'off' or 'parallel', got {s.catch_up!r}")
+    if s.catch_up_chunk <= 0:
+        raise ValueError(f"the catch-up chunk must be a positive number of offsets, got {s.catch_up_chunk}")
     stop = stop or threading.Event()
     ensure_topics(s.bootstrap, s.topics)
     t_start = time.monotonic()
@@ -113,7 +115,7 @@ def run(s: StreamSettings, emit: Callable[[dict], None], stop: threading.Event |
         plan = gaps.plan_restart(s.checkpoint, s.topics.raw, end_offsets(s.bootstrap, s.topics.raw))
     else:
         gaps.refuse_open_ranges(s.checkpoint, s.topics.raw)
-    extra = {"spark.scheduler.mode": "FAIR"} if plan is not None else None
+    extra = scheduler_conf(gaps.ledger_path(s.checkpoint).parent) if plan is not None else None
     spark = spark_env.session("flotilla-pipeline", s.master, s.shuffle_partitions, extra)
     if threading.current_thread() is threading.main_thread():
         # PySpark's SparkContext replaced the SIGINT handler with one that raises
