@@ -107,6 +107,7 @@ def run(s: StreamSettings, emit: Callable[[dict], None], stop: threading.Event |
     if s.catch_up_chunk <= 0:
         raise ValueError(f"the catch-up chunk must be a positive number of offsets, got {s.catch_up_chunk}")
     stop = stop or threading.Event()
+    emit = _one_at_a_time(emit)  # the catch-up job reports from its own thread
     ensure_topics(s.bootstrap, s.topics)
     t_start = time.monotonic()
     plan = None
@@ -207,6 +208,15 @@ def run(s: StreamSettings, emit: Callable[[dict], None], stop: threading.Event |
         result["busy_seconds"] = round(last_data - first_data, 3)
     emit(result)
     return result
+
+
+def _one_at_a_time(emit: Callable[[dict], None]) -> Callable[[dict], None]:
+    lock = threading.Lock()
+
+    def locked(event: dict) -> None:
+        with lock:
+            emit(event)
+    return locked
 
 
 GAPS = "dead-letters catch-up"  # the open ranges' floor, as one more query for ConsumedOffsets
