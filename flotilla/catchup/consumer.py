@@ -23,6 +23,7 @@ topic can take them, and a kill loses every queued one (docs/catch-up-consumer.m
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Any, Callable, Iterable
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, TopicPartition
@@ -41,6 +42,8 @@ _TRUE = {"true", "1", "yes"}
 _PLAIN_BOUND = ("poll", "consume", "commit", "committed", "position", "pause", "resume", "close")
 #: an asynchronous commit whose answer has not come after this long no longer holds others back
 COMMIT_STALE_S = 10.0
+#: records the catch-up worker hands over per librdkafka call (consume()), delivered one by one
+WORKER_BATCH = 500
 
 
 def _flag(value: Any) -> bool:
@@ -92,6 +95,10 @@ class CatchUpConsumer:
         self._delivered: dict[TP, int] = {}
         self._delivered_gap: dict[TP, int] = {}
         self._turn = 0
+        # records the worker fetched and this library has not delivered yet (its librdkafka
+        # position is past them); those of partitions paused after the fetch wait in _held
+        self._worker_buffer: deque[Message] = deque()
+        self._held: list[Message] = []
         # the asynchronous commit in flight (when it was sent), and partitions whose newest state
         # waits for its answer
         self._in_flight_since: float | None = None
@@ -210,6 +217,10 @@ class CatchUpConsumer:
         if not want and self._worker is None:
             return
         worker = self._ensure_worker()
+        # A new assignment restarts each partition at its next undelivered offset: the records
+        # buffered beyond it will be fetched again.
+        self._worker_buffer.clear()
+        self._held.clear()
         worker.assign([TopicPartition(t, p, pos) for (t, p), (_r, pos) in want.items()])
         paused = [TopicPartition(t, p) for (t, p) in want if (t, p) in self._paused]
         if paused:
@@ -273,12 +284,31 @@ class CatchUpConsumer:
         return out
 
     def _poll_one(self, source: str) -> Message | None:
-        consumer = self._primary if source == "primary" else self._worker
-        if consumer is None or (source == "catchup" and not self._reading):
-            return None
-        msg = consumer.poll(0)
+        if source == "catchup":
+            return self._from_worker_buffer()
+        msg = self._primary.poll(0)
         self._raise_callback_error()
         return None if msg is None else self._accept(source, msg)
+
+    def _from_worker_buffer(self) -> Message | None:
+        """The worker's next record: its reads come WORKER_BATCH at a time (one librdkafka call
+        instead of one per record), then go through the range checks one by one."""
+        if self._worker is None or not self._reading:
+            return None
+        while True:
+            if not self._worker_buffer:
+                batch = self._worker.consume(num_messages=WORKER_BATCH, timeout=0)
+                self._raise_callback_error()
+                if not batch:
+                    return None
+                self._worker_buffer.extend(batch)
+            msg = self._worker_buffer.popleft()
+            if msg.error() is None and (msg.topic(), msg.partition()) in self._paused:
+                self._held.append(msg)  # paused after the fetch: delivered after resume()
+                continue
+            out = self._accept("catchup", msg)
+            if out is not None:
+                return out
 
     def _accept(self, source: str, msg: Message) -> Message | None:
         err = msg.error()
@@ -417,7 +447,12 @@ class CatchUpConsumer:
 
     def resume(self, partitions: list[TopicPartition]) -> None:
         self._primary.resume(partitions)
-        self._paused.difference_update((tp.topic, tp.partition) for tp in partitions)
+        keys = {(tp.topic, tp.partition) for tp in partitions}
+        self._paused.difference_update(keys)
+        # Held records first: the worker's librdkafka position is already past them.
+        back = [m for m in self._held if (m.topic(), m.partition()) in keys]
+        self._held = [m for m in self._held if (m.topic(), m.partition()) not in keys]
+        self._worker_buffer.extendleft(reversed(back))
         self._for_worker("resume", partitions)
 
     def _for_worker(self, op: str, partitions: list[TopicPartition]) -> None:
