@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop once both queries have caught up and stayed idle this long")
     r.add_argument("--commit-group", default="flotilla-pipeline",
                    help="consumer group that gets the raw offsets both queries have finished with ('' for none)")
+    r.add_argument("--catch-up", choices=["off", "parallel"], default="off",
+                   help="parallel: after a restart with a backlog the dead-letter query starts at the log end"
+                        " and a bounded job processes the gap beside it; the aggregates query keeps order"
+                        " (docs/pipeline.md, 'Catch-up mode')")
+    r.add_argument("--catch-up-chunk", type=int, default=10_000, metavar="OFFSETS",
+                   help="offsets per partition per Spark job of the gap (default %(default)s)")
     r.add_argument("--json", action="store_true", help="progress as JSON lines")
 
     b = sub.add_parser("batch", help="recompute the aggregates from the whole raw topic")
@@ -97,8 +103,15 @@ def main(argv: list[str] | None = None) -> int:
             bootstrap=args.bootstrap, checkpoint=args.checkpoint.resolve(), topics=_topics(args),
             windowing=_windowing(args), trigger=args.trigger, max_offsets_per_trigger=args.max_offsets_per_trigger,
             master=args.master, stop_when_idle=args.stop_when_idle, commit_group=args.commit_group,
+            catch_up=args.catch_up, catch_up_chunk=args.catch_up_chunk,
         )
-        stream.run(settings, stream.printer(args.json), stop)
+        from pipeline.gaps import CatchUpStateError
+
+        try:
+            stream.run(settings, stream.printer(args.json), stop)
+        except CatchUpStateError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         return 0
     if args.command == "batch":
         from pipeline.batch import BatchSettings, recompute

@@ -24,6 +24,10 @@ class ConsumedOffsets:
         if end_offsets:
             self.by_query[query] = end_offsets
 
+    def forget(self, query: str) -> None:
+        """A participant that holds nothing back any more (catch-up ranges all done)."""
+        self.by_query.pop(query, None)
+
     def safe(self) -> Offsets:
         """Offsets every query has passed; empty until every query has reported."""
         if any(not offsets for offsets in self.by_query.values()):

@@ -81,3 +81,18 @@ def records_in(bootstrap: str, topic: str, timeout: float = 30.0) -> int:
                    for p in md.topics[topic].partitions)
     finally:
         c.close()
+
+
+def end_offsets(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[int, int]:
+    """Each partition's log end offset (the next offset to be written) at the time of the call."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "flotilla-pipeline-sizer"})
+    try:
+        md = c.list_topics(topic, timeout=timeout)
+        if topic not in md.topics or md.topics[topic].error is not None:
+            raise RuntimeError(f"topic {topic!r} not found")
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+                for p in sorted(md.topics[topic].partitions)}
+    finally:
+        c.close()

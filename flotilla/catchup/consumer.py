@@ -12,11 +12,18 @@ and the open ranges (with the worker's progress) in its metadata, so a token is 
 very write that moves the primary past it, and a member that takes the partition over in a
 rebalance reads the ranges with the offset. Nothing is committed that the application did not
 commit. The protocol is librdkafka's throughout.
+
+Asynchronous commits are coalesced: while one is in flight (sent, its on_commit not yet seen),
+further asynchronous commits only update the state, and the partitions' newest state goes out in
+one commit when the answer comes. A coordinator answers one connection's commits in order, so
+without this a consumer that commits every record queues commits faster than a replicated offsets
+topic can take them, and a kill loses every queued one (docs/catch-up-consumer.md).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Any, Callable, Iterable
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, TopicPartition
@@ -33,6 +40,10 @@ _MEMBER_ONLY = ("group.instance.id", "partition.assignment.strategy", "group.pro
 _TRUE = {"true", "1", "yes"}
 # with the mode off these are the plain consumer's methods, bound on the instance
 _PLAIN_BOUND = ("poll", "consume", "commit", "committed", "position", "pause", "resume", "close")
+#: an asynchronous commit whose answer has not come after this long no longer holds others back
+COMMIT_STALE_S = 10.0
+#: records the catch-up worker hands over per librdkafka call (consume()), delivered one by one
+WORKER_BATCH = 500
 
 
 def _flag(value: Any) -> bool:
@@ -62,7 +73,8 @@ class CatchUpConsumer:
         self._auto_commit = _flag(str(conf.get("enable.auto.commit", "true")))
         self._auto_commit_s = int(conf.get("auto.commit.interval.ms", 5000)) / 1000.0
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
-        member = dict(conf, **{"enable.auto.commit": False})
+        self._user_on_commit: Callable | None = conf.get("on_commit")
+        member = dict(conf, **{"enable.auto.commit": False, "on_commit": self._on_commit})
         self._worker_conf = {k: v for k, v in conf.items() if k not in _MEMBER_ONLY}
         self._worker_conf.update({
             "group.id": f"{conf['group.id']}.catchup",  # never joined, never committed
@@ -83,6 +95,16 @@ class CatchUpConsumer:
         self._delivered: dict[TP, int] = {}
         self._delivered_gap: dict[TP, int] = {}
         self._turn = 0
+        # records the worker fetched and this library has not delivered yet (its librdkafka
+        # position is past them); those of partitions paused after the fetch wait in _held
+        self._worker_buffer: deque[Message] = deque()
+        self._held: list[Message] = []
+        # the asynchronous commit in flight (when it was sent), and partitions whose newest state
+        # waits for its answer
+        self._in_flight_since: float | None = None
+        self._queued: list[TP] = []
+        #: asynchronous commits folded into a later one instead of being sent on their own
+        self.commits_coalesced = 0
         self._callback_error: Exception | None = None
         #: which worker delivered the last record poll() returned: "primary" or "catchup"
         self.last_source: str | None = None
@@ -150,6 +172,7 @@ class CatchUpConsumer:
             self._user_cb["revoke"](self, partitions)
         if self._auto_commit:
             self._commit_delivered(asynchronous=False)
+        self._flush_queued()  # the newest state of partitions about to go, before they go
         self._drop(partitions)
         consumer.unassign()
 
@@ -169,6 +192,8 @@ class CatchUpConsumer:
             self._delivered_gap.pop(key, None)
             self._paused.discard(key)
             self._forget_reads(key)
+            if key in self._queued:
+                self._queued.remove(key)
         self._sync_worker()
 
     def _forget_reads(self, key: TP) -> None:
@@ -192,6 +217,10 @@ class CatchUpConsumer:
         if not want and self._worker is None:
             return
         worker = self._ensure_worker()
+        # A new assignment restarts each partition at its next undelivered offset: the records
+        # buffered beyond it will be fetched again.
+        self._worker_buffer.clear()
+        self._held.clear()
         worker.assign([TopicPartition(t, p, pos) for (t, p), (_r, pos) in want.items()])
         paused = [TopicPartition(t, p) for (t, p) in want if (t, p) in self._paused]
         if paused:
@@ -255,12 +284,31 @@ class CatchUpConsumer:
         return out
 
     def _poll_one(self, source: str) -> Message | None:
-        consumer = self._primary if source == "primary" else self._worker
-        if consumer is None or (source == "catchup" and not self._reading):
-            return None
-        msg = consumer.poll(0)
+        if source == "catchup":
+            return self._from_worker_buffer()
+        msg = self._primary.poll(0)
         self._raise_callback_error()
         return None if msg is None else self._accept(source, msg)
+
+    def _from_worker_buffer(self) -> Message | None:
+        """The worker's next record: its reads come WORKER_BATCH at a time (one librdkafka call
+        instead of one per record), then go through the range checks one by one."""
+        if self._worker is None or not self._reading:
+            return None
+        while True:
+            if not self._worker_buffer:
+                batch = self._worker.consume(num_messages=WORKER_BATCH, timeout=0)
+                self._raise_callback_error()
+                if not batch:
+                    return None
+                self._worker_buffer.extend(batch)
+            msg = self._worker_buffer.popleft()
+            if msg.error() is None and (msg.topic(), msg.partition()) in self._paused:
+                self._held.append(msg)  # paused after the fetch: delivered after resume()
+                continue
+            out = self._accept("catchup", msg)
+            if out is not None:
+                return out
 
     def _accept(self, source: str, msg: Message) -> Message | None:
         err = msg.error()
@@ -311,10 +359,46 @@ class CatchUpConsumer:
             self._settle_holes(key)
             if key not in touched:
                 touched.append(key)
+        if asynchronous and self._in_flight():
+            # Coalesce: the state moved; its newest form goes out when the answer comes.
+            self._queued.extend(k for k in touched if k not in self._queued)
+            self.commits_coalesced += 1
+            self._sync_worker()
+            return None
+        # Whatever waited goes along: each record carries the partition's whole state.
+        touched += [k for k in self._queued if k not in touched]
+        self._queued.clear()
         records = [self._commit_record(k) for k in touched]
+        if asynchronous:
+            self._in_flight_since = time.monotonic()
         result = self._primary.commit(offsets=records, asynchronous=asynchronous)
         self._sync_worker()
         return result
+
+    def _in_flight(self) -> bool:
+        since = self._in_flight_since
+        return since is not None and time.monotonic() - since < COMMIT_STALE_S
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """librdkafka's answer to an asynchronous commit (from poll()): send what waited for it."""
+        try:
+            if self._user_on_commit is not None:
+                self._user_on_commit(err, partitions)
+        finally:
+            self._in_flight_since = None
+            if self._queued:
+                keys = [k for k in self._queued if k in self._states]
+                self._queued.clear()
+                if keys:
+                    self._in_flight_since = time.monotonic()
+                    self._primary.commit(offsets=[self._commit_record(k) for k in keys], asynchronous=True)
+
+    def _flush_queued(self) -> None:
+        """Send the queued state now and wait for it (revocation, close)."""
+        keys = [k for k in self._queued if k in self._states]
+        self._queued.clear()
+        if keys:
+            self._primary.commit(offsets=[self._commit_record(k) for k in keys], asynchronous=False)
 
     def _settle_holes(self, key: TP) -> None:
         state = self._states.get(key)
@@ -363,7 +447,12 @@ class CatchUpConsumer:
 
     def resume(self, partitions: list[TopicPartition]) -> None:
         self._primary.resume(partitions)
-        self._paused.difference_update((tp.topic, tp.partition) for tp in partitions)
+        keys = {(tp.topic, tp.partition) for tp in partitions}
+        self._paused.difference_update(keys)
+        # Held records first: the worker's librdkafka position is already past them.
+        back = [m for m in self._held if (m.topic(), m.partition()) in keys]
+        self._held = [m for m in self._held if (m.topic(), m.partition()) not in keys]
+        self._worker_buffer.extendleft(reversed(back))
         self._for_worker("resume", partitions)
 
     def _for_worker(self, op: str, partitions: list[TopicPartition]) -> None:
@@ -389,8 +478,10 @@ class CatchUpConsumer:
 
     def close(self) -> None:
         try:
-            if self._auto_commit and (self._delivered or self._delivered_gap):
-                self._commit_delivered(asynchronous=False)
+            if self._parallel and self._auto_commit and (self._delivered or self._delivered_gap):
+                self._commit_delivered(asynchronous=False)  # takes the queued state along
+            elif self._parallel:
+                self._flush_queued()
         finally:
             if self._worker is not None and not self._worker_closed:
                 self._worker_closed = True

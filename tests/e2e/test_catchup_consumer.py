@@ -202,6 +202,70 @@ def test_ranges_move_with_a_partition_in_a_rebalance(cbroker):
     b.close()
 
 
+def test_asynchronous_commits_are_coalesced_while_one_is_in_flight(cbroker):
+    """An application committing every record asynchronously: while one commit is in flight the
+    others fold into the next, which carries the newest state; the answers never go back, and the
+    last one covers the last record with the range gone."""
+    topic, group = make_topic(cbroker), f"g-{uuid.uuid4().hex[:8]}"
+    produce(cbroker, topic, 0, 100)
+    first = consumer(cbroker, group)
+    first.subscribe([topic])
+    first.commit(message=take(first, 50, "first life")[39], asynchronous=False)
+    first.close()  # a crash with 40 committed: the next life has the gap 40..99
+
+    answers: list[tuple[int, str]] = []
+
+    def on_commit(err, partitions) -> None:
+        assert err is None, err
+        answers.extend((tp.offset, tp.metadata or "") for tp in partitions)
+
+    second = consumer(cbroker, group, on_commit=on_commit)
+    second.subscribe([topic])
+    r = Reader(second)
+    r.until("the gap's range", second.open_ranges)
+    produce(cbroker, topic, 100, 1100)
+    commits = 0
+    delivered = 0
+    while delivered < 1060:
+        got = r.take(1, f"record {delivered + 1} of 1060")
+        second.commit(message=got[0], asynchronous=True)
+        commits += 1
+        delivered += 1
+    r.until("the answer to the last commit", lambda: answers and answers[-1] == (1100, ""))
+    assert second.commits_coalesced > 0 and len(answers) < commits, (len(answers), commits, second.commits_coalesced)
+    primary_offsets = [offset for offset, _ in answers]
+    assert primary_offsets == sorted(primary_offsets), "an answer went back"
+    assert (stored(cbroker, group, topic).offset, stored(cbroker, group, topic).metadata or "") == (1100, "")
+    print(f"\n{commits} asynchronous commits, {len(answers)} sent, {second.commits_coalesced} coalesced")
+    second.close()
+
+
+def test_pause_holds_what_the_worker_had_fetched_and_resume_delivers_it(cbroker):
+    """The worker reads in batches: records it had fetched when the partition was paused are not
+    delivered while paused, and neither lost nor repeated after resume()."""
+    topic, group = make_topic(cbroker), f"g-{uuid.uuid4().hex[:8]}"
+    produce(cbroker, topic, 0, 2000)
+    first = consumer(cbroker, group)
+    first.subscribe([topic])
+    first.commit(message=take(first, 1, "first life")[0], asynchronous=False)
+    first.close()  # a crash with 1 committed: the gap is 1..1999
+
+    c = consumer(cbroker, group)
+    c.subscribe([topic])
+    r = Reader(c)
+    got = r.take(10, "the gap's first records")
+    assert c.open_ranges() == {(topic, 0): [(1, 2000, 1)]} and c.last_source == "catchup"
+    c.pause([TopicPartition(topic, 0)])
+    for _ in range(20):
+        r.poll()
+    assert r.got == [], f"{len(r.got)} records delivered while paused"
+    c.resume([TopicPartition(topic, 0)])
+    got += r.take(1989, "the rest of the gap after resume")
+    offsets = [m.offset() for m in got]
+    assert sorted(offsets) == list(range(1, 2000)), "records lost or repeated around the pause"
+    c.close()
+
+
 def test_mode_off_is_a_plain_consumer(cbroker):
     topic, group = make_topic(cbroker), f"g-{uuid.uuid4().hex[:8]}"
     produce(cbroker, topic, 0, 30)

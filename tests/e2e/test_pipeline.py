@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -38,12 +37,13 @@ from typing import Any, Callable
 import pytest
 
 from tests.support.broker_process import REPO_ROOT, ServerProcess
+from tests.support.pipeline_driver import expected_aggregates as driver_expected_aggregates
+from tests.support.pipeline_driver import kill_group, read_lines, spawn
 from tests.support.pytest_plugin import make_broker
 
 if not os.environ.get("CI"):
     pytest.importorskip("pyspark", reason="PySpark not installed: bash scripts/setup.d/30-pipeline.sh")
 
-from pipeline.catalog import BY_ID  # noqa: E402
 from pipeline.consumed import committed  # noqa: E402
 from pipeline.events import GeneratorSettings, make_events  # noqa: E402
 from pipeline.generator import generate  # noqa: E402
@@ -148,37 +148,6 @@ def _run_args(cluster: Cluster, topics: Topics, checkpoint: Path, *extra: str) -
     ]
 
 
-def _read_lines(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
-
-
-def _spawn(cmd: list[str], log: Path) -> subprocess.Popen:
-    with open(log, "w") as f:
-        return subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the driver's whole process group (Python and Spark's JVM) and wait until it is gone."""
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    raise AssertionError("the streaming driver's processes outlived SIGKILL")
-
-
 def _batch_ids(directory: Path) -> list[int]:
     return sorted(int(p.name) for p in directory.glob("*") if p.name.isdigit()) if directory.exists() else []
 
@@ -228,7 +197,7 @@ def _run_scenario(cluster: Cluster, workdir: Path) -> Scenario:
 
     # First run: kill the driver as soon as it has written aggregates with raw records still waiting.
     log1 = workdir / "run1.log"
-    proc = _spawn(_run_args(cluster, topics, checkpoint), log1)
+    proc = spawn(_run_args(cluster, topics, checkpoint), log1)
     killed_at = None
     deadline = time.monotonic() + SPARK_TIMEOUT
     try:
@@ -237,12 +206,12 @@ def _run_scenario(cluster: Cluster, workdir: Path) -> Scenario:
                 raise AssertionError(f"streaming job exited with {proc.returncode}:\n{log1.read_text()[-4000:]}")
             if time.monotonic() > deadline:
                 raise AssertionError(f"no aggregates written mid-run after {SPARK_TIMEOUT}s:\n{log1.read_text()[-4000:]}")
-            killed_at = _first_output_mid_run(_read_lines(log1))
+            killed_at = _first_output_mid_run(read_lines(log1))
             time.sleep(0.1)
         # The kill lands inside a micro-batch: planned (offsets/N written), not committed.
         killed_batch = _wait_mid_batch(checkpoint / "aggregates")
     finally:
-        _kill_group(proc)
+        kill_group(proc)
     assert killed_batch is not None, "the aggregates query never started another batch after its first output"
     assert _batch_ids(checkpoint / "aggregates" / "offsets")[-1] > _batch_ids(checkpoint / "aggregates" / "commits")[-1]
     seconds["first_run"] = time.monotonic() - t0
@@ -251,11 +220,11 @@ def _run_scenario(cluster: Cluster, workdir: Path) -> Scenario:
 
     # Second run: from the checkpoint, until both queries have caught up and stayed idle.
     log2 = workdir / "run2.log"
-    proc = _spawn(_run_args(cluster, topics, checkpoint, "--stop-when-idle", "4"), log2)
+    proc = spawn(_run_args(cluster, topics, checkpoint, "--stop-when-idle", "4"), log2)
     try:
         proc.wait(SPARK_TIMEOUT)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         raise AssertionError(f"restarted job did not catch up in {SPARK_TIMEOUT}s:\n{log2.read_text()[-4000:]}")
     assert proc.returncode == 0, f"restarted job exited with {proc.returncode}:\n{log2.read_text()[-4000:]}"
     seconds["second_run"] = time.monotonic() - t0 - seconds["first_run"]
@@ -290,7 +259,7 @@ def _run_scenario(cluster: Cluster, workdir: Path) -> Scenario:
     return Scenario(
         group_offsets=group_offsets, purge=purge, raw_starts=raw_starts,
         raw_ends=raw_ends,
-        cluster=cluster, topics=topics, first_run=_read_lines(log1), second_run=_read_lines(log2), killed_at=killed_at, killed_batch=killed_batch,
+        cluster=cluster, topics=topics, first_run=read_lines(log1), second_run=read_lines(log2), killed_at=killed_at, killed_batch=killed_batch,
         batch=json.loads(out.read_text()), output=read_topic(cluster.bootstrap, topics.output),
         dead_letters=read_topic(cluster.bootstrap, topics.dead_letter), seconds=seconds,
     )
@@ -364,28 +333,7 @@ def purge_through_operator(kube_env: Any, namespace: str, bootstrap: str, raw_to
 
 def expected_aggregates() -> dict[str, dict[str, Any]]:
     """The closed windows' totals, computed from the generated events in plain Python."""
-    valid = [e for e in make_events(SETTINGS, 0, N_EVENTS) if e.malformed is None]
-    watermark = max(e.ts for e in valid) - WATERMARK_MS
-    out: dict[str, dict[str, Any]] = {}
-    for e in valid:
-        start = e.ts - e.ts % WINDOW_MS
-        if start + WINDOW_MS > watermark:
-            continue
-        product = BY_ID[e.product_id]
-        iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start / 1000)) + ".000Z"
-        row = out.setdefault(f"{iso}/{product.category}", {
-            "window_start": iso,
-            "window_end": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((start + WINDOW_MS) / 1000)) + ".000Z",
-            "category": product.category, "events": 0, "clicks": 0, "purchases": 0, "units": 0, "revenue_cents": 0,
-        })
-        row["events"] += 1
-        if e.type == "click":
-            row["clicks"] += 1
-        else:
-            row["purchases"] += 1
-            row["units"] += e.quantity
-            row["revenue_cents"] += e.quantity * product.price_cents
-    return out
+    return driver_expected_aggregates(make_events(SETTINGS, 0, N_EVENTS), WINDOW_MS, WATERMARK_MS)
 
 
 def test_driver_was_killed_mid_run_and_resumed_from_its_checkpoint(scenario: Scenario) -> None:
