@@ -22,7 +22,8 @@ import random
 import time
 import uuid
 
-from broker.controller.planner import PREFERRED, elect_on_request, imbalanced, plan_topic
+from broker.controller import reassignment
+from broker.controller.planner import PREFERRED, UNCLEAN_KEY, elect_on_request, imbalanced, plan_topic
 from broker.metadata.store import (NO_TOPIC_ID, Conflict, MetadataImage, MetadataStore, StoreUnavailable, UnknownTopic,
                                    eligible_brokers)
 
@@ -252,6 +253,59 @@ class Controller:
                     results.update({(name, i): "not_controller" if isinstance(e, StoreUnavailable)
                                     else "unknown_topic_or_partition" for i in indexes})
                     break
+        return results
+
+    # -- partition reassignments (KIP-455; the decisions are controller/reassignment.py's) ---------
+    async def alter_reassignments(self, wanted: dict[str, dict[int, list[int] | None]],
+                                  allow_replication_factor_change: bool = True) -> dict[tuple[str, int], tuple[str, str | None]]:
+        """Start (a replica list) or cancel (None) reassignments: one CAS write per topic, planned
+        again from the newer image on a Conflict. (topic, partition) -> (Kafka error name, message)."""
+        results: dict[tuple[str, int], tuple[str, str | None]] = {}
+        for name, partitions in wanted.items():
+            for attempt in range(10):
+                if not self.store.is_controller(self.node_id):
+                    results.update({(name, i): ("not_controller", None) for i in partitions})
+                    break
+                image = self.store.image
+                topic = image.topics.get(name)
+                if topic is None or topic.assignment is None:
+                    results.update({(name, i): ("unknown_topic_or_partition", "Unknown topic or partition.")
+                                    for i in partitions})
+                    break
+                electable = eligible_brokers(image.brokers)
+                unclean = topic.configs.get(UNCLEAN_KEY, "true" if self.unclean_default else "false").strip().lower() == "true"
+                assignment = list(topic.assignment)
+                for i, replicas in partitions.items():
+                    if not 0 <= i < len(assignment):
+                        results[(name, i)] = ("unknown_topic_or_partition", "Unknown topic or partition.")
+                        continue
+                    try:
+                        if replicas is None:
+                            assignment[i] = reassignment.cancel(assignment[i], unclean, electable)
+                        else:
+                            target = reassignment.validate_target(replicas, image.brokers)
+                            assignment[i] = reassignment.start(assignment[i], target,
+                                                               allow_replication_factor_change, electable)
+                        results[(name, i)] = ("none", None)
+                    except reassignment.ReassignmentError as e:
+                        results[(name, i)] = (e.code, str(e))
+                if tuple(assignment) == tuple(topic.assignment):
+                    break
+                try:
+                    await self.store.update_topic(dataclasses.replace(topic, assignment=tuple(assignment)))
+                    self.writes += 1
+                    moved = sum(1 for i in partitions if results.get((name, i), ("",))[0] == "none")
+                    log.info("controller: reassignment of %d partition(s) of %s written", moved, name)
+                    break
+                except Conflict:
+                    await asyncio.sleep(0.1 * (attempt + 1))
+                except (StoreUnavailable, UnknownTopic) as e:
+                    log.warning("controller: reassignment of %s failed: %s", name, e)
+                    code = "not_controller" if isinstance(e, StoreUnavailable) else "unknown_topic_or_partition"
+                    results.update({(name, i): (code, str(e)) for i in partitions})
+                    break
+            else:
+                results.update({(name, i): ("request_timed_out", "lost every compare-and-set") for i in partitions})
         return results
 
     async def _rebalance_loop(self) -> None:

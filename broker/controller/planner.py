@@ -13,6 +13,8 @@
 - A broker shutting down (Kafka's controlled shutdown, announced on its registration) is elected
   nowhere: partitions it leads move to another live in-sync replica (if there is none it keeps
   leading until it stops), and it leaves every ISR that keeps a leader without it.
+- A partition being reassigned (controller/reassignment.py) finishes once every target replica
+  is in the ISR.
 The leader changes the ISR too (followers falling behind or catching up; server/isr_updates.py),
 with a compare-and-set of the same record; both read the newest image before writing.
 """
@@ -24,6 +26,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from broker.controller import reassignment
 from broker.controller.assignment import NO_LEADER, AssignmentError, assign_replicas, continuation, elect_leader
 from broker.metadata.store import PartitionState, TopicRecord
 
@@ -51,6 +54,9 @@ def plan_topic(topic: TopicRecord, live: Mapping[int, str | None], rng: random.R
     unclean = topic.configs.get(UNCLEAN_KEY, "true" if unclean_default else "false").strip().lower() == "true"
     electable = set(live) | set(holding)
     states = [_reelect(s, electable, unclean, stopping) for s in current]
+    # Reassignments whose target replicas all caught up (entered the ISR) finish (KIP-455).
+    eligible = electable - stopping
+    states = [(reassignment.complete(s, eligible) or s) if reassignment.in_progress(s) else s for s in states]
     problem = None
     missing = topic.partitions - len(current)
     if missing > 0:

@@ -51,7 +51,8 @@ def topic_from_json(t: dict) -> TopicRecord:
                        replication_factor=t.get("replication_factor", 1),
                        configs=t.get("configs", {}), version=t.get("version", 0),
                        assignment=None if a is None else tuple(
-                           PartitionState(p["leader"], p["leader_epoch"], tuple(p["replicas"]), tuple(p["isr"]))
+                           PartitionState(p["leader"], p["leader_epoch"], tuple(p["replicas"]), tuple(p["isr"]),
+                                          tuple(p.get("adding", ())), tuple(p.get("removing", ())))
                            for p in a))
 
 

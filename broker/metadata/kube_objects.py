@@ -12,7 +12,7 @@ Pure functions, no I/O:
   at creation, and labels the object flotilla.io/created-by=fleet. After that the brokers write
   `status` only, through the status subresource: the topic as it is in force (topicName, topicId,
   partitions, replicationFactor, config, one assignment entry per partition: leader, leaderEpoch,
-  replicas, isr; counts of under-replicated and offline partitions) and a Ready condition, with
+  replicas, isr, and addingReplicas/removingReplicas during a reassignment; counts of under-replicated and offline partitions) and a Ready condition, with
   the spec generation it reflects (observedGeneration). A user's write of the resource (kubectl
   replace or edit, a GitOps sync) cannot change status (the CRD's status subresource and CEL rules).
 
@@ -267,7 +267,9 @@ def record_from_topic(obj: dict[str, Any], default_partitions: int = 1,
         assignment = tuple(PartitionState(leader=int(p.get("leader", -1)),
                                           leader_epoch=int(p.get("leaderEpoch", 0)),
                                           replicas=tuple(int(r) for r in p.get("replicas") or ()),
-                                          isr=tuple(int(r) for r in p.get("isr") or ()))
+                                          isr=tuple(int(r) for r in p.get("isr") or ()),
+                                          adding=tuple(int(r) for r in p.get("addingReplicas") or ()),
+                                          removing=tuple(int(r) for r in p.get("removingReplicas") or ()))
                            for p in raw_assignment)
     annotations = meta.get("annotations") or {}
     wanted, problem = _spec_configs(spec.get("config") or {})
@@ -302,8 +304,15 @@ def brokers_part(rec: TopicRecord) -> tuple:
 
 
 def _assignment_json(assignment: tuple[PartitionState, ...]) -> list[dict[str, Any]]:
-    return [{"leader": p.leader, "leaderEpoch": p.leader_epoch, "replicas": list(p.replicas),
-             "isr": list(p.isr)} for p in assignment]
+    return [_partition_json(p) for p in assignment]
+
+
+def _partition_json(p: PartitionState) -> dict[str, Any]:
+    entry = {"leader": p.leader, "leaderEpoch": p.leader_epoch, "replicas": list(p.replicas), "isr": list(p.isr)}
+    if p.adding or p.removing:  # a reassignment in progress (KIP-455): only then, to keep entries small
+        entry["addingReplicas"] = list(p.adding)
+        entry["removingReplicas"] = list(p.removing)
+    return entry
 
 
 def _now() -> str:
@@ -350,7 +359,8 @@ def topic_status(rec: TopicRecord, previous: dict[str, Any] | None = None,
     status["config"] = dict(rec.configs)
     if rec.assignment is not None:
         status["assignment"] = _assignment_json(rec.assignment)
-        status["underReplicatedPartitions"] = sum(1 for p in rec.assignment if len(p.isr) < len(p.replicas))
+        status["underReplicatedPartitions"] = sum(1 for p in rec.assignment
+                                                  if len(p.isr) < len(p.replicas) - len(p.removing))
         status["offlinePartitions"] = sum(1 for p in rec.assignment if p.leader < 0)
     if generation is not None:
         status["observedGeneration"] = int(generation)

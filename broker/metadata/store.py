@@ -83,8 +83,12 @@ def eligible_brokers(brokers: Mapping[int, BrokerRegistration]) -> frozenset[int
 class PartitionState:
     leader: int
     leader_epoch: int
-    replicas: tuple[int, ...]
+    replicas: tuple[int, ...]  # during a reassignment: the target's and the removing replicas
     isr: tuple[int, ...]
+    # A reassignment in progress (KIP-455; controller/reassignment.py): replicas being added
+    # (not in the original assignment) and being removed (not in the target). Both empty otherwise.
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,10 @@ list keys only), the refusals Kafka gives (duplicate keys, null values, resource
 topic write through `Topics.alter_configs` (validated there, so only keys in force are stored).
 
 Brokers have no dynamic configuration: a BROKER or BROKER_LOGGER resource is refused with
-INVALID_REQUEST saying to set the key in the broker's properties.
+INVALID_REQUEST saying to set the key in the broker's properties, except an incremental DELETE of
+the reassignment throttle rates alone (`kafka-reassign-partitions.sh --verify` clears them on
+every broker once a move is done): they can never be set here, so deleting them succeeds, as Kafka
+answers the deletion of a key that is not set.
 """
 
 from __future__ import annotations
@@ -37,6 +40,17 @@ class AlterationError(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+# Dynamic broker keys Kafka's reassignment tool deletes (BROKER_LEVEL_THROTTLES); never set here.
+UNSET_BROKER_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                               "replica.alter.log.dirs.io.max.bytes.per.second"})
+
+
+def deletes_unset_broker_keys(resource_type: int, entries: list[tuple[str, int, str | None]]) -> bool:
+    """Whether an IncrementalAlterConfigs resource only deletes broker keys that are never set."""
+    return resource_type == BROKER and bool(entries) and all(
+        op == DELETE and name in UNSET_BROKER_KEYS for name, op, _ in entries)
 
 
 def _no_duplicates(names: Iterable[str]) -> None:

@@ -31,7 +31,7 @@ NOT_STARTED = Readiness(False, "starting or stopping\n")
 
 def replica_readiness(image: MetadataImage, node_id: int) -> Readiness:
     """Ready when `node_id` is registered and every partition with it among its replicas has a
-    leader and has it in the ISR."""
+    leader and has it in the ISR (replicas a reassignment is adding excepted: they start empty)."""
     if node_id not in image.brokers:
         return Readiness(False, f"node {node_id} is not registered in the cluster metadata\n")
     held = 0
@@ -39,8 +39,8 @@ def replica_readiness(image: MetadataImage, node_id: int) -> Readiness:
     leaderless: list[str] = []
     for name, topic in image.topics.items():
         for index, state in enumerate(topic.assignment or ()):
-            if node_id not in state.replicas:
-                continue
+            if node_id not in state.replicas or node_id in state.adding:
+                continue  # a replica being added by a reassignment is copying, not behind
             held += 1
             if state.leader < 0:
                 leaderless.append(f"{name}-{index}")

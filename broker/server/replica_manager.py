@@ -108,6 +108,12 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+def _reassigned_away(topic: TopicRecord, index: int) -> bool:
+    """Whether the topic's committed assignment has this partition, placed on other brokers (the
+    caller checked this broker is not among its replicas): its log here may go."""
+    return index < topic.partitions and topic.assignment is not None and index < len(topic.assignment)
+
+
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
@@ -319,9 +325,15 @@ class ReplicaManager:
                     self._notify(tp[0], tp[1], False)
                 changed = follow_changed = True
             elif tp not in held:
-                log.info("%s-%d: no longer a replica here (epoch %d)", tp[0], tp[1], part.leader_epoch)
                 was_leader = part.is_leader
-                self._close_partition(tp)
+                if _reassigned_away(topic, tp[1]):
+                    # A committed assignment without this broker (a reassignment finished or was
+                    # cancelled, KIP-455): Kafka's StopReplica with deletion.
+                    log.info("%s-%d: no longer a replica here (reassigned): deleting its log", tp[0], tp[1])
+                    self._delete_partition(tp)
+                else:
+                    log.info("%s-%d: no longer a replica here (epoch %d)", tp[0], tp[1], part.leader_epoch)
+                    self._close_partition(tp)
                 if was_leader:
                     self._notify(tp[0], tp[1], False)
                 changed = follow_changed = True
@@ -345,6 +357,8 @@ class ReplicaManager:
                 if not was_leader:
                     self._notify(tp[0], tp[1], True)
             elif leads:
+                if tuple(state.replicas) != part.replica_state.replicas:
+                    self._replicas_from_image(part, state)
                 self._isr_from_image(part, state)
             elif part.is_leader or (state.leader_epoch, state.leader) != (part.leader_epoch, part.leader_id):
                 log.info("%s-%d: follower of %d at epoch %d", tp[0], tp[1], state.leader, state.leader_epoch)
@@ -461,6 +475,14 @@ class ReplicaManager:
         tp = (part.topic, part.index)
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
+
+    def _replicas_from_image(self, part: Partition, state: PartitionState) -> None:
+        """Replicas added to or removed from a partition led here at the same epoch (a
+        reassignment, KIP-455): new followers may fetch; removed ones no longer hold the high
+        watermark back."""
+        log.info("%s-%d: replicas now %s", part.topic, part.index, list(state.replicas))
+        part.replica_state.set_replicas(tuple(state.replicas))
+        self._advance_high_watermark(part)
 
     def _isr_from_image(self, part: Partition, state: PartitionState) -> None:
         """The image's ISR for a partition still led here at the same epoch (the controller

@@ -77,6 +77,18 @@ class LeaderReplicaState:
                 state.followers[r] = FollowerState(r, last_caught_up_time_ms=now_ms if r in isr else 0)
         return state
 
+    def set_replicas(self, replicas: tuple[int, ...]) -> None:
+        """The assignment changed at the same leader epoch (a reassignment added replicas, KIP-455):
+        new followers start knowing nothing (not caught up: they count neither for the high
+        watermark nor the ISR until their fetches reach the leader's end); followers no longer
+        replicas are forgotten."""
+        self.replicas = tuple(replicas)
+        for r in replicas:
+            if r != self.leader_id and r not in self.followers:
+                self.followers[r] = FollowerState(r)
+        for r in [r for r in self.followers if r not in replicas]:
+            del self.followers[r]
+
     @property
     def maximal_isr(self) -> frozenset[int]:
         return self.isr | self.pending_isr if self.pending_isr is not None else self.isr

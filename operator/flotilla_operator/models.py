@@ -810,6 +810,10 @@ class PartitionAssignment(ApiModel):
     leader_epoch: int = Field(description="Leader epoch, raised by the controller on every leader change.")
     replicas: list[int] = Field(description="Node ids of the brokers that hold the partition.")
     isr: list[int] = Field(description="In-sync replicas: the replicas caught up with the leader.")
+    adding_replicas: list[int] | None = Field(
+        default=None, description="During a partition reassignment: replicas being added (not in the original replicas).")
+    removing_replicas: list[int] | None = Field(
+        default=None, description="During a partition reassignment: replicas being removed (not in the target replicas).")
 
 
 class KafkaTopicStatus(ApiModel):

@@ -14,6 +14,7 @@ _MODULES = (
     "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups",
     "describe_client_quotas", "alter_client_quotas", "offset_for_leader_epoch", "elect_leaders",
     "delete_records",
+    "alter_partition_reassignments", "list_partition_reassignments",
     "write_txn_markers",
     "sasl_handshake", "sasl_authenticate",
 )

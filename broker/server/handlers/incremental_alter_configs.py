@@ -19,11 +19,14 @@ class IncrementalAlterConfigsHandler(Handler):
         out = []
         for r in request.resources:
             entries = [(c.name, int(c.config_operation), c.value) for c in r.configs]
-            outcome = await config_alteration.alter(
-                self.broker.topics, int(r.resource_type), r.resource_name,
-                lambda entries=entries: config_alteration.incremental(
-                    entries, lambda current: topic_config.in_force(config, current)),
-                bool(request.validate_only))
+            if config_alteration.deletes_unset_broker_keys(int(r.resource_type), entries):
+                outcome = config_alteration.OK  # nothing to delete (reassignment tools clear throttles)
+            else:
+                outcome = await config_alteration.alter(
+                    self.broker.topics, int(r.resource_type), r.resource_name,
+                    lambda entries=entries: config_alteration.incremental(
+                        entries, lambda current: topic_config.in_force(config, current)),
+                    bool(request.validate_only))
             out.append(ctx.build("AlterConfigsResourceResponse", error_code=outcome.error_code,
                                  error_message=outcome.error_message, resource_type=r.resource_type,
                                  resource_name=r.resource_name))

@@ -42,3 +42,15 @@ def test_alter_configs_replaces_everything():
     assert replace_all([("retention.ms", "5")])({"segment.ms": "1"}) == {"retention.ms": "5"}
     with pytest.raises(AlterationError):
         replace_all([("retention.ms", None)])
+
+
+def test_only_deleting_the_reassignment_throttle_rates_of_a_broker_is_answered_as_done():
+    from broker.server.config_alteration import BROKER, TOPIC, deletes_unset_broker_keys
+
+    clear = [("leader.replication.throttled.rate", DELETE, None), ("follower.replication.throttled.rate", DELETE, None),
+             ("replica.alter.log.dirs.io.max.bytes.per.second", DELETE, None)]
+    assert deletes_unset_broker_keys(BROKER, clear)
+    assert not deletes_unset_broker_keys(TOPIC, clear)
+    assert not deletes_unset_broker_keys(BROKER, [("leader.replication.throttled.rate", SET, "100")])
+    assert not deletes_unset_broker_keys(BROKER, clear + [("log.cleaner.threads", DELETE, None)])
+    assert not deletes_unset_broker_keys(BROKER, [])

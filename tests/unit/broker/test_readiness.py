@@ -58,3 +58,10 @@ def test_unassigned_topics_are_ignored():
     img = MetadataImage(img.cluster_id, img.brokers, 1,
                         {"new": TopicRecord("new", uuid.uuid4(), 3, 1, {}, None)})
     assert replica_readiness(img, 1).ready
+
+
+def test_a_replica_a_reassignment_is_adding_does_not_hold_readiness_back():
+    moving = PartitionState(1, 0, (2, 3, 1), (1, 2), adding=(3,), removing=(1,))
+    img = image([1, 2, 3], {"a": [moving]})
+    assert replica_readiness(img, 3).ready
+    assert replica_readiness(img, 1).ready and replica_readiness(img, 2).ready

@@ -215,3 +215,34 @@ async def test_a_former_leader_truncates_to_where_its_epoch_ended_on_the_new_lea
     assert (asked.current_leader_epoch, asked.leader_epoch) == (1, 0)
     assert part.log.log_end_offset == 6 and fetcher.partitions[("t", 0)].truncated
     rm.close()
+
+
+async def test_a_reassignment_adds_a_follower_at_the_same_epoch_and_the_broker_moved_off_deletes_its_log(tmp_path):
+    # Leader 1 takes a replica added by a reassignment (KIP-455) without a new epoch: broker 4 may
+    # fetch, and counts for the high watermark only once it reached the leader's end.
+    store = ImageStore(topic(PartitionState(1, 3, (1, 2), (1, 2))), live=(1, 2, 3, 4))
+    rm = manager(tmp_path / "one", store)
+    rm.apply_image(store.image)
+    part = rm.get("t", 0)
+    assert rm.follower_fetched(part, 4, 0, 0, 3) == ErrorCode.unknown_leader_epoch  # not a replica yet
+    store.set(topic(PartitionState(1, 3, (1, 4, 2), (1, 2), adding=(4,), removing=(2,)), version=1))
+    rm.apply_image(store.image)
+    assert rm.get("t", 0) is part and part.leader_epoch == 3 and part.replica_state.replicas == (1, 4, 2)
+    rm.append(part, *batch(3))
+    assert rm.follower_fetched(part, 2, 3, 0, 3) == ErrorCode.none
+    assert part.log.high_watermark == 3  # broker 4 (not in the ISR, behind) does not hold it back
+    assert rm.follower_fetched(part, 4, 0, 0, 3) == ErrorCode.none
+    assert part.log.high_watermark == 3
+    rm.close()
+
+    # Broker 2, a follower being removed, deletes its log only once the committed assignment
+    # leaves it out.
+    store2 = ImageStore(topic(PartitionState(1, 3, (1, 4, 2), (1, 2, 4), adding=(4,), removing=(2,))), live=(1, 2, 3, 4))
+    follower = manager(tmp_path / "two", store2, node_id=2)
+    follower.apply_image(store2.image)
+    directory = follower.partitions[("t", 0)].log.directory
+    assert directory.exists()
+    store2.set(topic(PartitionState(1, 4, (1, 4), (1, 4)), version=1))
+    follower.apply_image(store2.image)
+    assert ("t", 0) not in follower.partitions and not directory.exists()
+    follower.close()

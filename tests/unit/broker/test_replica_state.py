@@ -110,3 +110,22 @@ def test_acks_all_checks():
     s.isr_committed(frozenset({1}))
     assert not s.has_min_isr(2)
     assert s.enough_replicas_reached(10, 2) == (True, False)  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+def test_a_replica_added_by_a_reassignment_counts_only_once_caught_up():
+    s = leader(isr=(1, 2, 3), hw=10, leo=10)
+    s.update_follower(2, 10, 0, 10, T + 1_100)
+    s.update_follower(3, 10, 0, 10, T + 1_100)
+    s.set_replicas((1, 2, 3, 4))  # KIP-455: broker 4 joins as a follower at the same epoch
+    assert 4 in s.followers and s.followers[4].log_end_offset == -1
+    assert s.propose_expand(4) is None  # knows nothing yet: not in sync
+    # The leader appends; the new follower (at 0) does not hold the high watermark back.
+    assert s.update_follower(2, 20, 0, 20, T + 1_200) is False
+    assert s.update_follower(3, 20, 0, 20, T + 1_200) and s.high_watermark == 20
+    s.update_follower(4, 5, 0, 20, T + 1_300)
+    assert s.high_watermark == 20 and s.propose_expand(4) is None
+    s.update_follower(4, 20, 0, 20, T + 1_400)
+    assert s.propose_expand(4) == frozenset({1, 2, 3, 4})
+    s.isr_committed(frozenset({1, 2, 3, 4}))
+    s.set_replicas((1, 2, 4))  # broker 3 removed: forgotten, no longer counted
+    assert 3 not in s.followers and s.replicas == (1, 2, 4)

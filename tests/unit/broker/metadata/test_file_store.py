@@ -201,3 +201,10 @@ async def test_a_failed_append_publishes_nothing_and_leaves_the_journal_whole(tm
     monkeypatch.setattr(file_store.os, "fsync", real_fsync)
     await store.create_topic(new_topic("lost", 1))  # the name was not left taken
     assert set(FileMetadataStore(tmp_path, "c").image.topics) == {"kept", "lost"}
+
+
+async def test_a_reassignment_in_progress_survives_reopen(tmp_path):
+    s = FileMetadataStore(tmp_path, "c")
+    t = await s.create_topic(new_topic("moving", 1))
+    t = await s.update_topic(dataclasses.replace(t, assignment=(PartitionState(1, 3, (2, 1), (1,), (2,), (1,)),)))
+    assert FileMetadataStore(tmp_path, "c").image.topics["moving"] == t

@@ -246,3 +246,19 @@ def test_what_the_brokers_create_is_owned_by_the_kafkacluster():
     assert ko.producer_ids_lease("fleet", 10, owner_uid="cu")["metadata"]["ownerReferences"] == ref
     assert "ownerReferences" not in ko.topic_object("fleet", new_topic("t", 1))["metadata"]
     assert ko.owned_by({"metadata": {"ownerReferences": ref}}, "cu") and not ko.owned_by({"metadata": {}}, "cu")
+
+
+def test_a_reassignment_in_progress_round_trips_and_is_not_under_replicated():
+    moving = PartitionState(1, 4, (2, 3, 1), (1, 2, 3), adding=(), removing=(1,))
+    adding = PartitionState(1, 4, (2, 4, 1), (1,), adding=(4,), removing=(1,))
+    rec = dataclasses.replace(new_topic("moving", 2, replication_factor=2), assignment=(moving, adding))
+    obj = ko.topic_object("fleet", rec)
+    entry = obj["status"]["assignment"][1]
+    assert (entry["addingReplicas"], entry["removingReplicas"]) == ([4], [1])
+    # Under-replicated: fewer in-sync replicas than the target has (Kafka's replicationFactor
+    # during a reassignment): the first is not, the second (one in sync, target of two) is.
+    assert obj["status"]["underReplicatedPartitions"] == 1
+    obj["metadata"]["resourceVersion"] = "7"
+    assert ko.record_from_topic(obj).assignment == (moving, adding)
+    plain = ko.topic_object("fleet", dataclasses.replace(rec, assignment=(PartitionState(1, 0, (1,), (1,)),) * 2))
+    assert "addingReplicas" not in plain["status"]["assignment"][0]  # only during a reassignment
