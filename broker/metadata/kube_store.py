@@ -49,6 +49,15 @@ log = logging.getLogger(__name__)
 
 RENEW_DEADLINE = 2 / 3      # of the Lease duration: the controller stops before the Lease can expire
 REQUEST_TIMEOUT_S = 5.0     # one API call; beyond it the API server counts as unreachable
+# A KafkaTopic near etcd's 1.5 MiB limit takes the API server (schema validation, conversion, etcd)
+# far longer than a Lease: its write gets more time per byte, not a false "unreachable".
+TOPIC_WRITE_S_PER_MIB = 20.0
+
+
+def topic_write_timeout(body: dict[str, Any]) -> float:
+    """The request timeout for writing `body`: REQUEST_TIMEOUT_S plus time for its size."""
+    size = len(json.dumps(body, separators=(",", ":")))
+    return REQUEST_TIMEOUT_S + TOPIC_WRITE_S_PER_MIB * size / (1 << 20)
 WATCH_TIMEOUT_S = 60        # the API server ends each watch after about this long; we resume it
 RETRY_MAX_S = 2.0
 PRODUCER_ID_ATTEMPTS = 20  # compare-and-swap tries for one block before giving up (retriable)
@@ -583,7 +592,7 @@ class KubernetesMetadataStore(MetadataStore):
         body = ko.topic_object(self.cluster_name, dataclasses.replace(rec, version=0), owner_uid=self.owner_uid)
         try:
             obj = await self._call(self._objects.create_namespaced_custom_object(
-                *TOPICS[:2], self.namespace, TOPICS[2], body, _request_timeout=REQUEST_TIMEOUT_S))
+                *TOPICS[:2], self.namespace, TOPICS[2], body, _request_timeout=topic_write_timeout(body)))
         except ApiException as e:
             if e.status != 409:
                 log.warning("KafkaTopic for detached topic %r not written yet: %s %s", topic, e.status, e.reason)
@@ -697,7 +706,7 @@ class KubernetesMetadataStore(MetadataStore):
         body = ko.topic_object(self.cluster_name, rec, owner_uid=self.owner_uid)
         try:
             obj = await self._call(self._objects.create_namespaced_custom_object(
-                *TOPICS[:2], self.namespace, TOPICS[2], body, _request_timeout=REQUEST_TIMEOUT_S))
+                *TOPICS[:2], self.namespace, TOPICS[2], body, _request_timeout=topic_write_timeout(body)))
         except ApiException as e:
             if e.status == 409:
                 raise TopicExists(rec.name) from None
@@ -725,9 +734,9 @@ class KubernetesMetadataStore(MetadataStore):
         try:
             if subresource and self._status_subresource:
                 return await self._call(self._objects.replace_namespaced_custom_object_status(
-                    *TOPICS[:2], self.namespace, TOPICS[2], name, body, _request_timeout=REQUEST_TIMEOUT_S))
+                    *TOPICS[:2], self.namespace, TOPICS[2], name, body, _request_timeout=topic_write_timeout(body)))
             return await self._call(self._objects.replace_namespaced_custom_object(
-                *TOPICS[:2], self.namespace, TOPICS[2], name, body, _request_timeout=REQUEST_TIMEOUT_S))
+                *TOPICS[:2], self.namespace, TOPICS[2], name, body, _request_timeout=topic_write_timeout(body)))
         except ApiException as e:
             if e.status == 409:
                 raise Conflict(f"KafkaTopic {name} changed since version {body['metadata'].get('resourceVersion')}") from None

@@ -304,8 +304,11 @@ def test_grow_and_delete_through_any_broker(cluster):
     grown = cluster.wait_leaders(topic, 9)
     assert {p: grown[p] for p in leaders} == leaders  # existing partitions keep their leaders
     assert set(grown.values()) == {1, 2, 3}
+    # Each leader creates its partition's directory as it applies the change, which may be just
+    # after another broker's Metadata showed the leader.
     for p, leader in grown.items():
-        assert (cluster.broker(leader).data_dir / f"{topic}-{p}").is_dir()
+        wait_for(f"broker {leader} to create {topic}-{p}",
+                 lambda: (cluster.broker(leader).data_dir / f"{topic}-{p}").is_dir(), timeout=30, interval=0.2)
     admin2 = AdminClient({"bootstrap.servers": cluster.brokers[2].bootstrap})
     admin2.delete_topics([topic])[topic].result(30)
     for b in cluster.brokers:
