@@ -16,6 +16,7 @@ _MODULES = (
     "delete_records",
     "write_txn_markers",
     "sasl_handshake", "sasl_authenticate",
+    "create_acls", "describe_acls", "delete_acls",
 )
 
 

@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.protocol import codec, error_response
 from broker.protocol.codec import RequestHeader
+from broker.security.authz_session import ALLOW_ALL
 
 if TYPE_CHECKING:
     from broker.network.connection import Connection
@@ -45,6 +46,10 @@ class RequestContext:
     # The name of the connection's principal (`connection.principal`, broker/security/principal.py):
     # the SASL user, the mapped mTLS subject, or ANONYMOUS. Quotas' user entity is this name.
     user: str = "ANONYMOUS"
+    # What the connection's principal may do (broker/security/authz_session.py): ALLOW_ALL
+    # without an authorizer. Handlers check as Kafka's KafkaApis does, e.g.
+    # `ctx.authz.allowed(AclOperation.READ, ResourceType.TOPIC, name)`.
+    authz: Any = ALLOW_ALL
 
     @property
     def api_version(self) -> int:
