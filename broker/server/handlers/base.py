@@ -93,3 +93,11 @@ class Handler:
         APIs whose entries do not line up with the request's override this.
         """
         return error_response.error_body(self.api_key, ctx.api_version, code, message, request)
+
+
+def require(ctx: RequestContext, op, resource_type, name: str, code: ErrorCode) -> None:
+    """Refuse the whole request with `code` (an *_AUTHORIZATION_FAILED) unless the connection's
+    principal may do `op` on the resource (Kafka: KafkaApis answering getErrorResponse)."""
+    if not ctx.authz.allowed(op, resource_type, name):
+        raise RequestRefused(code, f"{ctx.authz.principal} is not authorized to {op.name} "
+                                   f"{resource_type.name} {name!r}")
