@@ -145,7 +145,10 @@ class FetchHandler(Handler):
         errors = False
         for cp in partitions:
             if may_read is not None and cp.topic is not None and not may_read(cp.topic):
-                results.append((cp, PartitionResult(cp.partition, error_code=ErrorCode.topic_authorization_failed)))
+                # Empty records, not null, as Kafka's MemoryRecords.EMPTY: librdkafka reads the
+                # records of this error before the code and fails on a null set.
+                results.append((cp, PartitionResult(cp.partition, error_code=ErrorCode.topic_authorization_failed,
+                                                    records=b"")))
                 errors = True
                 continue
             part = held.get(cp.tp)
