@@ -325,3 +325,43 @@ def test_denials_are_counted_by_resource_type(acl, admin):
     wait_for("a DESCRIBE denial counted", lambda: metric(url, "flotilla_authorization_denials_total",
                                                           resource_type="TOPIC", operation="DESCRIBE"),
              until=lambda v: v > before, timeout=10)
+
+
+def _refusal(future) -> int:
+    """The Kafka error code an admin future fails with."""
+    with pytest.raises(KafkaException) as e:
+        future.result(30)
+    return e.value.args[0].code()
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")  # AlterConfigs is the API tested
+def test_configs_records_groups_and_elections_need_their_acls(acl, admin):
+    """bob may read and write a topic but not configure it, delete its records, see alice's group
+    or elect leaders: each API answers its own authorization error."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, ElectionType
+    from confluent_kafka.admin import ConfigResource
+
+    topic, group = _topic(admin, "acl-admin-apis"), _name("acl-admin-group")
+    _grant(admin, _allow("User:bob", ResourceType.TOPIC, topic, AclOperation.READ, AclOperation.WRITE)
+           + _allow("User:alice", ResourceType.TOPIC, topic, AclOperation.READ)
+           + _allow("User:alice", ResourceType.GROUP, group, AclOperation.READ))
+    _eventually_produces(acl.sasl("bob"), topic)
+    wait_for("alice's group commits", lambda: _consume(acl.sasl("alice"), topic, group, 1),
+             until=lambda r: len(r[0]) == 1, timeout=60)
+    bob = AdminClient(acl.sasl("bob"))
+    resource = ConfigResource("topic", topic)
+    assert _refusal(bob.describe_configs([resource])[resource]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    change = ConfigResource("topic", topic, set_config={"retention.ms": "3600000"})
+    assert _refusal(bob.alter_configs([change])[change]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    tp = TopicPartition(topic, 0, 1)
+    assert _refusal(bob.delete_records([tp])[tp]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert group not in {g.group_id for g in bob.list_consumer_groups().result(30).valid}
+    assert group in {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+    assert _refusal(bob.describe_consumer_groups([group])[group]) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert _refusal(bob.delete_consumer_groups([group])[group]) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert _refusal(bob.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]) == \
+        KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert _refusal(bob.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)])) == \
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # The super user (PLAINTEXT) may do all of it.
+    assert admin.describe_configs([resource])[resource].result(30)["retention.ms"] is not None
