@@ -124,8 +124,9 @@ def test_create_describe_delete_acls_with_the_admin_client(admin):
     _grant(admin, [lit, pre, deny])
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                                   AclPermissionType.ANY)
-    found = set(admin.describe_acls(everything).result(30))
-    assert {lit, pre, deny} <= found, found
+    # Kafka's brokers answer DescribeAcls from their copy of the metadata: wait for it to follow.
+    wait_for("the new ACLs listed", lambda: set(admin.describe_acls(everything).result(30)),
+             until=lambda found: {lit, pre, deny} <= found, timeout=30)
     match = AclBindingFilter(ResourceType.TOPIC, prefix + "-orders", ResourcePatternType.MATCH, None, None,
                              AclOperation.ANY, AclPermissionType.ANY)
     assert set(admin.describe_acls(match).result(30)) == {pre}
@@ -139,8 +140,8 @@ def test_create_describe_delete_acls_with_the_admin_client(admin):
     assert admin.describe_acls(only_topic).result(30) == [lit]
     deleted = admin.delete_acls([only_topic, by_principal])
     assert [sorted(map(str, f.result(30))) for f in deleted.values()] == [[str(lit)], [str(deny)]]
-    left = set(admin.describe_acls(everything).result(30))
-    assert lit not in left and deny not in left and pre in left
+    wait_for("the deleted ACLs gone", lambda: set(admin.describe_acls(everything).result(30)),
+             until=lambda left: lit not in left and deny not in left and pre in left, timeout=30)
     cleanup = AclBindingFilter(ResourceType.TOPIC, prefix, ResourcePatternType.PREFIXED, None, None,
                                AclOperation.ANY, AclPermissionType.ANY)
     assert admin.delete_acls([cleanup])[cleanup].result(30) == [pre]
@@ -169,9 +170,10 @@ def test_kafka_acls_tool_adds_lists_and_removes(acl, admin, tmp_path):
     out = _kafka_acls(acl.admin_bootstrap, "--add", "--deny-principal", "User:bob", "--operation", "All",
                       "--topic", topic[:10], "--resource-pattern-type", "prefixed")
     assert out.returncode == 0, out.stdout + out.stderr
-    listed = _kafka_acls(acl.admin_bootstrap, "--list", "--topic", topic)
-    assert listed.returncode == 0, listed.stdout + listed.stderr
-    text = listed.stdout
+    # Kafka's brokers list ACLs from their copy of the metadata: wait for it to have them.
+    text = wait_for("kafka-acls lists alice's ACLs", lambda: _kafka_acls(acl.admin_bootstrap, "--list", "--topic",
+                                                                         topic).stdout,
+                    until=lambda out: "operation=DESCRIBE, permissionType=ALLOW" in out, timeout=60)
     assert f"name={topic}, patternType=LITERAL" in text, text
     assert "principal=User:alice, host=*, operation=READ, permissionType=ALLOW" in text, text
     assert "principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW" in text, text
@@ -188,7 +190,9 @@ def test_kafka_acls_tool_adds_lists_and_removes(acl, admin, tmp_path):
     for args in (["--topic", topic, "--group", group], ["--topic", topic[:10], "--resource-pattern-type", "prefixed"]):
         out = _kafka_acls(acl.admin_bootstrap, "--remove", "--force", *args)
         assert out.returncode == 0, out.stdout + out.stderr
-    assert "User:alice" not in _kafka_acls(acl.admin_bootstrap, "--list", "--topic", topic).stdout
+    wait_for("kafka-acls lists no ACL of alice's", lambda: _kafka_acls(acl.admin_bootstrap, "--list", "--topic",
+                                                                       topic).stdout,
+             until=lambda out: "User:alice" not in out, timeout=60)
 
 
 def test_produce_needs_write_on_the_topic(acl, admin):
@@ -308,7 +312,8 @@ def test_deny_beats_allow_and_prefixed_patterns(acl, admin):
     assert _produce(acl.sasl("alice"), secret, 1) == []  # the DENY is for READ only
     values, errors = _consume(acl.sasl("alice"), open_topic, None, 1)
     assert values == [b"v0"], errors
-    _, errors = _consume(acl.sasl("alice"), secret, None, 1)
+    _, errors = wait_for("alice's read of the secret topic refused", lambda: _consume(acl.sasl("alice"), secret, None, 1),
+                         until=lambda r: bool(r[1]), timeout=45)
     assert _codes(errors) == {KafkaError.TOPIC_AUTHORIZATION_FAILED}, errors
     # Outside the prefix nothing is allowed (allow.everyone.if.no.acl.found=false).
     outside = _topic(admin, "acl-outside")
