@@ -105,6 +105,23 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def _authorizer(value: str) -> str:
+    from broker.security.authorizer import STANDARD_AUTHORIZER
+
+    value = value.strip()
+    if value not in ("", STANDARD_AUTHORIZER):
+        raise ValueError(f"only {STANDARD_AUTHORIZER} (or empty) is supported")
+    return value
+
+
+def _principals(value: str) -> frozenset[str]:
+    out = frozenset(p.strip() for p in value.split(";") if p.strip())
+    for p in out:
+        if ":" not in p or p.startswith(":"):
+            raise ValueError(f"{p!r} is not a principal (type:name, e.g. User:admin)")
+    return out
+
+
 def _retention(value: str) -> int:
     n = int(value.strip())
     if n < -1:
@@ -392,6 +409,14 @@ KEYS: tuple[Key, ...] = (
     Key("flotilla.transaction.metrics.max.partitions", "20", _int_at_least(0),
         "Partitions with an open transaction that get their own flotilla_partition_lso_lag_offsets "
         "series: those with the largest lag (all of them are counted by flotilla_partitions_with_open_transactions)."),
+    # -- authorization (broker/security/authorizer.py, docs/security.md "ACLs")
+    Key("authorizer.class.name", "", _authorizer,
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs on (Kafka's KRaft authorizer; "
+        "empty: every request is allowed)."),
+    Key("super.users", "", _principals,
+        "Principals allowed everything whatever the ACLs say, semicolon separated (User:admin;User:ANONYMOUS)."),
+    Key("allow.everyone.if.no.acl.found", "false", _parse_bool,
+        "Whether a resource that has no ACL at all is open to everyone (else only to super users)."),
     Key("flotilla.metrics.listener", "127.0.0.1:9404", _parse_host_port,
         "host:port of the HTTP endpoint serving Prometheus /metrics and /healthz (empty: off)."),
     Key("flotilla.metadata.store", "file", _metadata_store,

@@ -83,6 +83,8 @@ class Connection:
         self.sendfile_bytes = dispatcher.metrics.sendfile_bytes.inc
         # Who the client is (broker/security/principal.py): ANONYMOUS, the mTLS subject, or the SASL user.
         self.principal = principal
+        # Its authorizer session (broker/security/authz_session.py), made at its first request.
+        self.authz = None
         # TLS connections cannot sendfile(): file regions go through the TLS layer as bytes.
         self.tls = security is not None and security.tls
         # On a SASL listener, frames go to the authenticator until it succeeds (broker/security/authenticator.py),

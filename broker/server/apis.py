@@ -19,11 +19,13 @@ from kio.schema.errors import ErrorCode
 
 from broker.network.response import Response
 from broker.protocol import codec
+from broker.security.authz_session import AuthzSession, peer_host
 from broker.security.principal import ANONYMOUS
 from broker.server.handlers.base import Handler, RequestContext, RequestRefused
 
 if TYPE_CHECKING:
     from broker.network.connection import Connection
+    from broker.security.authorizer import StandardAuthorizer
     from broker.server.metrics import BrokerMetrics
     from broker.server.quota_manager import QuotaManagers
 
@@ -42,6 +44,9 @@ class RequestDispatcher:
             self.supported[h.api_key] = (lo, hi)
         self.metrics = metrics
         self.quotas: "QuotaManagers | None" = None  # KIP-13, set by the broker
+        # authorizer.class.name: set by the broker with the counter of its denials
+        self.authorizer: "StandardAuthorizer | None" = None
+        self.authz_denials = None
 
     async def dispatch(self, conn: "Connection", frame: bytes) -> Response | None:
         received_ns = time.perf_counter_ns()  # request time (KIP-124) includes parsing
@@ -62,8 +67,10 @@ class RequestDispatcher:
             raise
         api = codec.api_name(header.api_key)
         handler = self.handlers[header.api_key]
-        ctx = RequestContext(header, conn, request_size=len(frame), started_ns=received_ns,
-                             user=getattr(conn, "principal", ANONYMOUS).name)
+        principal = getattr(conn, "principal", ANONYMOUS)
+        ctx = RequestContext(header, conn, request_size=len(frame), started_ns=received_ns, user=principal.name)
+        if self.authorizer is not None:
+            ctx.authz = self._authz_session(conn, principal)
         started = time.perf_counter()
         api_metrics = self.metrics.api(api)
         api_metrics.requests.inc()
@@ -90,6 +97,14 @@ class RequestDispatcher:
         finally:
             api_metrics.latency.observe(time.perf_counter() - started)
         return Response([codec.frame_response(header, body_bytes)])
+
+    def _authz_session(self, conn: "Connection", principal) -> AuthzSession:
+        """The connection's authorizer session, made at its first request (after SASL)."""
+        session = getattr(conn, "authz", None)
+        if session is None or session.principal != str(principal):
+            session = AuthzSession(self.authorizer, str(principal), peer_host(conn.peer), self.authz_denials)
+            conn.authz = session
+        return session
 
     def _throttle(self, ctx: RequestContext, body=None):
         """KIP-13/124/219: record the request's handler time against its request quota, put the

@@ -26,7 +26,9 @@ from broker.metadata.store import BrokerRegistration, ClusterIdMismatch, Duplica
 from broker.metadata.meta_properties import ensure_meta_properties
 from broker.network.server import SocketServer
 from broker.server import file_descriptors
+from broker.security.authz_session import denials_counter
 from broker.server.apis import RequestDispatcher
+from broker.server.authorization import open_authorizer
 from broker.server.controlled_shutdown import hand_over
 from broker.server.fetch_session import FetchSessionCache
 from broker.server.handlers import all_handlers
@@ -117,6 +119,11 @@ class Broker:
         self.quotas.update_quotas(self.client_quotas.quotas)
         self.dispatcher = RequestDispatcher([h(self) for h in all_handlers()], self.metrics)
         self.dispatcher.quotas = self.quotas
+        # authorizer.class.name: ACLs from the metadata store, enforced by the handlers (docs/security.md)
+        self.acls, self.authorizer = open_authorizer(config, self.store, first_dir)
+        if self.authorizer is not None:
+            self.dispatcher.authorizer = self.authorizer
+            self.dispatcher.authz_denials = denials_counter(self.metrics.registry)
         self.sockets = SocketServer(config, self.dispatcher, self.metrics)
         self.metrics.watch_logs(self.replicas)
         self.metrics.registry.register(ReplicationCollector(self.replicas, self.controller, self.replica_fetchers))
@@ -205,6 +212,9 @@ class Broker:
         await until_available("reading client quotas", self.client_quotas.start,
                               after_failure=self.client_quotas.close, on_wait=self._waiting_for_store)
         self.quotas.update_quotas(self.client_quotas.quotas)
+        if self.acls is not None:
+            await until_available("reading ACLs", self.acls.start, after_failure=self.acls.close,
+                                  on_wait=self._waiting_for_store)
         await self.register()
         # Leaderships the previous process of this node held get new epochs before it serves.
         await fence_previous_leaderships(self.store, self.node_id)
@@ -246,6 +256,8 @@ class Broker:
             await self.replica_fetchers.stop()
             await self.controller.stop()
             await self.client_quotas.close()
+            if self.acls is not None:
+                await self.acls.close()
             await self.store.close()
             if self._metrics_runner is not None:
                 await self._metrics_runner.cleanup()
@@ -304,6 +316,8 @@ class Broker:
         for problem in not_done:
             log.error("shutdown could not finish: %s", problem)
         await _bounded("closing the client quota store", self.client_quotas.close(), STEP_TIMEOUT_S)
+        if self.acls is not None:
+            await _bounded("closing the ACL store", self.acls.close(), STEP_TIMEOUT_S)
         await _bounded("closing the metadata store (releasing Leases)", self.store.close(), 2 * STEP_TIMEOUT_S)
         if self._metrics_runner is not None:
             await _bounded("closing the metrics listener", self._metrics_runner.cleanup(), STEP_TIMEOUT_S)

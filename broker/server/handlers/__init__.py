@@ -17,6 +17,7 @@ _MODULES = (
     "alter_partition_reassignments", "list_partition_reassignments",
     "write_txn_markers",
     "sasl_handshake", "sasl_authenticate",
+    "create_acls", "describe_acls", "delete_acls",
 )
 
 

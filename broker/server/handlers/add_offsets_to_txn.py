@@ -6,7 +6,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group.offsets_log import TOPIC as OFFSETS_TOPIC
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 class AddOffsetsToTxnHandler(Handler):
@@ -15,6 +16,9 @@ class AddOffsetsToTxnHandler(Handler):
     max_version = 4
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id,
+                ErrorCode.transactional_id_authorization_failed)
+        require(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id, ErrorCode.group_authorization_failed)
         b = self.broker
         if OFFSETS_TOPIC not in b.store.image.topics:
             await b.groups.store.ensure_topic()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 class AddPartitionsToTxnHandler(Handler):
@@ -44,11 +45,22 @@ class AddPartitionsToTxnHandler(Handler):
 
     async def handle(self, ctx: RequestContext, request):
         if ctx.api_version < 4:
+            require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.v3_and_below_transactional_id,
+                    ErrorCode.transactional_id_authorization_failed)
             partitions = {(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions}
+            denied = {t for t, _ in partitions if not ctx.authz.allowed(AclOperation.WRITE, ResourceType.TOPIC, t)}
+            if denied:  # Kafka: the topics refused, the others not attempted
+                return ctx.build("AddPartitionsToTxnResponse", throttle_time=NO_THROTTLE,
+                                 results_by_topic_v3_and_below=self._topic_results(ctx, {
+                                     tp: ErrorCode.topic_authorization_failed if tp[0] in denied
+                                     else ErrorCode.operation_not_attempted for tp in partitions}))
             results = await self._one(request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                                       request.v3_and_below_producer_epoch, partitions, False)
             return ctx.build("AddPartitionsToTxnResponse", throttle_time=NO_THROTTLE,
                              results_by_topic_v3_and_below=self._topic_results(ctx, results))
+        # v4+ is brokers verifying transactions (KIP-890): Kafka wants CLUSTER_ACTION.
+        require(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME,
+                ErrorCode.cluster_authorization_failed)
         out = []
         for txn in request.transactions:
             partitions = {(t.name, int(p)) for t in txn.topics for p in t.partitions}

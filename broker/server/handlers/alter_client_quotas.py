@@ -13,7 +13,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.metadata.client_quotas import QUOTA_KEYS, InvalidQuota, QuotaEntity, validate_value
 from broker.metadata.store import Conflict, StoreUnavailable
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 def parse_entry(entry) -> tuple[QuotaEntity, dict[str, float | None]]:
@@ -39,6 +40,7 @@ class AlterClientQuotasHandler(Handler):
     max_version = 1
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed)
         out = []
         for entry in request.entries:
             code, message = ErrorCode.none, None

@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.protocol import codec, error_response
 from broker.protocol.codec import RequestHeader
+from broker.security.authz_session import ALLOW_ALL
 
 if TYPE_CHECKING:
     from broker.network.connection import Connection
@@ -45,6 +46,10 @@ class RequestContext:
     # The name of the connection's principal (`connection.principal`, broker/security/principal.py):
     # the SASL user, the mapped mTLS subject, or ANONYMOUS. Quotas' user entity is this name.
     user: str = "ANONYMOUS"
+    # What the connection's principal may do (broker/security/authz_session.py): ALLOW_ALL
+    # without an authorizer. Handlers check as Kafka's KafkaApis does, e.g.
+    # `ctx.authz.allowed(AclOperation.READ, ResourceType.TOPIC, name)`.
+    authz: Any = ALLOW_ALL
 
     @property
     def api_version(self) -> int:
@@ -88,3 +93,11 @@ class Handler:
         APIs whose entries do not line up with the request's override this.
         """
         return error_response.error_body(self.api_key, ctx.api_version, code, message, request)
+
+
+def require(ctx: RequestContext, op, resource_type, name: str, code: ErrorCode) -> None:
+    """Refuse the whole request with `code` (an *_AUTHORIZATION_FAILED) unless the connection's
+    principal may do `op` on the resource (Kafka: KafkaApis answering getErrorResponse)."""
+    if not ctx.authz.allowed(op, resource_type, name):
+        raise RequestRefused(code, f"{ctx.authz.principal} is not authorized to {op.name} "
+                                   f"{resource_type.name} {name!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.handlers.create_topics import request_timeout
 from broker.server.topics import TopicError
@@ -20,6 +21,8 @@ class CreatePartitionsHandler(Handler):
         for t in request.topics:
             code, msg = ErrorCode.none, None
             try:
+                if not ctx.authz.allowed(AclOperation.ALTER, ResourceType.TOPIC, t.name):
+                    raise TopicError(ErrorCode.topic_authorization_failed, "Authorization failed.")
                 if t.assignments:
                     raise TopicError(ErrorCode.invalid_replica_assignment, "manual replica assignments are not supported")
                 await self.broker.topics.add_partitions(t.name, t.count, validate_only=request.validate_only,

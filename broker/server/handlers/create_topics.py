@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from broker import topic_config
 from broker.metadata.store import NO_TOPIC_ID, TopicExists, TopicRecord
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.topics import TopicError
 
@@ -45,6 +46,13 @@ class CreateTopicsHandler(Handler):
         b = self.broker
         outcomes = []
         seen: set[str] = set()
+        authz = ctx.authz
+        # Kafka: CREATE on the cluster, or on each topic.
+        on_cluster = authz.quietly(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+
+        def may_create(name: str) -> bool:
+            return on_cluster or authz.allowed(AclOperation.CREATE, ResourceType.TOPIC, name)
+
         for t in request.topics:
             configs = {c.name: c.value for c in t.configs}
             o = _Outcome(t, configs, ErrorCode.none, None, None, -1, -1)
@@ -52,6 +60,8 @@ class CreateTopicsHandler(Handler):
                 if t.name in seen:
                     raise TopicError(ErrorCode.invalid_request, f"topic {t.name!r} appears twice in the request")
                 seen.add(t.name)
+                if not may_create(t.name):
+                    raise TopicError(ErrorCode.topic_authorization_failed, "Authorization failed.")
                 if t.assignments:
                     raise TopicError(ErrorCode.invalid_request, "manual replica assignments are not supported")
                 o.partitions, o.replication_factor = b.topics.check_create(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
+from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 
@@ -12,7 +15,9 @@ class DeleteGroupsHandler(Handler):
 
     async def handle(self, ctx: RequestContext, request):
         names = list(dict.fromkeys(request.groups_names))
-        errors = await self.broker.groups.delete_groups(names)
+        allowed = [g for g in names if ctx.authz.allowed(AclOperation.DELETE, ResourceType.GROUP, g)]
+        errors = await self.broker.groups.delete_groups(allowed) if allowed else {}
+        errors = {g: errors.get(g, ErrorCode.group_authorization_failed) for g in names}
         results = tuple(ctx.build("DeletableGroupResult", group_id=g, error_code=errors[g]) for g in names)
         return ctx.build("DeleteGroupsResponse", throttle_time=NO_THROTTLE, results=results)
 

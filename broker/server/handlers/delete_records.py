@@ -17,6 +17,7 @@ import time
 from kio.schema.errors import ErrorCode
 
 from broker.server.delayed_delete_records import DelayedDeleteRecords
+from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.record_deletion import INVALID_LOW_WATERMARK, LocalDeletion, delete_on_leader
 
@@ -36,7 +37,9 @@ class DeleteRecordsHandler(Handler):
         results: dict[tuple[str, int], LocalDeletion] = {}
         for (topic, partition), offset in wanted.items():
             record = b.store.image.topics.get(topic)
-            if record is None or not 0 <= partition < record.partitions:
+            if not ctx.authz.allowed(AclOperation.DELETE, ResourceType.TOPIC, topic):
+                results[(topic, partition)] = LocalDeletion(ErrorCode.topic_authorization_failed)
+            elif record is None or not 0 <= partition < record.partitions:
                 results[(topic, partition)] = LocalDeletion(ErrorCode.unknown_topic_or_partition)
             else:
                 results[(topic, partition)] = delete_on_leader(rm, topic, partition, offset)

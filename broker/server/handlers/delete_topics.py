@@ -5,6 +5,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.metadata.store import NO_TOPIC_ID
+from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.handlers.create_topics import request_timeout
 from broker.server.topics import TopicError
@@ -31,7 +32,10 @@ class DeleteTopicsHandler(Handler):
                 name = rec.name if rec else None
             code, msg = ErrorCode.none, None
             rec = b.store.image.topics.get(name) if name else None
-            if rec is None:
+            if name is not None and not ctx.authz.allowed(AclOperation.DELETE, ResourceType.TOPIC, name):
+                code, msg = ErrorCode.topic_authorization_failed, "Authorization failed."
+                rec = None if topic_id in (None, NO_TOPIC_ID) else rec
+            elif rec is None:
                 code = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
                 msg = "unknown topic"
             else:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.metadata.client_quotas import ENTITY_TYPES, QuotaEntity
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 
@@ -58,6 +59,7 @@ class DescribeClientQuotasHandler(Handler):
     max_version = 1
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed)
         try:
             components = parse_filter(request.components)
         except InvalidFilter as e:

@@ -8,6 +8,8 @@ from kio.schema.errors import ErrorCode
 
 from broker import topic_config
 from broker.config import KEYS
+from broker.security.acl import AclOperation
+from broker.server import config_authorization
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.topic_config import BOOLEAN, DEFAULT_CONFIG, DOUBLE, INT, LIST, LONG, STATIC_BROKER_CONFIG, STRING, Entry
 
@@ -81,7 +83,9 @@ class DescribeConfigsHandler(Handler):
         with_docs = bool(getattr(request, "include_documentation", False))
         results = []
         for r in request.resources:
-            entries, read_only, code, msg = self._entries(r)
+            refused = config_authorization.refusal(ctx.authz, AclOperation.DESCRIBE_CONFIGS, int(r.resource_type),
+                                                   r.resource_name)
+            entries, read_only, code, msg = ([], False, *refused) if refused else self._entries(r)
             keys = r.configuration_keys
             configs = tuple(
                 ctx.build("DescribeConfigsResourceResult", name=e.name, value=e.value, read_only=read_only,

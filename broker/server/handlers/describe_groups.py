@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 # Kafka's "operations not requested" marker, and READ|DELETE|DESCRIBE when asked (no authorizer).
@@ -20,6 +21,11 @@ class DescribeGroupsHandler(Handler):
         ops = GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else NOT_REQUESTED
         described = []
         for group_id in request.groups:
+            if not ctx.authz.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+                described.append(ctx.build("DescribedGroup", error_code=ErrorCode.group_authorization_failed,
+                                           error_message=None, group_id=group_id, group_state="", protocol_type="",
+                                           protocol_data="", members=(), authorized_operations=NOT_REQUESTED))
+                continue
             s = self.broker.groups.describe_group(group_id)
             error, message = s.error, None
             if error == ErrorCode.group_id_not_found:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 
@@ -21,8 +22,10 @@ class DescribeProducersHandler(Handler):
         topics = []
         for t in request.topics:
             parts = []
+            may_read = ctx.authz.allowed(AclOperation.READ, ResourceType.TOPIC, t.name)
             for index in t.partition_indexes:
-                code, producers = self._describe(ctx, rm, t.name, int(index))
+                code, producers = (self._describe(ctx, rm, t.name, int(index)) if may_read
+                                   else (ErrorCode.topic_authorization_failed, ()))
                 parts.append(ctx.build("PartitionResponse", partition_index=index, error_code=code,
                                        error_message=None, active_producers=producers))
             topics.append(ctx.build("TopicResponse", name=t.name, partitions=tuple(parts)))

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import datetime
 
+from kio.schema.errors import ErrorCode
+
+from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 
@@ -16,6 +19,13 @@ class DescribeTransactionsHandler(Handler):
     async def handle(self, ctx: RequestContext, request):
         states = []
         for tid in request.transactional_ids:
+            if not ctx.authz.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+                states.append(ctx.build(
+                    "TransactionState", error_code=ErrorCode.transactional_id_authorization_failed,
+                    transactional_id=tid, transaction_state="", transaction_timeout=datetime.timedelta(0),
+                    transaction_start_time=datetime.datetime.fromtimestamp(-0.001, datetime.UTC), producer_id=-1,
+                    producer_epoch=-1, topics=()))
+                continue
             d = self.broker.transactions.describe(tid)
             start = datetime.datetime.fromtimestamp(max(d.start_ms, -1) / 1000, datetime.UTC)
             states.append(ctx.build(

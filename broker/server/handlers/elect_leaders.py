@@ -13,7 +13,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.controller.planner import PREFERRED
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 class ElectLeadersHandler(Handler):
@@ -22,6 +23,7 @@ class ElectLeadersHandler(Handler):
     max_version = 2
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed)
         b = self.broker
         election_type = int(getattr(request, "election_type", PREFERRED))
         everything = request.topic_partitions is None

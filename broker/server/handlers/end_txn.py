@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 class EndTxnHandler(Handler):
@@ -15,6 +16,8 @@ class EndTxnHandler(Handler):
     max_version = 5
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id,
+                ErrorCode.transactional_id_authorization_failed)
         code = await self.broker.transactions.end_txn(request.transactional_id, request.producer_id,
                                                       request.producer_epoch, request.committed)
         ok = code == ErrorCode.none

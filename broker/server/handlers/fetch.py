@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
@@ -22,6 +22,7 @@ from broker.log.log import OffsetOutOfRange
 from broker.network.response import Response
 from broker.protocol import fetch_response
 from broker.protocol.fetch_response import PartitionResult, TopicResult
+from broker.security.acl import AclOperation, ResourceType
 from broker.server import cluster_view, follower_identity
 from broker.server.delayed_fetch import DelayedFetch
 from broker.server.fetch_session import CachedPartition, FetchContext, IncrementalFetchContext, PartitionKey, topic_key
@@ -33,6 +34,11 @@ READ_COMMITTED = 1  # isolation_level (v4+): read only below the last stable off
 REFUSAL_LOG_INTERVAL_S = 60.0
 
 log = logging.getLogger(__name__)
+
+
+def _NOTHING(topic: str) -> bool:
+    """The read rule of a follower fetch without CLUSTER_ACTION."""
+    return False
 
 
 def replica_id_of(request) -> int:
@@ -109,7 +115,7 @@ class FetchHandler(Handler):
     # -- reading ------------------------------------------------------------------------------
 
     def read(self, partitions: Iterable[CachedPartition], skip_unchanged: bool, max_bytes: int, replica_id: int = -1,
-             refused: bool = False, read_committed: bool = False):
+             refused: bool = False, read_committed: bool = False, may_read: Callable[[str], bool] | None = None):
         """Read each partition from its fetch offset. Returns ([(partition, result)], record bytes,
         any error?, {(topic, index): bytes readable} for the partitions that had some).
 
@@ -126,6 +132,10 @@ class FetchHandler(Handler):
         A consumer at READ_COMMITTED (KIP-98) reads only below the last stable offset, and is told
         the aborted transactions overlapping what it may read (from the aborted transaction
         indexes) so it can drop their records.
+
+        With an authorizer, `may_read(topic)` says whether the fetcher may read the topic; a
+        partition of a topic it may not answers TOPIC_AUTHORIZATION_FAILED (after an unknown
+        topic id, which Kafka reports first).
         """
         rm = self.broker.replicas
         held = rm.partitions
@@ -134,6 +144,13 @@ class FetchHandler(Handler):
         total = 0
         errors = False
         for cp in partitions:
+            if may_read is not None and cp.topic is not None and not may_read(cp.topic):
+                # Empty records, not null, as Kafka's MemoryRecords.EMPTY: librdkafka reads the
+                # records of this error before the code and fails on a null set.
+                results.append((cp, PartitionResult(cp.partition, error_code=ErrorCode.topic_authorization_failed,
+                                                    records=b"")))
+                errors = True
+                continue
             part = held.get(cp.tp)
             if part is None or not part.is_leader or (cp.topic_id is not None and part.topic_id is not cp.topic_id
                                                       and part.topic_id != cp.topic_id):
@@ -271,12 +288,24 @@ class FetchHandler(Handler):
             log.warning("Fetch from %s as follower %d refused (NOT_LEADER_OR_FOLLOWER): %s", conn.peer, replica_id, why)
         return True
 
+    @staticmethod
+    def read_rule(ctx: RequestContext, replica_id: int) -> Callable[[str], bool] | None:
+        """Kafka's checks: a follower needs CLUSTER_ACTION on the cluster (else every partition is
+        TOPIC_AUTHORIZATION_FAILED), a consumer READ on each topic. None: no authorizer."""
+        authz = ctx.authz
+        if not authz.enabled:
+            return None
+        if replica_id >= 0:
+            return None if authz.cluster(AclOperation.CLUSTER_ACTION) else _NOTHING
+        return lambda topic: authz.allowed(AclOperation.READ, ResourceType.TOPIC, topic)
+
     async def handle(self, ctx: RequestContext, request):
         context = self.new_context(ctx, request)
         self.broker.metrics.fetch_requests.labels(context.kind).inc()
         quotas = self.broker.quotas
         replica_id = replica_id_of(request)
-        refused = replica_id >= 0 and self.follower_refused(ctx, request, replica_id)
+        may_read = self.read_rule(ctx, replica_id)
+        refused = replica_id >= 0 and (may_read is _NOTHING or self.follower_refused(ctx, request, replica_id))
         follower = replica_id >= 0 and not refused
         max_bytes = getattr(request, "max_bytes", ALL_BYTES)
         if follower:  # replication is not a client: no client quota applies (Kafka's KafkaApis.handleFetchRequest)
@@ -288,7 +317,7 @@ class FetchHandler(Handler):
         partitions = context.partitions()
         read_committed = int(getattr(request, "isolation_level", 0)) == READ_COMMITTED
         results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes, replica_id,
-                                                      refused, read_committed)
+                                                      refused, read_committed, may_read)
         max_wait_s = request.max_wait.total_seconds()
         if total < request.min_bytes and not errors and max_wait_s > 0 and context.kind != "session_error":
             keys, lookup = self.watcher(context, partitions)
@@ -299,7 +328,7 @@ class FetchHandler(Handler):
                 await self.broker.fetch_purgatory.wait(op, keys, max_wait_s)
                 ctx.waited_ns += time.perf_counter_ns() - parked  # not handler time (request quota)
                 results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes,
-                                                              replica_id, refused, read_committed)
+                                                              replica_id, refused, read_committed, may_read)
         if not follower and (quotas.fetch.enabled or quotas.request.enabled):
             throttled = self.throttled_response(ctx, context, results)
             if throttled is not None:

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from broker.coordinator.group.offsets_log import TOPIC
 from broker.server import cluster_view
 from broker.coordinator.transaction.txn_log import TOPIC as TXN_TOPIC
+from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.topics import TopicError
 
@@ -42,6 +43,11 @@ class FindCoordinatorHandler(Handler):
     async def _answer(self, ctx: RequestContext, key_type: int, key: str) -> dict:
         if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
             return _none(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
+        if key_type == KEY_TYPE_GROUP:
+            if not ctx.authz.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+                return _none(ErrorCode.group_authorization_failed, None)
+        elif not ctx.authz.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return _none(ErrorCode.transactional_id_authorization_failed, None)
         b = self.broker
         store = self._store(key_type)
         topic = TOPIC if key_type == KEY_TYPE_GROUP else TXN_TOPIC

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from kio.schema.errors import ErrorCode
+
+from broker.security.acl import AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 class HeartbeatHandler(Handler):
@@ -11,6 +14,7 @@ class HeartbeatHandler(Handler):
     max_version = 4
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id, ErrorCode.group_authorization_failed)
         error = self.broker.groups.heartbeat(
             group_id=request.group_id, member_id=request.member_id,
             group_instance_id=getattr(request, "group_instance_id", None), generation_id=request.generation_id)

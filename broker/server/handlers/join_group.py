@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import datetime
 
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from kio.schema.errors import ErrorCode
+
+from broker.security.acl import AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 _MS = datetime.timedelta(milliseconds=1)
 
@@ -22,6 +25,7 @@ class JoinGroupHandler(Handler):
     max_version = 9
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id, ErrorCode.group_authorization_failed)
         rebalance_timeout = getattr(request, "rebalance_timeout", None)
         result = await self.broker.groups.join_group(
             group_id=request.group_id,

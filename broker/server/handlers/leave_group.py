@@ -5,7 +5,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group.coordinator import LeaveMember
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 class LeaveGroupHandler(Handler):
@@ -14,6 +15,7 @@ class LeaveGroupHandler(Handler):
     max_version = 5
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id, ErrorCode.group_authorization_failed)
         if ctx.api_version < 3:
             top, errors = self.broker.groups.leave_group(request.group_id, [LeaveMember(request.member_id, None)])
             error = top if top != ErrorCode.none or not errors else errors[0]

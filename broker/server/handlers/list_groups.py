@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 GROUP_TYPE = "classic"
@@ -18,6 +19,10 @@ class ListGroupsHandler(Handler):
         types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
         if types and GROUP_TYPE not in types:
             groups = []
+        authz = ctx.authz
+        if authz.enabled and not authz.quietly(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            # Kafka: DESCRIBE on the cluster lists every group, else those the principal may describe.
+            groups = [g for g in groups if authz.quietly(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)]
         listed = tuple(ctx.build("ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type,
                                  group_state=g.state, group_type=GROUP_TYPE)
                        for g in groups if not states or g.state.lower() in states)

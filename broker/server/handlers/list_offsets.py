@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from broker.security.acl import AclOperation, ResourceType
 from broker.server import offset_lookup
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.leader_epoch_check import check_current_leader_epoch
@@ -28,9 +29,13 @@ class ListOffsetsHandler(Handler):
         topics = []
         for t in request.topics:
             parts = []
+            may_describe = ctx.authz.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
             for p in t.partitions:
-                answer = self._answer(rm, t.name, p, replica_id, ctx.api_version,
-                                      int(getattr(request, "isolation_level", 0)) == READ_COMMITTED)
+                if not may_describe:
+                    answer = offset_lookup.Answer(ErrorCode.topic_authorization_failed)
+                else:
+                    answer = self._answer(rm, t.name, p, replica_id, ctx.api_version,
+                                          int(getattr(request, "isolation_level", 0)) == READ_COMMITTED)
                 parts.append(ctx.build("ListOffsetsPartitionResponse", partition_index=p.partition_index,
                                        error_code=answer.error, timestamp=answer.timestamp, offset=answer.offset,
                                        leader_epoch=answer.leader_epoch))

@@ -5,6 +5,7 @@ unknown_state_filters, as Kafka does."""
 from __future__ import annotations
 
 from broker.coordinator.transaction.state import TxnState
+from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 
@@ -22,7 +23,9 @@ class ListTransactionsHandler(Handler):
         return ctx.build("ListTransactionsResponse", throttle_time=NO_THROTTLE, error_code=code,
                          unknown_state_filters=unknown, transaction_states=tuple(
                              ctx.build("TransactionState", transactional_id=t.transactional_id,
-                                       producer_id=t.producer_id, transaction_state=t.state) for t in listed))
+                                       producer_id=t.producer_id, transaction_state=t.state) for t in listed
+                             if ctx.authz.quietly(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                                  t.transactional_id)))
 
 
 HANDLER = ListTransactionsHandler

@@ -21,12 +21,14 @@ from broker.metadata.store import NO_TOPIC_ID
 from broker.network.response import Response
 from broker.protocol import codec
 from broker.server import cluster_view
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, RequestRefused
 from broker.server.topics import TopicError
 
 
 FIRST_THROTTLE_VERSION = 3
 _THROTTLE = struct.Struct(">i")
+MAX_CACHED_ANSWERS = 64  # all-topics answers kept per image (one per version, listener and principal)
 
 
 class MetadataHandler(Handler):
@@ -50,6 +52,10 @@ class MetadataHandler(Handler):
         if image is not self._all_topics_image:
             self._all_topics_image, self._all_topics = image, {}
         key = (ctx.api_version, cluster_view.listener_of(ctx))
+        if ctx.authz.enabled:  # what a principal may see: its own answer, until the ACLs change
+            key += (ctx.authz.principal, ctx.authz.host, ctx.authz.authorizer.version)
+            if len(self._all_topics) >= MAX_CACHED_ANSWERS:
+                self._all_topics.clear()
         body = self._all_topics.get(key)
         if body is None:
             response = await self.answer(ctx, request)
@@ -68,8 +74,11 @@ class MetadataHandler(Handler):
         nodes = cluster_view.live_nodes(image, listener)
         brokers = tuple(ctx.build("MetadataResponseBroker", node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
                         for n in nodes)
+        authz = ctx.authz
         if request.topics is None or (ctx.api_version == 0 and not request.topics):
-            wanted = [(name, None) for name in sorted(image.topics)]
+            # All topics: those the principal may not describe are left out, not reported.
+            wanted = [(name, None) for name in sorted(image.topics)
+                      if authz.quietly(AclOperation.DESCRIBE, ResourceType.TOPIC, name)]
         else:
             wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
             if ctx.api_version < 12 and any(n is None or i not in (None, NO_TOPIC_ID) for n, i in wanted):
@@ -81,6 +90,12 @@ class MetadataHandler(Handler):
             record = image.topics.get(name) if name is not None else (
                 image.topic_by_id(topic_id) if topic_id not in (None, NO_TOPIC_ID) else None)
             error = ErrorCode.none
+            if authz.enabled and not self.may_see(authz, name, record, allow_auto):
+                # Kafka discloses nothing, not even whether the topic exists (a topic id: not its name).
+                topics.append(ctx.build("MetadataResponseTopic", error_code=ErrorCode.topic_authorization_failed,
+                                        name=name, topic_id=topic_id or NO_TOPIC_ID, is_internal=False,
+                                        partitions=()))
+                continue
             if record is None and name is not None and allow_auto:
                 try:
                     record = await b.topics.create(name)
@@ -115,6 +130,19 @@ class MetadataHandler(Handler):
                                     partitions=partitions))
         return ctx.build("MetadataResponse", throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=image.cluster_id,
                          controller_id=cluster_view.controller_id(image), topics=tuple(topics))
+
+    @staticmethod
+    def may_see(authz, name: str | None, record, allow_auto: bool) -> bool:
+        """Kafka's rule for a named topic: DESCRIBE on it; and when it would be created here, CREATE
+        on the cluster or on the topic."""
+        if record is None and name is None:
+            return True  # an unknown topic id: UNKNOWN_TOPIC_ID
+        if not authz.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, record.name if record is not None else name):
+            return False
+        if record is None and allow_auto:
+            return (authz.quietly(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+                    or authz.allowed(AclOperation.CREATE, ResourceType.TOPIC, name))
+        return True
 
     def error_response(self, ctx: RequestContext, request, code: ErrorCode, message: str):
         """Each requested topic carries the error (Kafka's MetadataRequest.getErrorResponse)."""

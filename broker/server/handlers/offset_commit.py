@@ -15,7 +15,11 @@ import time
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group.group_metadata import OffsetAndMetadata
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
+
+DENIED = object()  # a topic the member may not read: TOPIC_AUTHORIZATION_FAILED, not committed
+
 
 class OffsetCommitHandler(Handler):
     api_key = 8
@@ -23,6 +27,7 @@ class OffsetCommitHandler(Handler):
     max_version = 9  # Apache Kafka 4.1 advertises v9; v10 (topic ids) is untested by any reference client
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id, ErrorCode.group_authorization_failed)
         by_id = ctx.api_version >= 10
         now = int(time.time() * 1000)
         offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
@@ -33,8 +38,10 @@ class OffsetCommitHandler(Handler):
                 name = record.name if record is not None else None
             else:
                 name = t.name
+            if name is not None and not ctx.authz.allowed(AclOperation.READ, ResourceType.TOPIC, name):
+                name = DENIED
             names.append(name)
-            if name is None:
+            if name is None or name is DENIED:
                 continue
             for p in t.partitions:
                 offsets[(name, p.partition_index)] = OffsetAndMetadata(
@@ -48,6 +55,7 @@ class OffsetCommitHandler(Handler):
         for t, name in zip(request.topics, names):
             parts = tuple(ctx.build("OffsetCommitResponsePartition", partition_index=p.partition_index,
                                     error_code=ErrorCode.unknown_topic_id if name is None
+                                    else ErrorCode.topic_authorization_failed if name is DENIED
                                     else results.get((name, p.partition_index), ErrorCode.unknown_server_error))
                           for p in t.partitions)
             topics.append(ctx.build("OffsetCommitResponseTopic", name=getattr(t, "name", None),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 
@@ -39,6 +40,9 @@ class OffsetFetchHandler(Handler):
                require_stable: bool = False):
         by_id = ctx.api_version >= 10
         store = self.broker.store
+        authz = ctx.authz
+        if not authz.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            return ErrorCode.group_authorization_failed, ()
         wanted: list[tuple[object, str | None, list[int]]] | None = None
         if req_topics is not None:
             wanted = []
@@ -48,14 +52,20 @@ class OffsetFetchHandler(Handler):
                     wanted.append((t.topic_id, record.name if record else None, list(t.partition_indexes)))
                 else:
                     wanted.append((t.name, t.name, list(t.partition_indexes)))
-        partitions = None if wanted is None else [(name, p) for _, name, ps in wanted if name is not None for p in ps]
+        denied: set[str] = set()
+        if wanted is not None and authz.enabled:
+            denied = {name for _, name, _ in wanted if name is not None
+                      and not authz.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name)}
+        partitions = None if wanted is None else [(name, p) for _, name, ps in wanted
+                                                  if name is not None and name not in denied for p in ps]
         error, committed = self.broker.groups.fetch_offsets(group_id, partitions)
         if error != ErrorCode.none and ctx.api_version >= 2:
             return error, ()
         if wanted is None:
             grouped: dict[str, list[int]] = {}
             for (name, p) in sorted(committed):
-                grouped.setdefault(name, []).append(p)
+                if authz.quietly(AclOperation.DESCRIBE, ResourceType.TOPIC, name):  # others left out
+                    grouped.setdefault(name, []).append(p)
             wanted = []
             for name, ps in grouped.items():
                 if by_id:
@@ -69,6 +79,9 @@ class OffsetFetchHandler(Handler):
         unstable = self.broker.groups.pending_txn_partitions(group_id) if require_stable else set()
 
         def part(name: str | None, p: int):
+            if name in denied:
+                return ctx.build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                 metadata="", error_code=ErrorCode.topic_authorization_failed)
             if (name, p) in unstable:
                 return ctx.build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
                                  metadata="", error_code=ErrorCode.unstable_offset_commit)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.server.leader_epoch_check import check_current_leader_epoch
 
@@ -30,11 +31,20 @@ class OffsetForLeaderEpochHandler(Handler):
         if replica_id >= 0 and getattr(ctx.connection, "broker_id", None) == replica_id:
             self.broker.quotas.exempt(ctx)
         rm = self.broker.replicas
+        authz = ctx.authz
+        # Kafka: brokers (CLUSTER_ACTION) may ask about any topic, consumers (KIP-320) about those
+        # they may describe.
+        cluster_action = authz.quietly(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
         topics = []
         for t in request.topics:
             parts = []
+            allowed = cluster_action or authz.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)
             for p in t.partitions:
                 code, epoch, end = ErrorCode.none, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+                if not allowed:
+                    parts.append(ctx.build("EpochEndOffset", error_code=ErrorCode.topic_authorization_failed,
+                                           partition=p.partition, leader_epoch=epoch, end_offset=end))
+                    continue
                 part, code, _ = rm.leader_or_error(t.topic, p.partition)
                 if part is not None:
                     code = check_current_leader_epoch(p.current_leader_epoch, part.leader_epoch)

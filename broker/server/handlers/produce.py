@@ -25,7 +25,8 @@ from broker.network.response import Response
 from broker.protocol import produce_response, records
 from broker.protocol.produce_response import PartitionResult
 from broker.server import transaction_verification
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, RequestRefused
 from broker.server.delayed_produce import DelayedProduce
 from broker.server.new_leaders import NewLeaders
 
@@ -45,13 +46,21 @@ class ProduceHandler(Handler):
         leaders = NewLeaders(ctx, b.store.image)
         waiting: dict[tuple[str, int], tuple[object, int, int]] = {}  # acks=all: what the ISR must reach
         pending: dict[tuple[str, int], PartitionResult] = {}
+        authz = ctx.authz
+        if (authz.enabled and request.transactional_id is not None
+                and not authz.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)):
+            raise RequestRefused(ErrorCode.transactional_id_authorization_failed,
+                                 f"{ctx.user} may not write as transactional id {request.transactional_id!r}")
         for topic_data in request.topic_data:
             name = topic_data.name
             record = b.store.image.topics.get(name)
+            may_write = authz.allowed(AclOperation.WRITE, ResourceType.TOPIC, name)
             parts_out = []
             for pd in topic_data.partition_data:
                 append_time = -1
-                if acks not in (0, 1, -1):
+                if not may_write:
+                    code, base, start, msg = ErrorCode.topic_authorization_failed, -1, -1, None
+                elif acks not in (0, 1, -1):
                     code, base, start, msg = ErrorCode.invalid_required_acks, -1, -1, f"acks={acks} is not 0, 1 or -1"
                 else:
                     code, base, start, msg, append_time, required = await self._append(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from kio.schema.errors import ErrorCode
+
+from broker.security.acl import AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 class SyncGroupHandler(Handler):
@@ -11,6 +14,7 @@ class SyncGroupHandler(Handler):
     max_version = 5
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id, ErrorCode.group_authorization_failed)
         result = await self.broker.groups.sync_group(
             group_id=request.group_id,
             generation_id=request.generation_id,

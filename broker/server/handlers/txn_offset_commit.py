@@ -10,7 +10,8 @@ import time
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group.group_metadata import OffsetAndMetadata
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 class TxnOffsetCommitHandler(Handler):
@@ -19,6 +20,9 @@ class TxnOffsetCommitHandler(Handler):
     max_version = 4
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id,
+                ErrorCode.transactional_id_authorization_failed)
+        require(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id, ErrorCode.group_authorization_failed)
         now = int(time.time() * 1000)
         offsets = {(t.name, int(p.partition_index)): OffsetAndMetadata(
             offset=int(p.committed_offset), leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
@@ -27,6 +31,10 @@ class TxnOffsetCommitHandler(Handler):
         image = self.broker.store.image
         unknown = {tp for tp in offsets if tp[0] not in image.topics or not 0 <= tp[1] < image.topics[tp[0]].partitions}
         results = {tp: ErrorCode.unknown_topic_or_partition for tp in unknown}
+        for t in {topic for topic, _ in offsets}:
+            if not ctx.authz.allowed(AclOperation.READ, ResourceType.TOPIC, t):
+                results.update({tp: ErrorCode.topic_authorization_failed for tp in offsets if tp[0] == t})
+        unknown |= set(results)
         known = {tp: om for tp, om in offsets.items() if tp not in unknown}
         if known:
             results.update(await self.broker.groups.txn_commit_offsets(

@@ -26,7 +26,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.log.log import CoordinatorFenced, LogDirOffline, ProducerFenced, StorageError
 from broker.server.delayed_produce import DelayedProduce
-from broker.server.handlers.base import Handler, RequestContext
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.server.handlers.base import Handler, RequestContext, require
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class WriteTxnMarkersHandler(Handler):
     max_version = 1
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed)
         self.broker.quotas.exempt(ctx)  # broker-to-broker, as Kafka's sendResponseExemptThrottle
         results: list[tuple[object, list[tuple[str, list[list]]]]] = []  # marker -> topics -> [index, code]
         waiting: dict[tuple[str, int], tuple[object, int, int]] = {}

@@ -83,6 +83,14 @@ def client_quota_rules(owner: Owner) -> list[dict[str, Any]]:
     ]
 
 
+def acl_rules(owner: Owner) -> list[dict[str, Any]]:
+    """ACLs (authorizer.class.name) live in one ConfigMap per cluster (broker/metadata/kube_acls.py):
+    the brokers read, watch and update that object by name (create is granted by
+    client_quota_rules: it cannot be limited to a name); no other ConfigMap, and no delete."""
+    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [f"{owner.name}-acls"],
+             "verbs": ["get", "list", "watch", "update"]}]
+
+
 def owner_rules(owner: Owner) -> list[dict[str, Any]]:
     """Their own KafkaCluster, read only: a KafkaTopic it owns that is deleted is the topic's
     deletion only while the KafkaCluster stands (the garbage collector's, with the cluster, keeps
@@ -96,7 +104,7 @@ def build_role(owner: Owner) -> dict[str, Any]:
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": metadata(owner, role_name(owner)),
-        "rules": [*client_quota_rules(owner), *owner_rules(owner)],
+        "rules": [*client_quota_rules(owner), *acl_rules(owner), *owner_rules(owner)],
     }
 
 

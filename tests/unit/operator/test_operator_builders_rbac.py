@@ -21,11 +21,13 @@ def test_role_is_least_privilege(owner):
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert granted == {("", "configmaps"), ("flotilla.io", "kafkaclusters")}
     assert all("*" not in rule["verbs"] for rule in role["rules"])
-    # ConfigMaps: only the cluster's client-quota object by name, plus create; never delete
+    # ConfigMaps: only the cluster's client-quota and ACL objects by name, plus create; never delete
     cm = [r for r in role["rules"] if r["resources"] == ["configmaps"]]
     assert cm == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["demo-client-quotas"],
                    "verbs": ["get", "list", "watch", "update"]},
-                  {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+                  {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+                  {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["demo-acls"],
+                   "verbs": ["get", "list", "watch", "update"]}]
     # Their own KafkaCluster, read only, by name (a deletion by the garbage collector keeps data).
     assert [r for r in role["rules"] if r["resources"] == ["kafkaclusters"]] == [
         {"apiGroups": ["flotilla.io"], "resources": ["kafkaclusters"], "resourceNames": ["demo"], "verbs": ["get"]}]

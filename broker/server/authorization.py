@@ -1,0 +1,38 @@
+"""Turning the authorizer on (`authorizer.class.name`): the ACL store, the authorizer that follows
+it, and a warning when the brokers' own requests would be refused.
+
+Brokers send each other follower Fetches, WriteTxnMarkers and AddPartitionsToTxn verifications
+over the inter-broker listener; Kafka authorizes those as CLUSTER_ACTION on the cluster, which a
+broker has as a super user or through an ACL. Flotilla brokers reach each other over PLAINTEXT
+(docs/security.md), so their principal is User:ANONYMOUS, as a Kafka broker's is on a PLAINTEXT
+inter-broker or controller listener: `super.users` must name it (or an ACL allow it
+CLUSTER_ACTION), exactly as Kafka needs.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from broker.metadata.acls import AclStore, open_acl_store
+from broker.security.authorizer import StandardAuthorizer
+from broker.server.follower_identity import inter_broker_listener
+
+log = logging.getLogger(__name__)
+
+INTER_BROKER_PRINCIPAL = "User:ANONYMOUS"
+
+
+def open_authorizer(config, metadata_store, directory: Path) -> tuple[AclStore | None, StandardAuthorizer | None]:
+    """(None, None) unless authorizer.class.name is set."""
+    if not config["authorizer.class.name"]:
+        return None, None
+    acls = open_acl_store(metadata_store, directory)
+    authorizer = StandardAuthorizer(config["super.users"], config["allow.everyone.if.no.acl.found"])
+    acls.subscribe(authorizer.update)
+    authorizer.update(acls.acls)
+    if INTER_BROKER_PRINCIPAL not in authorizer.super_users:
+        log.warning("authorizer: brokers reach each other on listener %s as %s, which is not in super.users: "
+                    "follower fetches and transaction markers need an ACL allowing it CLUSTER_ACTION on the "
+                    "cluster", inter_broker_listener(config), INTER_BROKER_PRINCIPAL)
+    return acls, authorizer
