@@ -43,6 +43,7 @@ from broker.server.quota_metrics import QuotaMetrics
 from broker.server.replica_manager import ReplicaManager
 from broker.server.restart_fencing import fence_previous_leaderships
 from broker.server.store_wait import until_available
+from broker.security.scram_store import attach_scram_store, open_scram_store
 from broker.server.topics import TopicManager
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,9 @@ class Broker:
         self.dispatcher = RequestDispatcher([h(self) for h in all_handlers()], self.metrics)
         self.dispatcher.quotas = self.quotas
         self.sockets = SocketServer(config, self.dispatcher, self.metrics)
+        # SCRAM credentials in the cluster metadata (KIP-554), read over the static file's.
+        self.scram_store = open_scram_store(self.store, first_dir)
+        self.scram = attach_scram_store(self.sockets.security, self.scram_store)
         self.metrics.watch_logs(self.replicas)
         self.metrics.registry.register(ReplicationCollector(self.replicas, self.controller, self.replica_fetchers))
         self.metrics.registry.register(ControllerCollector(self.controller))
@@ -205,6 +209,8 @@ class Broker:
         await until_available("reading client quotas", self.client_quotas.start,
                               after_failure=self.client_quotas.close, on_wait=self._waiting_for_store)
         self.quotas.update_quotas(self.client_quotas.quotas)
+        await until_available("reading SCRAM credentials", self.scram_store.start,
+                              after_failure=self.scram_store.close, on_wait=self._waiting_for_store)
         await self.register()
         # Leaderships the previous process of this node held get new epochs before it serves.
         await fence_previous_leaderships(self.store, self.node_id)
@@ -246,6 +252,7 @@ class Broker:
             await self.replica_fetchers.stop()
             await self.controller.stop()
             await self.client_quotas.close()
+            await self.scram_store.close()
             await self.store.close()
             if self._metrics_runner is not None:
                 await self._metrics_runner.cleanup()
@@ -304,6 +311,7 @@ class Broker:
         for problem in not_done:
             log.error("shutdown could not finish: %s", problem)
         await _bounded("closing the client quota store", self.client_quotas.close(), STEP_TIMEOUT_S)
+        await _bounded("closing the SCRAM credential store", self.scram_store.close(), STEP_TIMEOUT_S)
         await _bounded("closing the metadata store (releasing Leases)", self.store.close(), 2 * STEP_TIMEOUT_S)
         if self._metrics_runner is not None:
             await _bounded("closing the metrics listener", self._metrics_runner.cleanup(), STEP_TIMEOUT_S)

@@ -16,6 +16,7 @@ _MODULES = (
     "delete_records",
     "write_txn_markers",
     "sasl_handshake", "sasl_authenticate",
+    "describe_user_scram_credentials", "alter_user_scram_credentials",
 )
 
 
