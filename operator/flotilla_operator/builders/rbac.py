@@ -2,7 +2,7 @@
 
 Least privilege: the brokers keep cluster metadata in their own namespace -- a Lease per broker
 and the controller Lease (coordination.k8s.io), a KafkaTopic per topic (flotilla.io), and
-their client quotas' ConfigMap -- so that is all they get (broker/metadata/kube_store.py: get, list,
+their client quotas' ConfigMap and SCRAM credentials' Secret -- so that is all they get (broker/metadata/kube_store.py: get, list,
 watch, create, update, delete, and updates of kafkatopics/status; patch for kubectl-style tooling). The operator must itself hold every permission it grants here
 (Kubernetes forbids escalation), and the chart's ClusterRole is written to match `BROKER_RULES`.
 """
@@ -44,6 +44,18 @@ def client_quota_rules(owner: Owner) -> list[dict[str, Any]]:
     ]
 
 
+def scram_credential_rules(owner: Owner) -> list[dict[str, Any]]:
+    """SCRAM credentials (KIP-554: salted keys, never passwords) live in one Secret per cluster
+    (broker/security/kube_scram_store.py): the brokers read, watch and update that one Secret by
+    name, and may create it (create cannot be limited to a name); no other Secret, and no delete."""
+    name = f"{owner.name}-scram-credentials"
+    return [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [name],
+         "verbs": ["get", "list", "watch", "update"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    ]
+
+
 def owner_rules(owner: Owner) -> list[dict[str, Any]]:
     """Their own KafkaCluster, read only: a KafkaTopic it owns that is deleted is the topic's
     deletion only while the KafkaCluster stands (the garbage collector's, with the cluster, keeps
@@ -57,7 +69,7 @@ def build_role(owner: Owner) -> dict[str, Any]:
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": metadata(owner, role_name(owner)),
-        "rules": [*BROKER_RULES, *client_quota_rules(owner), *owner_rules(owner)],
+        "rules": [*BROKER_RULES, *client_quota_rules(owner), *scram_credential_rules(owner), *owner_rules(owner)],
     }
 
 

@@ -13,7 +13,7 @@ def test_role_is_least_privilege(owner):
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "kafka"
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert granted == {("coordination.k8s.io", "leases"), ("flotilla.io", "kafkatopics"), ("flotilla.io", "kafkatopics/status"),
-                       ("", "configmaps"), ("flotilla.io", "kafkaclusters")}
+                       ("", "configmaps"), ("", "secrets"), ("flotilla.io", "kafkaclusters")}
     assert all("*" not in rule["verbs"] for rule in role["rules"])
     assert role["rules"][:len(BROKER_RULES)] == BROKER_RULES
     # ConfigMaps: only the cluster's client-quota object by name, plus create; never delete
@@ -21,6 +21,11 @@ def test_role_is_least_privilege(owner):
     assert cm == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["demo-client-quotas"],
                    "verbs": ["get", "list", "watch", "update"]},
                   {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+    # Secrets: only the cluster's SCRAM credentials by name, plus create; never delete
+    assert [r for r in role["rules"] if r["resources"] == ["secrets"]] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["demo-scram-credentials"],
+         "verbs": ["get", "list", "watch", "update"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]
     # Their own KafkaCluster, read only, by name (a deletion by the garbage collector keeps data).
     assert [r for r in role["rules"] if r["resources"] == ["kafkaclusters"]] == [
         {"apiGroups": ["flotilla.io"], "resources": ["kafkaclusters"], "resourceNames": ["demo"], "verbs": ["get"]}]

@@ -11,7 +11,7 @@ import yaml
 
 from flotilla_operator.apply import KINDS
 from flotilla_operator.models import RESOURCES
-from flotilla_operator.builders.rbac import BROKER_RULES, client_quota_rules, owner_rules
+from flotilla_operator.builders.rbac import BROKER_RULES, client_quota_rules, owner_rules, scram_credential_rules
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "flotilla"
@@ -78,7 +78,8 @@ def test_rbac_covers_what_the_operator_does():
 def test_rbac_holds_what_brokers_are_granted():
     """Kubernetes refuses to let the operator create a Role with permissions it lacks."""
     rules = _cluster_role_rules()
-    for rule in [*BROKER_RULES, *client_quota_rules(SimpleNamespace(name="demo")), *owner_rules(SimpleNamespace(name="demo"))]:
+    demo = SimpleNamespace(name="demo")
+    for rule in [*BROKER_RULES, *client_quota_rules(demo), *scram_credential_rules(demo), *owner_rules(demo)]:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
