@@ -222,10 +222,14 @@ KEYS: tuple[Key, ...] = (
         "Largest frame a SASL listener reads before the client has authenticated."),
     Key("connection.failed.authentication.delay.ms", "100", _int_at_least(0),
         "How long the broker waits before answering a failed authentication and closing the connection."),
+    Key("connections.max.reauth.ms", "0", _int_at_least(0),
+        "KIP-368: how long a SASL authentication lasts (0: for the connection's life). Clients are told "
+        "in SaslAuthenticate's session_lifetime_ms and must re-authenticate before it ends; a request "
+        "after that closes the connection."),
     Key("flotilla.sasl.scram.credentials.file", "", str.strip,
         "File of static SCRAM credentials, one per line in kafka-storage's --add-scram syntax: "
         "SCRAM-SHA-512=[name=alice,password=...] or [name=...,salt=...,saltedpassword=...,iterations=...]. "
-        "Kafka keeps these in its metadata; Flotilla will too (a later slice)."),
+        "Credentials stored through AlterUserScramCredentials (kafka-configs --entity-type users) win over these."),
     Key("ssl.keystore.type", "JKS", _upper,
         "Keystore format: PEM or PKCS12 (JKS, Kafka's default, is refused: convert it)."),
     Key("ssl.keystore.location", "", str.strip, "Keystore file (PEM: private key and certificate chain in one file)."),

@@ -23,6 +23,8 @@ suites=(
   tests/e2e/test_transactions_system.py
   tests/e2e/test_security.py
   tests/e2e/test_acls.py
+  tests/e2e/test_scram_credentials.py
+  tests/e2e/test_reauthentication.py
   tests/e2e/test_compaction_transactions.py
 )
 workers=${FLOTILLA_TEST_WORKERS:-3}

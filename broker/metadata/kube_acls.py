@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from broker.metadata.acls import AclSet, AclStore, Change, from_doc, to_doc
-from broker.metadata.kube_document import ConfigMapDocument
+from broker.metadata.kube_document import KubeDocument
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +22,8 @@ def config_map_name(cluster_name: str) -> str:
 class KubernetesAclStore(AclStore):
     def __init__(self, metadata_store) -> None:
         super().__init__()
-        self.document = ConfigMapDocument(metadata_store, config_map_name(metadata_store.cluster_name), DATA_KEY,
-                                          "ACLs", self._on_document)
+        self.document = KubeDocument(metadata_store, "ConfigMap", config_map_name(metadata_store.cluster_name),
+                                     DATA_KEY, self._on_document)
 
     def _on_document(self, doc: dict | None) -> None:
         acls = from_doc(doc) if doc else frozenset()

@@ -1,21 +1,25 @@
-"""One JSON document of a fleet kept in one ConfigMap, watched by every broker and written with
-compare-and-set: the shape of the cluster's ACLs (kube_acls.py).
+"""One JSON document of a fleet's metadata in one named Kubernetes object (a ConfigMap or a Secret),
+watched by every broker and written with compare-and-set: the cluster's SCRAM credentials (a Secret,
+broker/security/kube_scram_store.py) and ACLs (a ConfigMap, kube_acls.py).
 
-The ConfigMap (label flotilla.io/cluster=<cluster>, owned by the KafkaCluster when the brokers know
-its uid) holds the document under one data key. `on_document` gets every version that parses (None
-when the ConfigMap is absent); a write reads the ConfigMap, applies a function to its document and
-replaces it carrying the resourceVersion read (create-if-absent the first time), reading again
-when another writer won. One object, watched with a name field selector, needs RBAC on that name.
+The object `<name>` (label flotilla.io/cluster, owned by the KafkaCluster when the brokers know
+its uid) holds the document under one data key (a Secret's data base64-encoded, as Secrets are).
+`start` lists it and then watches it by name (a field selector: RBAC can grant the one object
+name), calling `on_change(document or None)` for every version it sees, in order; `update(fn)`
+reads it, writes `fn(document)` with the read resourceVersion (a lost race reads again) and the
+first write creates it (create-if-absent). One object per kind of data, not one per entry: the
+documents are small (credentials, quotas) and one watch keeps every broker within about a second.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import random
-from collections.abc import Callable
-from typing import Any, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -31,19 +35,23 @@ REQUEST_TIMEOUT_S = 10
 WATCH_TIMEOUT_S = 240
 
 
-class ConfigMapDocument:
-    def __init__(self, metadata_store, name: str, data_key: str, what: str,
-                 on_document: Callable[[dict | None], None]) -> None:
-        self._meta = metadata_store  # its namespace and cluster name, known once it has started
-        self.name = name
-        self.data_key = data_key
-        self.what = what  # for log lines: "ACLs"
-        self._on_document = on_document
+class KubeDocument:
+    def __init__(self, metadata_store, kind: str, name: str, data_key: str,
+                 on_change: Callable[[dict | None], None]) -> None:
+        """`metadata_store`: the KubernetesMetadataStore (namespace, cluster name, owner uid)."""
+        assert kind in ("ConfigMap", "Secret"), kind
+        self._meta = metadata_store
+        self.kind, self.name, self.data_key = kind, name, data_key
+        self._on_change = on_change
         self._api: client.ApiClient | None = None
         self._core: client.CoreV1Api | None = None
         self._task: asyncio.Task | None = None
         self._rv: str | None = None
         self.namespace: str | None = None
+
+    def _calls(self, verb: str):
+        suffix = "config_map" if self.kind == "ConfigMap" else "secret"
+        return getattr(self._core, f"{verb}_namespaced_{suffix}")
 
     async def start(self) -> None:
         self._api, default_ns = await kube_api.connect()
@@ -61,9 +69,22 @@ class ConfigMapDocument:
             await self._api.close()
             self._api = None
 
-    def _document(self, obj: Mapping[str, Any] | None) -> dict | None:
-        raw = (obj.get("data") or {}).get(self.data_key) if obj else None
-        return json.loads(raw) if raw else None
+    # -- the document in an object -----------------------------------------------------------
+
+    def document_of(self, obj: Mapping[str, Any] | None) -> dict | None:
+        """The parsed document of an object as the API returns it; ValueError if it does not parse."""
+        raw = ((obj or {}).get("data") or {}).get(self.data_key)
+        if not raw:
+            return None
+        if self.kind == "Secret":
+            raw = base64.b64decode(raw, validate=True).decode()
+        return json.loads(raw)
+
+    def _data(self, document: dict) -> dict[str, str]:
+        text = json.dumps(document, sort_keys=True)
+        return {self.data_key: base64.b64encode(text.encode()).decode() if self.kind == "Secret" else text}
+
+    # -- reads -------------------------------------------------------------------------------
 
     def _apply(self, obj: Mapping[str, Any] | None) -> None:
         rv = None if obj is None else obj["metadata"].get("resourceVersion")
@@ -71,14 +92,14 @@ class ConfigMapDocument:
             return  # we wrote something newer already
         self._rv = rv
         try:
-            doc = self._document(obj)
-            self._on_document(doc)
-        except (ValueError, KeyError, TypeError) as e:
-            log.error("%s: ConfigMap %s/%s does not parse (%s); keeping those in force",
-                      self.what, self.namespace, self.name, e)
+            document = self.document_of(obj)
+        except (ValueError, TypeError) as e:
+            log.error("%s %s/%s does not parse (%s); keeping what is in force", self.kind, self.namespace, self.name, e)
+            return
+        self._on_change(document)
 
     async def _relist(self) -> str:
-        listing = await kube_api.call(self._core.list_namespaced_config_map(
+        listing = await kube_api.call(self._calls("list")(
             self.namespace, field_selector=f"metadata.name={self.name}", _request_timeout=REQUEST_TIMEOUT_S))
         items = self._api.sanitize_for_serialization(listing.items) if listing.items else []
         self._apply(items[0] if items else None)
@@ -93,7 +114,7 @@ class ConfigMapDocument:
                     backoff = 0.1
                 w = watch.Watch()
                 try:
-                    async for ev in w.stream(self._core.list_namespaced_config_map, self.namespace,
+                    async for ev in w.stream(self._calls("list"), self.namespace,
                                              field_selector=f"metadata.name={self.name}", resource_version=rv,
                                              timeout_seconds=WATCH_TIMEOUT_S + random.randint(0, 10),
                                              _request_timeout=WATCH_TIMEOUT_S + 30):
@@ -109,48 +130,56 @@ class ConfigMapDocument:
                 raise
             except ApiException as e:
                 if e.status != 410:
-                    log.info("%s: watch broke (%s %s); listing again", self.what, e.status, e.reason)
+                    log.info("%s %s: watch broke (%s %s); listing again", self.kind, self.name, e.status, e.reason)
                 rv = None
             except Exception as e:
-                log.info("%s: watch broke (%s); listing again", self.what, e or type(e).__name__)
+                log.info("%s %s: watch broke (%s); listing again", self.kind, self.name, e or type(e).__name__)
                 rv = None
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
 
+    # -- writes ------------------------------------------------------------------------------
+
     async def update(self, change: Callable[[dict | None], dict]) -> dict:
-        """Write `change(current document)` with compare-and-set; returns the document written."""
+        """Write `change(current document)`, compare-and-set; applied here before returning, and
+        returned."""
         for _ in range(CAS_ATTEMPTS):
             try:
-                current = await kube_api.call(self._core.read_namespaced_config_map(
+                current = await kube_api.call(self._calls("read")(
                     self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT_S))
                 current = self._api.sanitize_for_serialization(current)
             except ApiException as e:
                 if e.status != 404:
-                    raise StoreUnavailable(f"{self.what}: {e.status} {e.reason}") from None
+                    raise StoreUnavailable(f"{self.kind} {self.name}: {e.status} {e.reason}") from None
                 current = None
-            new = change(self._document(current))
-            data = {self.data_key: json.dumps(new, sort_keys=True)}
+            try:
+                new = change(self.document_of(current))
+                data = self._data(new)
+            except ValueError as e:
+                raise StoreUnavailable(f"{self.kind} {self.name} does not parse: {e}") from None
             try:
                 if current is None:
-                    body = {"apiVersion": "v1", "kind": "ConfigMap", "data": data, "metadata": {
+                    body = {"apiVersion": "v1", "kind": self.kind, "data": data, "metadata": {
                         "name": self.name, "namespace": self.namespace,
                         "labels": ko.labels(self._meta.cluster_name, **{ko.CREATED_BY_LABEL: ko.CREATED_BY_FLEET})}}
                     owners = ko.owner_references(self._meta.cluster_name, getattr(self._meta, "owner_uid", None))
-                    if owners:  # deleted with the KafkaCluster
+                    if owners:  # deleted with the KafkaCluster, as the fleet's Leases and KafkaTopics
                         body["metadata"]["ownerReferences"] = owners
-                    written = await kube_api.call(self._core.create_namespaced_config_map(
+                    if self.kind == "Secret":
+                        body["type"] = "Opaque"
+                    written = await kube_api.call(self._calls("create")(
                         self.namespace, body, _request_timeout=REQUEST_TIMEOUT_S))
                 else:
                     body = {**current, "data": data}  # carries metadata.resourceVersion: compare-and-set
-                    written = await kube_api.call(self._core.replace_namespaced_config_map(
+                    written = await kube_api.call(self._calls("replace")(
                         self.name, self.namespace, body, _request_timeout=REQUEST_TIMEOUT_S))
             except ApiException as e:
                 if e.status == 409:
                     continue  # someone else wrote first (or created it): read again
-                raise StoreUnavailable(f"{self.what}: {e.status} {e.reason}") from None
+                raise StoreUnavailable(f"{self.kind} {self.name}: {e.status} {e.reason}") from None
             self._apply(self._api.sanitize_for_serialization(written))
             return new
-        raise Conflict(f"{self.what}: {CAS_ATTEMPTS} concurrent writers won in a row; try again")
+        raise Conflict(f"{self.kind} {self.name}: {CAS_ATTEMPTS} concurrent writers won in a row; try again")
 
 
 def _older(rv: str, than: str) -> bool:

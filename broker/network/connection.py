@@ -23,6 +23,7 @@ from broker.network.memory_pool import RequestMemoryPool
 from broker.network.response import Response
 from broker.protocol import codec
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
+from broker.security.reauthentication import SessionExpired
 
 if TYPE_CHECKING:
     from broker.security.listeners import ListenerSecurity
@@ -90,6 +91,8 @@ class Connection:
         # On a SASL listener, frames go to the authenticator until it succeeds (broker/security/authenticator.py),
         # with Kafka's smaller frame limit until then (sasl.server.max.receive.size).
         self.authenticator = None
+        # A SASL authentication that lasts connections.max.reauth.ms (broker/security/reauthentication.py).
+        self.sasl_session = None
         self._request_max_bytes = max_request_bytes
         if security is not None and security.sasl:
             from broker.security.authenticator import SaslAuthenticator
@@ -112,6 +115,8 @@ class Connection:
                 self.busy = True
                 try:
                     try:
+                        if self.authenticator is None and self.sasl_session is not None:
+                            self.authenticator = self.sasl_session.check(self, frame)  # KIP-368
                         if self.authenticator is not None:
                             response = await self.authenticator.receive(self, frame)
                         else:
@@ -133,6 +138,8 @@ class Connection:
             pass
         except codec.MalformedRequest as e:
             log.warning("closing connection %s from %s: malformed request: %s", self.id, self.peer, e)
+        except SessionExpired as e:
+            log.info("closing connection %s from %s: %s", self.id, self.peer, e)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -13,7 +13,9 @@ Until authentication completes the connection's frames come here instead of the 
   `connection.failed.authentication.delay.ms`, is logged, counted, and the connection closes.
 
 On success the connection's principal becomes User:<name> and its frames go to the dispatcher.
-SaslAuthenticate answers session_lifetime_ms 0: no re-authentication (KIP-152) yet.
+With `connections.max.reauth.ms` set, SaslAuthenticate answers that as session_lifetime_ms and the
+connection gets a SaslSession (reauthentication.py), whose SaslHandshake makes a new authenticator
+of this class, `reauthenticating` the session: same mechanism, same principal, or it fails.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from broker.protocol import codec
 from broker.security.listeners import ListenerSecurity
 from broker.security.mechanisms import SaslFailure, SaslServer, server_for
 from broker.security.principal import user
+from broker.security.reauthentication import SaslSession, reauthentication_refusal
 
 if TYPE_CHECKING:
     from broker.network.connection import Connection
@@ -53,9 +56,14 @@ def failure_message(mechanism: str) -> str:
 
 
 class SaslAuthenticator:
-    def __init__(self, security: ListenerSecurity, metrics) -> None:
+    def __init__(self, security: ListenerSecurity, metrics, reauthenticating: SaslSession | None = None,
+                 started_at: float | None = None) -> None:
+        """`reauthenticating`: the session a re-authentication (begun at loop time `started_at`) renews."""
         self.security = security
         self.metrics = metrics
+        self.reauthenticating = reauthenticating
+        self.started_at = started_at
+        self._refusal: str | None = None  # a re-authentication's changed mechanism, told at the first token
         self.complete = False
         self._versions_seen = False
         self._server: SaslServer | None = None
@@ -91,6 +99,8 @@ class SaslAuthenticator:
             return self._respond(header, answer, close=True)
         self._server = server_for(mechanism, self.security.plain_users, self.security.scram)
         self._headers = header.api_version >= 1
+        if self.reauthenticating is not None:  # Kafka answers the handshake, then fails the first token
+            self._refusal = reauthentication_refusal(self.reauthenticating, mechanism, None)
         answer = module.SaslHandshakeResponse(error_code=ErrorCode.none, mechanisms=enabled)
         return self._respond(header, answer)
 
@@ -104,7 +114,7 @@ class SaslAuthenticator:
             return self._error_response(conn, header, body, message)
         module = codec.response_module(SASL_AUTHENTICATE, header.api_version)
         try:
-            token = self._server.evaluate(body.auth_bytes)
+            token = self._evaluate(body.auth_bytes)
         except SaslFailure as e:
             self._failed(conn, self._server.mechanism, str(e))
             await asyncio.sleep(self.security.failed_auth_delay_s)
@@ -112,22 +122,34 @@ class SaslAuthenticator:
                                  error_message=e.client_message or failure_message(self._server.mechanism),
                                  auth_bytes=b"", session_lifetime=_NO_REAUTH)
             return self._respond(header, answer, close=True)
-        if self._server.complete:
-            self._succeeded(conn)
+        lifetime = self._succeeded(conn) if self._server.complete else _NO_REAUTH
         answer = codec.build(module.SaslAuthenticateResponse, error_code=ErrorCode.none, error_message=None,
-                             auth_bytes=token, session_lifetime=_NO_REAUTH)
+                             auth_bytes=token, session_lifetime=lifetime)
         return self._respond(header, answer)
+
+    def _evaluate(self, token: bytes) -> bytes:
+        """The mechanism's next token; a re-authentication that changed mechanism or principal fails."""
+        assert self._server is not None
+        if self._refusal is not None:
+            raise SaslFailure(self._refusal, self._refusal)
+        answer = self._server.evaluate(token)
+        if self._server.complete and self.reauthenticating is not None:
+            refusal = reauthentication_refusal(self.reauthenticating, self._server.mechanism,
+                                               user(self._server.username or ""))
+            if refusal is not None:
+                raise SaslFailure(refusal, refusal)
+        return answer
 
     async def _raw_token(self, conn: "Connection", frame: bytes) -> Response | None:
         assert self._server is not None
         try:
-            token = self._server.evaluate(frame)
+            token = self._evaluate(frame)
         except SaslFailure as e:
             self._failed(conn, self._server.mechanism, str(e))
             await asyncio.sleep(self.security.failed_auth_delay_s)
             return Response([], close_after=True)  # no error frame exists before SaslAuthenticate
         if self._server.complete:
-            self._succeeded(conn)
+            self._succeeded(conn)  # no SaslAuthenticate to tell the lifetime in: the session still ends
         return Response([_SIZE.pack(len(token)) + token])
 
     def _parse(self, conn: "Connection", frame: bytes):
@@ -156,13 +178,24 @@ class SaslAuthenticator:
             return Response([], close_after=True)
         return self._respond(header, answer, close=True)
 
-    def _succeeded(self, conn: "Connection") -> None:
+    def _succeeded(self, conn: "Connection") -> datetime.timedelta:
+        """Authenticated: the principal on the connection, a new session if sessions are limited;
+        returns the session's lifetime for SaslAuthenticate (0: unlimited)."""
         assert self._server is not None and self._server.username is not None
-        conn.authenticated(user(self._server.username))
+        principal = user(self._server.username)
+        conn.authenticated(principal)
         self.complete = True
         self.metrics.authentications(self.security.name, self._server.mechanism, ok=True)
-        log.debug("connection %s from %s authenticated as User:%s with %s", conn.id, conn.peer,
-                  self._server.username, self._server.mechanism)
+        log.debug("connection %s from %s %sauthenticated as User:%s with %s", conn.id, conn.peer,
+                  "re-" if self.reauthenticating else "", self._server.username, self._server.mechanism)
+        lifetime_s = self.security.max_reauth_s
+        if lifetime_s <= 0:
+            conn.sasl_session = None
+            return _NO_REAUTH
+        now = asyncio.get_running_loop().time()
+        conn.sasl_session = SaslSession(self.security, self._server.mechanism, principal, now + lifetime_s,
+                                        reauth_started_at=self.started_at)
+        return datetime.timedelta(seconds=lifetime_s)
 
     def _failed(self, conn: "Connection", mechanism: str, reason: str) -> None:
         self.metrics.authentications(self.security.name, mechanism, ok=False)

@@ -1,15 +1,15 @@
 """Credentials the SASL mechanisms check against, kept apart from the mechanisms themselves.
 
 SCRAM credentials are held salted (salt, iterations, stored key, server key: RFC 5802), never as
-passwords. Today they come from a static file (`flotilla.sasl.scram.credentials.file`) whose lines
-use the syntax of Kafka's `kafka-storage format --add-scram`, so one line serves both brokers:
+passwords. They come from the metadata store (scram_store.py: AlterUserScramCredentials, KIP-554)
+and from an optional static file (`flotilla.sasl.scram.credentials.file`) whose lines use the
+syntax of Kafka's `kafka-storage format --add-scram`, so one line serves both brokers:
 
     SCRAM-SHA-512=[name=alice,password=alice-secret]
     SCRAM-SHA-256=[name=bob,iterations=8192,salt="c2FsdA==",saltedpassword="..."]
 
-The password form is salted at load time with a random salt (4096 iterations unless given). The
-next slice keeps them in the metadata store behind the same `ScramCredentials.lookup`
-(KIP-554's DescribeUserScramCredentials/AlterUserScramCredentials).
+The password form is salted at load time with a random salt (4096 iterations unless given). A
+credential in the metadata store wins over the file's for the same user and mechanism.
 
 PLAIN users are static per listener, from the PlainLoginModule's `user_<name>` options.
 """
@@ -76,6 +76,8 @@ def parse_scram_line(line: str) -> tuple[str, str, ScramCredential]:
     iterations = int(attrs.get("iterations", DEFAULT_ITERATIONS))
     if not DEFAULT_ITERATIONS <= iterations <= 16384:
         raise ValueError(f"iterations {iterations} is outside 4096..16384 (Kafka's bounds)")
+    if "salt" in attrs and len(base64.b64decode(attrs["salt"])) < 12:
+        raise ValueError("the salt must be at least 12 bytes long (scramp's minimum)")
     if "password" in attrs:
         if "saltedpassword" in attrs:
             raise ValueError("give password or saltedpassword, not both")
@@ -88,10 +90,21 @@ def parse_scram_line(line: str) -> tuple[str, str, ScramCredential]:
 
 
 class ScramCredentials:
-    """Broker-wide SCRAM credentials by (mechanism, user), as Kafka's CredentialCache."""
+    """Broker-wide SCRAM credentials by (mechanism, user), as Kafka's CredentialCache: the static
+    file's `entries`, under those of the metadata store (`stored`, a ScramCredentialStore) once
+    `use_store` gave it."""
 
     def __init__(self, entries: dict[tuple[str, str], ScramCredential] | None = None) -> None:
         self._entries = dict(entries or {})
+        self._stored = None
+
+    def use_store(self, store) -> None:
+        self._stored = store
+
+    @property
+    def static(self) -> dict[tuple[str, str], ScramCredential]:
+        """The file's credentials by (mechanism, user)."""
+        return dict(self._entries)
 
     @classmethod
     def from_file(cls, path: str | Path) -> "ScramCredentials":
@@ -107,6 +120,10 @@ class ScramCredentials:
         return cls(entries)
 
     def lookup(self, mechanism: str, user: str) -> ScramCredential | None:
+        if self._stored is not None:
+            credential = self._stored.credentials.get((user, mechanism))
+            if credential is not None:
+                return credential
         return self._entries.get((mechanism, user))
 
     def __len__(self) -> int:

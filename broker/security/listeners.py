@@ -26,6 +26,7 @@ class ListenerSecurity:
     principal_mapper: PrincipalMapper = field(default_factory=PrincipalMapper)
     max_receive_size: int = 524288  # frames before authentication (sasl.server.max.receive.size)
     failed_auth_delay_s: float = 0.1
+    max_reauth_s: float = 0.0  # connections.max.reauth.ms (KIP-368); 0: no re-authentication
 
     @property
     def tls(self) -> bool:
@@ -60,7 +61,8 @@ def listener_security(config: BrokerConfig, scram: ScramCredentials | None = Non
         name, protocol = listener.name, config.protocol_of(listener.name)
         sec = ListenerSecurity(name, protocol, principal_mapper=mapper, scram=scram,
                                max_receive_size=config["sasl.server.max.receive.size"],
-                               failed_auth_delay_s=config["connection.failed.authentication.delay.ms"] / 1000)
+                               failed_auth_delay_s=config["connection.failed.authentication.delay.ms"] / 1000,
+                               max_reauth_s=config["connections.max.reauth.ms"] / 1000)
         if protocol in ("SSL", "SASL_SSL"):
             from broker.security.tls import server_context
 

@@ -45,6 +45,7 @@ from broker.server.quota_metrics import QuotaMetrics
 from broker.server.replica_manager import ReplicaManager
 from broker.server.restart_fencing import fence_previous_leaderships
 from broker.server.store_wait import until_available
+from broker.security.scram_store import attach_scram_store, open_scram_store
 from broker.server.topics import TopicManager
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,9 @@ class Broker:
             self.dispatcher.authorizer = self.authorizer
             self.dispatcher.authz_denials = denials_counter(self.metrics.registry)
         self.sockets = SocketServer(config, self.dispatcher, self.metrics)
+        # SCRAM credentials in the cluster metadata (KIP-554), read over the static file's.
+        self.scram_store = open_scram_store(self.store, first_dir)
+        self.scram = attach_scram_store(self.sockets.security, self.scram_store)
         self.metrics.watch_logs(self.replicas)
         self.metrics.registry.register(ReplicationCollector(self.replicas, self.controller, self.replica_fetchers))
         self.metrics.registry.register(ControllerCollector(self.controller))
@@ -215,6 +219,8 @@ class Broker:
         if self.acls is not None:
             await until_available("reading ACLs", self.acls.start, after_failure=self.acls.close,
                                   on_wait=self._waiting_for_store)
+        await until_available("reading SCRAM credentials", self.scram_store.start,
+                              after_failure=self.scram_store.close, on_wait=self._waiting_for_store)
         await self.register()
         # Leaderships the previous process of this node held get new epochs before it serves.
         await fence_previous_leaderships(self.store, self.node_id)
@@ -258,6 +264,7 @@ class Broker:
             await self.client_quotas.close()
             if self.acls is not None:
                 await self.acls.close()
+            await self.scram_store.close()
             await self.store.close()
             if self._metrics_runner is not None:
                 await self._metrics_runner.cleanup()
@@ -318,6 +325,7 @@ class Broker:
         await _bounded("closing the client quota store", self.client_quotas.close(), STEP_TIMEOUT_S)
         if self.acls is not None:
             await _bounded("closing the ACL store", self.acls.close(), STEP_TIMEOUT_S)
+        await _bounded("closing the SCRAM credential store", self.scram_store.close(), STEP_TIMEOUT_S)
         await _bounded("closing the metadata store (releasing Leases)", self.store.close(), 2 * STEP_TIMEOUT_S)
         if self._metrics_runner is not None:
             await _bounded("closing the metrics listener", self._metrics_runner.cleanup(), STEP_TIMEOUT_S)

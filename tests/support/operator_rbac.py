@@ -29,10 +29,13 @@ NEEDED = [
     # Replacing a StatefulSet (pods orphaned, kept) to change its immutable podManagementPolicy;
     # reading the broker pods for the roll gate.
     ("delete", "statefulsets.apps"), ("list", "pods"), ("get", "pods"),
+    # Only to grant the brokers their SCRAM credentials' Secret (Kubernetes refuses to let it
+    # grant what it does not hold).
+    ("get", "secrets"), ("watch", "secrets"), ("create", "secrets"), ("update", "secrets"),
 ]
 # What it must not do.
 FORBIDDEN = [
-    ("get", "secrets"), ("list", "secrets"), ("delete", "services"), ("create", "pods"), ("delete", "pods"),
+    ("delete", "secrets"), ("patch", "secrets"), ("delete", "services"), ("create", "pods"), ("delete", "pods"),
     ("create", "clusterroles.rbac.authorization.k8s.io"), ("delete", "kafkaclusters.flotilla.io"),
     ("escalate", "roles.rbac.authorization.k8s.io"), ("bind", "roles.rbac.authorization.k8s.io"),
     ("create", "deployments.apps"), ("delete", "roles.rbac.authorization.k8s.io"),

@@ -74,8 +74,8 @@ def inline(pem: bytes, target: str) -> str:
     return text.replace("\n", "\\n") if target == "apache" else text
 
 
-def make_secure_broker(target: str, workdir: Path, pki: TestPki) -> SecureBroker:
-    """An unstarted broker of the chosen kind with the five listeners."""
+def make_secure_broker(target: str, workdir: Path, pki: TestPki, extra: dict[str, str] | None = None) -> SecureBroker:
+    """An unstarted broker of the chosen kind with the five listeners (and `extra` settings)."""
     port = free_port()
     ports = {name: free_port() for name in PROTOCOLS}
     listeners = ",".join([f"PLAINTEXT://127.0.0.1:{port}"] + [f"{n}://127.0.0.1:{p}" for n, p in ports.items()])
@@ -90,6 +90,7 @@ def make_secure_broker(target: str, workdir: Path, pki: TestPki) -> SecureBroker
         "listener.name.mtls.ssl.keystore.certificate.chain": inline(pki.broker.cert_pem() + pki.ca.cert_pem(), target),
         "listener.name.mtls.ssl.keystore.key": inline(pki.broker.key_pem(), target),
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        **(extra or {}),
     }
     for listener in ("ssl", "sasl_ssl"):
         # Unencrypted: Java's PEM reader cannot decrypt PBES2 keys (cryptography's only PKCS#8

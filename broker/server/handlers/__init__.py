@@ -18,6 +18,7 @@ _MODULES = (
     "write_txn_markers",
     "sasl_handshake", "sasl_authenticate",
     "create_acls", "describe_acls", "delete_acls",
+    "describe_user_scram_credentials", "alter_user_scram_credentials",
 )
 
 

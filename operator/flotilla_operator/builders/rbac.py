@@ -2,7 +2,7 @@
 
 Least privilege: the brokers keep cluster metadata in their own namespace -- a Lease per broker
 and the controller Lease (coordination.k8s.io), a KafkaTopic per topic (flotilla.io), and
-their client quotas' ConfigMap -- so that is all they get (broker/metadata/kube_store.py: get, list,
+their client quotas' ConfigMap, ACLs' ConfigMap and SCRAM credentials' Secret -- so that is all they get (broker/metadata/kube_store.py: get, list,
 watch, create, update, delete, and updates of kafkatopics/status; patch for kubectl-style tooling).
 Only their own cluster's Leases and KafkaTopics: the admission policy broker-own-cluster.flotilla.io
 (admission_policies.py) refuses the rest.
@@ -11,9 +11,10 @@ Kubernetes lets nobody grant a permission it lacks, except by binding a role it 
 rules every cluster's brokers share (`BROKER_RULES`) are one ClusterRole, `flotilla-broker`,
 installed with the CRDs, which each cluster's RoleBinding `<cluster>-broker-metadata` grants in its
 own namespace: the operator holds `bind` on that ClusterRole, not write access to every Lease and
-KafkaTopic of the cluster (kube-system's leader elections included). The per-cluster rules (one
-ConfigMap and the KafkaCluster, by name) stay in a Role, which the operator can grant because it
-holds them (it reads KafkaClusters and writes ConfigMaps anyway).
+KafkaTopic of the cluster (kube-system's leader elections included). The per-cluster rules (ConfigMaps and a Secret
+and the KafkaCluster, by name) stay in a Role, which the operator can grant because it
+holds them (it reads KafkaClusters and writes ConfigMaps anyway; Secrets: get, list, watch, create,
+update, never delete).
 """
 
 from __future__ import annotations
@@ -91,6 +92,18 @@ def acl_rules(owner: Owner) -> list[dict[str, Any]]:
              "verbs": ["get", "list", "watch", "update"]}]
 
 
+def scram_credential_rules(owner: Owner) -> list[dict[str, Any]]:
+    """SCRAM credentials (KIP-554: salted keys, never passwords) live in one Secret per cluster
+    (broker/security/kube_scram_store.py): the brokers read, watch and update that one Secret by
+    name, and may create it (create cannot be limited to a name); no other Secret, and no delete."""
+    name = f"{owner.name}-scram-credentials"
+    return [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [name],
+         "verbs": ["get", "list", "watch", "update"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    ]
+
+
 def owner_rules(owner: Owner) -> list[dict[str, Any]]:
     """Their own KafkaCluster, read only: a KafkaTopic it owns that is deleted is the topic's
     deletion only while the KafkaCluster stands (the garbage collector's, with the cluster, keeps
@@ -104,7 +117,7 @@ def build_role(owner: Owner) -> dict[str, Any]:
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": metadata(owner, role_name(owner)),
-        "rules": [*client_quota_rules(owner), *acl_rules(owner), *owner_rules(owner)],
+        "rules": [*client_quota_rules(owner), *acl_rules(owner), *scram_credential_rules(owner), *owner_rules(owner)],
     }
 
 

@@ -15,6 +15,7 @@ KAFKA_4_1_MAX[27] = 1  # WriteTxnMarkers: v1 only (v0 removed in 4.0)
 KAFKA_4_1_MAX.update({17: 1, 36: 2})  # SaslHandshake 0-1, SaslAuthenticate 0-2 (4.1 message schemas)
 KAFKA_4_1_MAX.update({45: 1, 46: 0})  # Alter/ListPartitionReassignments 0-1 and 0 (4.1 message schemas)
 KAFKA_4_1_MAX.update({29: 3, 30: 3, 31: 3})  # DescribeAcls, CreateAcls, DeleteAcls: 1-3 (v0 removed in 4.0)
+KAFKA_4_1_MAX.update({50: 0, 51: 0})  # Describe/AlterUserScramCredentials: validVersions 0 (4.1 message schemas)
 
 
 def test_no_api_is_advertised_above_kafka_4_1():

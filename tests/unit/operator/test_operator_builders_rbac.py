@@ -19,7 +19,7 @@ def test_role_is_least_privilege(owner):
     role = build_role(owner)
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "kafka"
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-    assert granted == {("", "configmaps"), ("flotilla.io", "kafkaclusters")}
+    assert granted == {("", "configmaps"), ("", "secrets"), ("flotilla.io", "kafkaclusters")}
     assert all("*" not in rule["verbs"] for rule in role["rules"])
     # ConfigMaps: only the cluster's client-quota and ACL objects by name, plus create; never delete
     cm = [r for r in role["rules"] if r["resources"] == ["configmaps"]]
@@ -28,6 +28,11 @@ def test_role_is_least_privilege(owner):
                   {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
                   {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["demo-acls"],
                    "verbs": ["get", "list", "watch", "update"]}]
+    # Secrets: only the cluster's SCRAM credentials by name, plus create; never delete
+    assert [r for r in role["rules"] if r["resources"] == ["secrets"]] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["demo-scram-credentials"],
+         "verbs": ["get", "list", "watch", "update"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]
     # Their own KafkaCluster, read only, by name (a deletion by the garbage collector keeps data).
     assert [r for r in role["rules"] if r["resources"] == ["kafkaclusters"]] == [
         {"apiGroups": ["flotilla.io"], "resources": ["kafkaclusters"], "resourceNames": ["demo"], "verbs": ["get"]}]
