@@ -55,7 +55,7 @@ from .builders import client_quota as cq
 from .builders import record_deletion as rd
 from .builders import Desired, build_all
 from .builders import cluster_id as cid
-from .builders.common import MANAGED_BY, Owner, cluster_of, selector_string, statefulset_name
+from .builders.common import MANAGED_BY, Owner, cluster_of, foreign, selector_string, statefulset_name
 from .builders.roll import TEMPLATE_HASH_ANNOTATION, RollDecision, roll_partition, roll_state
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
@@ -274,6 +274,22 @@ async def _replace_statefulset(kube: Kube, current: dict[str, Any]) -> None:
     await kube.delete("StatefulSet", meta["namespace"], meta["name"], propagation="Orphan", uid=meta.get("uid"))
 
 
+async def _foreign_child(kube: Kube, owner: Owner, desired: Desired, statefulset: dict[str, Any] | None) -> str | None:
+    """Why one of the children's names is held by an object the fleet did not create (None when
+    each is absent or ours): such an object is never applied over (builders/common.py `foreign`)."""
+    for obj in desired.objects:
+        if obj["kind"] == "StatefulSet":
+            existing = statefulset
+        else:
+            existing = await kube.get(obj["kind"], owner.namespace, obj["metadata"]["name"])
+        if existing is not None:
+            existing = {"kind": obj["kind"], **existing}
+        why = foreign(existing, owner)
+        if why:
+            return why
+    return None
+
+
 def _needs_replacing(current: dict[str, Any] | None) -> bool:
     if current is None:
         return False
@@ -363,6 +379,17 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 int(((current or {}).get("spec") or {}).get("replicas") or 0))
             roll = await _roll(kube, memo, owner, current, draft, scale.replicas)
             desired = build_all(owner, spec, **build, partition=roll.partition)
+            conflict = await _foreign_child(kube, owner, desired, current)
+            if conflict:
+                # Apply nothing: applying would make the KafkaCluster the owner of someone else's object.
+                status = kafka_cluster_status(
+                    owner, replicas=spec.replicas, port=spec.listeners[0].port, config_hash=None,
+                    statefulset=current, previous=previous, error=conflict, error_reason="Conflict",
+                    cluster_id=identity.cluster_id,
+                )
+                await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
+                raise kopf.PermanentError(conflict)
             sts = None
             try:
                 for obj in desired.objects:

@@ -28,6 +28,9 @@ NEEDED = [
     # Replacing a StatefulSet (pods orphaned, kept) to change its immutable podManagementPolicy;
     # reading the broker pods for the roll gate.
     ("delete", "statefulsets.apps"), ("list", "pods"), ("get", "pods"),
+    # Reading each child before applying it: an object the fleet did not create is left alone.
+    ("get", "services"), ("get", "serviceaccounts"), ("get", "poddisruptionbudgets.policy"),
+    ("get", "roles.rbac.authorization.k8s.io"), ("get", "rolebindings.rbac.authorization.k8s.io"),
 ]
 # What it must not do.
 FORBIDDEN = [

@@ -605,3 +605,22 @@ async def test_record_deletion_needs_no_finalizer_and_its_schedule_follows_the_w
     assert memo["rd_schedules"].keys() == []
     assert ("ns", "purge") not in {tuple(s.labels.values()) for m in metrics.RECORDS_DELETED.collect()
                                    for s in m.samples}
+
+
+async def test_a_childs_name_held_by_a_users_object_applies_nothing_and_adds_no_owner():
+    """A ConfigMap the user made under the name of a child (demo-config) is never applied over:
+    that would put the KafkaCluster's controller reference on it, and deleting the KafkaCluster
+    would delete it. Nothing is applied; Ready=False/Conflict names the object (Stalled)."""
+    users = {"kind": "ConfigMap", "metadata": {"name": "demo-config", "namespace": "ns", "labels": {"team": "x"}},
+             "data": {"k": "v"}}
+    kube = FakeKube([cluster(), copy.deepcopy(users)])
+    with pytest.raises(kopf.PermanentError, match="ConfigMap demo-config exists"):
+        await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    assert kube.applied == [] and kube.objects[("ConfigMap", "ns", "demo-config")] == users
+    ready, stalled = (next(c for c in kube.statuses[-1][2]["conditions"] if c["type"] == t) for t in ("Ready", "Stalled"))
+    assert (ready["status"], ready["reason"]) == ("False", "Conflict") and "demo-config" in ready["message"]
+    assert stalled["status"] == "True"
+    # Once the user's object is gone, the cluster is applied.
+    del kube.objects[("ConfigMap", "ns", "demo-config")]
+    await handlers.reconcile(memo_for(kube), "ns", "demo", why="resync")
+    assert kube.objects[("ConfigMap", "ns", "demo-config")]["metadata"]["ownerReferences"][0]["kind"] == "KafkaCluster"
