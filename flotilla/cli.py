@@ -12,6 +12,7 @@ import sys
 
 SUBCOMMANDS = {
     "broker": ("broker.cli", "run a Kafka-compatible broker"),
+    "image": ("flotilla.image_cli", "build the Flotilla image with buildah (no Docker) and push it to a registry"),
     "operator": ("flotilla_operator.cli", "run the Kubernetes operator (kopf) against the current kubeconfig"),
     "random-uuid": ("broker.metadata.random_uuid", "print a new cluster.id (as kafka-storage.sh random-uuid does)"),
     "testenv": ("flotilla.testenv.cli", "build, start and stop a local Kubernetes control plane for tests"),

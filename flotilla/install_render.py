@@ -2,6 +2,8 @@
 
     python -m flotilla.install_render            # writes install/flotilla.yaml
     python -m flotilla.install_render --check    # exit 1 if it is stale; write nothing
+    python -m flotilla.install_render --image registry.example.com/flotilla:1.0 > flotilla.yaml
+                                                 # the same for your image (one value)
 
 The manifest is `helm template` of charts/flotilla with its defaults (release `flotilla`, namespace
 `flotilla`, CRDs included) behind a Namespace, so that
@@ -65,12 +67,14 @@ def namespace_document() -> str:
     }, sort_keys=False)
 
 
-def render(helm: str | None = None) -> str:
-    """The manifest's text: the Namespace first (everything else lands in it), then the chart."""
+def render(helm: str | None = None, image: str | None = None) -> str:
+    """The manifest's text: the Namespace first (everything else lands in it), then the chart;
+    `image`: the chart's image.reference (the operator's and the brokers' default image)."""
+    values = ["--set-string", f"image.reference={image}"] if image else []
     proc = subprocess.run(
         # --skip-tests: the `helm test` Pod is the chart's, not part of an install.
         [helm or helm_binary(), "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--include-crds",
-         "--skip-tests"],
+         "--skip-tests", *values],
         capture_output=True, text=True, check=False,
     )
     if proc.returncode != 0:
@@ -86,7 +90,13 @@ def is_stale(path: Path = MANIFEST, helm: str | None = None) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if install/flotilla.yaml is stale; write nothing")
+    parser.add_argument("--image", metavar="REF",
+                        help="print the manifest for this image (e.g. the one `flotilla image build --push` "
+                        "pushed) on stdout instead of writing install/flotilla.yaml")
     args = parser.parse_args(argv)
+    if args.image:
+        sys.stdout.write(render(image=args.image))
+        return 0
     if args.check:
         if is_stale():
             print(f"{MANIFEST} is stale: run python -m flotilla.install_render")

@@ -199,12 +199,18 @@ def _locked(root: Path | None):
         yield
 
 
-def build(root: Path | None = None, context: Path = images.PROJECT_ROOT) -> tuple[str, Path]:
-    """Build (or reuse) the Flotilla image from context/Dockerfile; returns its name and OCI archive."""
+def build(root: Path | None = None, context: Path = images.PROJECT_ROOT,
+          base_image: str | None = None) -> tuple[str, Path]:
+    """Build (or reuse) the Flotilla image from context/Dockerfile; returns its name and OCI archive.
+    The base is the local debootstrap one, or `base_image` (a registry reference, pulled once)."""
     if not shutil.which("buildah"):
         raise ImageBuildError("buildah not found: apt-get install buildah (scripts/setup.d/45-image.sh does)")
     with _locked(root):
-        base, base_tar = images.debian_base(root)
+        if base_image is None:
+            base, base_tar = images.debian_base(root)
+            base_source = f"oci-archive:{base_tar}"
+        else:
+            base, base_source = base_image, with_transport(base_image)
         key = image_key(context, base)
         name = f"{IMAGE}:{key}"
         out = images.images_dir(root) / f"dockerfile-{key}.tar"
@@ -212,7 +218,7 @@ def build(root: Path | None = None, context: Path = images.PROJECT_ROOT) -> tupl
             return name, out
         started = time.monotonic()
         if base not in _image_names(root):
-            images._run([*buildah(root), "pull", "--quiet", f"oci-archive:{base_tar}"], timeout=900)
+            images._run([*buildah(root), "pull", "--quiet", base_source], timeout=900)
         images.log("buildah bud: the Dockerfile's runtime stage ...")
         images._run(bud_argv(root, base, context, tag=None, mounts=[]), timeout=3600)
         images.log("buildah bud: the build stage and the image ...")
@@ -223,6 +229,38 @@ def build(root: Path | None = None, context: Path = images.PROJECT_ROOT) -> tupl
         _prune(root, keep=name)
         images.log(f"image {name} built from the Dockerfile in {time.monotonic() - started:.0f}s")
     return name, out
+
+
+# --- pushing it where users pull from ---------------------------------------------------------------
+
+#: buildah's transports; a destination without one is a registry reference (docker://).
+TRANSPORTS = ("docker://", "oci:", "oci-archive:", "dir:", "docker-archive:", "containers-storage:")
+
+
+def with_transport(reference: str) -> str:
+    """`registry.example.com/flotilla:1.0` -> `docker://registry.example.com/flotilla:1.0`; a
+    reference that names its transport (`oci:/tmp/layout:flotilla:1.0`) is kept as it is."""
+    return reference if reference.startswith(TRANSPORTS) else f"docker://{reference}"
+
+
+def push_argv(root: Path | None, name: str, destination: str, *, tls_verify: bool = True,
+              authfile: str | None = None) -> list[str]:
+    """`buildah push` of the built image to `destination`. Credentials come from `buildah login`
+    (or --authfile); --tls-verify=false is for a registry on plain HTTP (a local one)."""
+    argv = [*buildah(root), "push", "--quiet"]
+    if destination.startswith("docker://"):
+        argv.append(f"--tls-verify={'true' if tls_verify else 'false'}")
+        if authfile:
+            argv += ["--authfile", authfile]
+    return [*argv, name, destination]
+
+
+def push(name: str, destination: str, root: Path | None = None, *, tls_verify: bool = True,
+         authfile: str | None = None) -> str:
+    """Push the built image; returns the destination with its transport."""
+    destination = with_transport(destination)
+    images._run(push_argv(root, name, destination, tls_verify=tls_verify, authfile=authfile), timeout=1800)
+    return destination
 
 
 def _prune(root: Path | None, keep: str) -> None:

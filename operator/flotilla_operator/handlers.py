@@ -11,18 +11,19 @@
   StatefulSet is re-created.
 - A resync loop (one task for the whole operator, so no per-object finalizer is needed) re-applies
   every KafkaCluster every `resync_seconds`, repairing drift in any child.
-- ClientQuota -> `reconcile_client_quota`: AlterClientQuotas through the cluster's bootstrap (a small
-  kio admin client), status per broker from DescribeClientQuotas, one operator-wide loop re-applies
+- ClientQuota -> `reconcile_client_quota`: AlterClientQuotas through the cluster's own bootstrap
+  address (admin_address.py; a small kio admin client), status per broker from DescribeClientQuotas, one operator-wide loop re-applies
   (a kopf timer would put a finalizer on each); deleting the
   resource removes the quota when the deletion is seen (no finalizer: nothing holds a namespace
   deletion); two resources naming one entity: the oldest wins, the others report Conflict.
 - KafkaTopic events (while a cluster's scale-down is blocked or its roll waits for an ISR) ->
   `reconcile`: a StatefulSet is never shrunk below a broker that still holds partition replicas
   (builders/scale_down.py); the cluster reports ScaleDownBlocked until they have moved.
-- RecordDeletion -> a kopf daemon per resource: once per generation or every spec.interval it
-  resolves the policy (builders/record_deletion.py) and calls DeleteRecords through
-  confluent-kafka's AdminClient (record_admin.py); failures back off; deleting the resource stops
-  the daemon and deletes nothing.
+- RecordDeletion -> an asyncio task per resource (schedules.py, started and stopped by watch
+  events; a kopf daemon would put a finalizer on each): once per generation or every
+  spec.interval it resolves the policy (builders/record_deletion.py) and calls DeleteRecords
+  through confluent-kafka's AdminClient (record_admin.py); failures back off; deleting the
+  resource stops the task and deletes nothing.
 
 One asyncio.Lock per KafkaCluster serialises all of these, and each run reads the latest object
 first, so a slow run can never apply an older spec over a newer one.
@@ -47,18 +48,20 @@ from . import metrics
 from . import kafka_admin
 from . import record_admin
 from . import events as ev
+from .admin_address import admin_address
 from .annotations import acknowledge_patch, live_restart_token, paused, restart_token
 from .apply import ApiError, Kube, load_api_client
 from .builders import client_quota as cq
 from .builders import record_deletion as rd
 from .builders import Desired, build_all
 from .builders import cluster_id as cid
-from .builders.common import MANAGED_BY, Owner, cluster_of, selector_string, statefulset_name
+from .builders.common import MANAGED_BY, Owner, cluster_of, foreign, selector_string, statefulset_name
 from .builders.roll import TEMPLATE_HASH_ANNOTATION, RollDecision, roll_partition, roll_state
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
 from .models import CLIENT_QUOTA, KAFKA_CLUSTER, RECORD_DELETION, KafkaClusterSpec, RecordDeletionSpec, parse_spec
 from .preflight import check_server_properties
+from .schedules import Schedule, Schedules
 from .settings import Settings
 from .status import (condition, is_paused, kafka_cluster_status, paused_status, resumed_status, same_status,
                      stalled_condition)
@@ -152,6 +155,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
     logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)
     memo["kube"] = Kube(await load_api_client(), op.field_manager)
     memo["locks"] = {}
+    memo["rd_schedules"] = Schedules(RECORD_DELETION.kind)
     # kopf hands each resource object a shallow copy of this memo: state shared between the
     # handlers of different objects (a KafkaCluster's, its StatefulSet's, its KafkaTopics') must
     # be created here, or each copy would grow its own.
@@ -181,6 +185,9 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+    schedules = memo.get("rd_schedules")
+    if schedules is not None:
+        await schedules.close(timeout=10.0)
     server = memo.get("metrics_server")
     if server is not None:
         server.stop()
@@ -265,6 +272,22 @@ async def _replace_statefulset(kube: Kube, current: dict[str, Any]) -> None:
                 meta["namespace"], meta["name"], (current.get("spec") or {}).get("podManagementPolicy"),
                 POD_MANAGEMENT_POLICY)
     await kube.delete("StatefulSet", meta["namespace"], meta["name"], propagation="Orphan", uid=meta.get("uid"))
+
+
+async def _foreign_child(kube: Kube, owner: Owner, desired: Desired, statefulset: dict[str, Any] | None) -> str | None:
+    """Why one of the children's names is held by an object the fleet did not create (None when
+    each is absent or ours): such an object is never applied over (builders/common.py `foreign`)."""
+    for obj in desired.objects:
+        if obj["kind"] == "StatefulSet":
+            existing = statefulset
+        else:
+            existing = await kube.get(obj["kind"], owner.namespace, obj["metadata"]["name"])
+        if existing is not None:
+            existing = {"kind": obj["kind"], **existing}
+        why = foreign(existing, owner)
+        if why:
+            return why
+    return None
 
 
 def _needs_replacing(current: dict[str, Any] | None) -> bool:
@@ -356,6 +379,17 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 int(((current or {}).get("spec") or {}).get("replicas") or 0))
             roll = await _roll(kube, memo, owner, current, draft, scale.replicas)
             desired = build_all(owner, spec, **build, partition=roll.partition)
+            conflict = await _foreign_child(kube, owner, desired, current)
+            if conflict:
+                # Apply nothing: applying would make the KafkaCluster the owner of someone else's object.
+                status = kafka_cluster_status(
+                    owner, replicas=spec.replicas, port=spec.listeners[0].port, config_hash=None,
+                    statefulset=current, previous=previous, error=conflict, error_reason="Conflict",
+                    cluster_id=identity.cluster_id,
+                )
+                await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
+                raise kopf.PermanentError(conflict)
             sts = None
             try:
                 for obj in desired.objects:
@@ -556,15 +590,14 @@ async def _resync_loop(memo: kopf.Memo) -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# ClientQuota (KIP-13): applied through AlterClientQuotas, removed on deletion (finalizer)
+# ClientQuota (KIP-13): applied through AlterClientQuotas, removed when its deletion is seen
 
 
-async def _quota_bootstrap(memo: kopf.Memo, namespace: str, cluster: str) -> str | None:
-    op: Settings = memo["settings"]
-    if op.cluster_bootstrap:
-        return op.cluster_bootstrap
+async def _admin_address(memo: kopf.Memo, namespace: str, cluster: str, *,
+                         require_ready: bool) -> tuple[str | None, str]:
+    """The cluster's own bootstrap address (admin_address.py), or None and why not."""
     kc = await memo["kube"].get(KAFKA_CLUSTER.kind, namespace, cluster)
-    return ((kc or {}).get("status") or {}).get("bootstrapServers")
+    return admin_address(kc, cluster, require_ready=require_ready)
 
 
 async def _quota_status(memo: kopf.Memo, body: kopf.Body, ready: bool, reason: str, message: str,
@@ -609,9 +642,9 @@ async def reconcile_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
                                 f"ClientQuota {owner['metadata']['name']} already sets the quota of {entity} in "
                                 f"cluster {cluster}; this one is not applied", None)
             return
-        bootstrap = await _quota_bootstrap(memo, meta["namespace"], cluster)
+        bootstrap, why = await _admin_address(memo, meta["namespace"], cluster, require_ready=False)
         if not bootstrap:
-            await _quota_status(memo, body, False, "Pending", f"KafkaCluster {cluster} has no bootstrap address yet", None)
+            await _quota_status(memo, body, False, "Pending", why, None)
             return
         desired = cq.desired_ops(spec)
         try:
@@ -685,7 +718,7 @@ async def clientquota_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf
         peers = await memo["kube"].list(CLIENT_QUOTA.kind, meta["namespace"])
         if cq.owner_of(dict(body), peers)["metadata"]["name"] != meta["name"]:
             return
-        bootstrap = await _quota_bootstrap(memo, meta["namespace"], spec["clusterRef"]["name"])
+        bootstrap, _ = await _admin_address(memo, meta["namespace"], spec["clusterRef"]["name"], require_ready=False)
         if not bootstrap:
             return  # no cluster to hold it
         for attempt in range(QUOTA_REMOVAL_ATTEMPTS):  # the cluster may be briefly unreachable
@@ -701,34 +734,19 @@ async def clientquota_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf
 
 
 # ------------------------------------------------------------------------------------------
-# RecordDeletion (KIP-107): a daemon per resource runs the deletion once per generation, or every
-# spec.interval; kopf stops it when the resource is deleted (nothing is deleted then).
+# RecordDeletion (KIP-107): a schedule per resource (schedules.py) runs the deletion once per
+# generation, or every spec.interval; the DELETED event stops it (nothing is deleted then).
 
-RD_POLL_S = 1.0  # how often a waiting daemon looks at its (live) body for a new generation
+RD_POLL_S = 1.0  # how often a waiting schedule looks at its (live) body for a new generation
 
 
 @dataclass
 class _DeletionSchedule:
-    """A daemon's memory between runs (the status written may not have come back yet)."""
+    """A schedule's memory between runs (the status written may not have come back yet)."""
 
     generation: int | None = None
     due: datetime | None = None
     paused: bool | None = None
-
-
-async def _cluster_ready(memo: kopf.Memo, namespace: str, cluster: str) -> tuple[str | None, str]:
-    """The bootstrap address of a Ready cluster, or None and why not."""
-    op: Settings = memo["settings"]
-    if op.cluster_bootstrap:
-        return op.cluster_bootstrap, ""
-    kc = await memo["kube"].get(KAFKA_CLUSTER.kind, namespace, cluster)
-    if kc is None:
-        return None, f"spec.clusterRef.name: KafkaCluster {cluster} does not exist"
-    st = kc.get("status") or {}
-    ready = next((c for c in st.get("conditions") or () if c.get("type") == "Ready"), {})
-    if ready.get("status") != "True" or not st.get("bootstrapServers"):
-        return None, f"KafkaCluster {cluster} is not Ready ({ready.get('reason') or 'no status yet'})"
-    return st["bootstrapServers"], ""
 
 
 async def run_record_deletion(memo: kopf.Memo, namespace: str, name: str, now: datetime) -> datetime | None:
@@ -761,7 +779,7 @@ async def run_record_deletion(memo: kopf.Memo, namespace: str, name: str, now: d
             error = None
         result, ran = record_admin.RunResult(), False
         if error is None:
-            bootstrap, why = await _cluster_ready(memo, namespace, spec.cluster_ref.name)
+            bootstrap, why = await _admin_address(memo, namespace, spec.cluster_ref.name, require_ready=True)
             if bootstrap is None:
                 error = rd.PlanError("ClusterNotReady", why)
             else:
@@ -802,48 +820,68 @@ async def _resume_record_deletion(memo: kopf.Memo, namespace: str, name: str) ->
     await _emit(kube, fresh, ev.pause_events(previous, status))
 
 
-@kopf.daemon(GROUP, VERSION, RECORD_DELETION.plural, cancellation_timeout=10.0)
-async def recorddeletion_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo,
-                                stopped: kopf.DaemonStopped, logger: logging.Logger, **_: Any) -> None:
+async def _record_deletion_schedule(memo: kopf.Memo, namespace: str, name: str, schedule: Schedule) -> None:
     """Run when a generation is new (or its last run failed), then every interval; wait otherwise.
-    The body is kopf's live view: a spec change is noticed within RD_POLL_S."""
-    schedule = _DeletionSchedule()
+    schedule.body is the latest watched object: a spec change is noticed within RD_POLL_S."""
+    state = _DeletionSchedule()
     key = (namespace, name)
     failures: dict[tuple[str, str], int] = memo.setdefault("rd_failures", {})
-    while not stopped:
+    while not schedule.stopped.is_set():
         now = datetime.now(timezone.utc)
+        body = schedule.body
         gen = int(body.get("metadata", {}).get("generation") or 1)
         hold = paused(body.get("metadata"))
-        flipped = hold != schedule.paused
-        if flipped and schedule.paused:
+        flipped = hold != state.paused
+        if flipped and state.paused:
             # Resumed: the paused condition goes now; runs are due as the stored status says.
-            schedule.generation = None
+            state.generation = None
             await _resume_record_deletion(memo, namespace, name)
-        schedule.paused = hold
-        if schedule.generation != gen:
+        state.paused = hold
+        if state.generation != gen:
             fresh = await memo["kube"].get(RECORD_DELETION.kind, namespace, name)
             status = (fresh or {}).get("status") or {}
             try:
                 spec = parse_spec(RECORD_DELETION, dict((fresh or {}).get("spec") or {}))
                 interval = rd.interval_of(spec)  # type: ignore[arg-type]
                 # First look at this generation: the stored status says whether it already ran.
-                first = schedule.generation is None
-                schedule.due = rd.next_run(interval=interval, generation=gen, status=status, now=now) if first else now
+                first = state.generation is None
+                state.due = rd.next_run(interval=interval, generation=gen, status=status, now=now) if first else now
             except (ValueError, rd.PlanError):
-                schedule.due = now  # the run reports the invalid spec, once
-            schedule.generation = gen
+                state.due = now  # the run reports the invalid spec, once
+            state.generation = gen
         if flipped and hold:
-            schedule.due = now  # one run writes the paused status (and runs nothing)
-        if schedule.due is not None and schedule.due <= now:
+            state.due = now  # one run writes the paused status (and runs nothing)
+        if state.due is not None and state.due <= now:
             try:
-                schedule.due = await run_record_deletion(memo, namespace, name, now)
+                state.due = await run_record_deletion(memo, namespace, name, now)
             except Exception as exc:  # an API hiccup: try again after the backoff
                 failures[key] = failures.get(key, 0) + 1
-                logger.warning(f"RecordDeletion {namespace}/{name}: {exc}")
-                schedule.due = now + rd.backoff(failures[key], None)
+                log.warning("RecordDeletion %s/%s: %s", namespace, name, exc)
+                state.due = now + rd.backoff(failures[key], None)
             continue
-        wait = RD_POLL_S if schedule.due is None else min(RD_POLL_S, (schedule.due - now).total_seconds())
-        await stopped.wait(max(0.05, wait))
-    if stopped.reason is not None and stopped.reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
+        wait = RD_POLL_S if state.due is None else min(RD_POLL_S, (state.due - now).total_seconds())
+        try:
+            await asyncio.wait_for(schedule.stopped.wait(), max(0.05, wait))
+        except asyncio.TimeoutError:
+            pass
+
+
+@kopf.on.event(GROUP, VERSION, RECORD_DELETION.plural)
+async def recorddeletion_event(event: dict[str, Any], body: kopf.Body, namespace: str, name: str, memo: kopf.Memo,
+                               **_: Any) -> None:
+    """Start, feed or stop the resource's schedule. An event handler, not a kopf daemon: kopf puts
+    a finalizer on every resource with a daemon, and a finalizer holds the resource, and so its
+    namespace's deletion, for as long as the operator is away. On deletion nothing needs doing in
+    Kafka (a RecordDeletion deletes records when it runs, never when it goes): the schedule stops
+    after its current run and the resource's metrics go. A finalizer left by an older operator
+    version is removed by kopf, which sees no handler needing it."""
+    if "kube" not in memo:
+        return
+    schedules: Schedules = memo["rd_schedules"]
+    key = (namespace, name)
+    if event.get("type") == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
+        schedules.gone(key)
         metrics.forget_record_deletion(namespace, name)
-        failures.pop(key, None)
+        memo.setdefault("rd_failures", {}).pop(key, None)
+        return
+    schedules.seen(key, dict(body), lambda s: _record_deletion_schedule(memo, namespace, name, s))

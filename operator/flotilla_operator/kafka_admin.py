@@ -84,11 +84,23 @@ async def request(address: str, req: Any, timeout: float = TIMEOUT_S) -> Any:
     return body
 
 
+async def bootstrap_request(bootstrap: str, req: Any) -> Any:
+    """`request` to the first of the comma-separated bootstrap addresses that answers (as a Kafka
+    client's bootstrap.servers); AdminError naming the last failure when none does."""
+    error: AdminError | None = None
+    for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
+        try:
+            return await request(address, req)
+        except AdminError as exc:
+            error = exc
+    raise error or AdminError(f"no bootstrap address in {bootstrap!r}")
+
+
 async def brokers(bootstrap: str) -> list[BrokerAddress]:
     """Every broker of the cluster, as its Metadata answer lists them."""
     from kio.schema.metadata.v12.request import MetadataRequest
 
-    md = await request(bootstrap, MetadataRequest(topics=(), allow_auto_topic_creation=False,
+    md = await bootstrap_request(bootstrap, MetadataRequest(topics=(), allow_auto_topic_creation=False,
                                                   include_topic_authorized_operations=False))
     return sorted((BrokerAddress(int(b.node_id), b.host, int(b.port)) for b in md.brokers), key=lambda b: b.node_id)
 
@@ -100,7 +112,7 @@ async def alter_client_quota(bootstrap: str, entity: Mapping[str, str | None], o
     req = AlterClientQuotasRequest(validate_only=False, entries=(EntryData(
         entity=tuple(EntityData(entity_type=t, entity_name=n) for t, n in entity.items()),
         ops=tuple(OpData(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in ops.items())),))
-    resp = await request(bootstrap, req)
+    resp = await bootstrap_request(bootstrap, req)
     for e in resp.entries:
         if int(e.error_code) != 0:
             raise AdminError(f"AlterClientQuotas: error {int(e.error_code)}: {e.error_message}")

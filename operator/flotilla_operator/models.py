@@ -181,6 +181,17 @@ class ClusterReference(ApiModel):
     )
 
 
+class LocalObjectReference(ApiModel):
+    """A Secret in this object's namespace, by name (Kubernetes' LocalObjectReference)."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Name of a Secret of type kubernetes.io/dockerconfigjson in this namespace.",
+    )
+
+
 class Condition(ApiModel):
     """A status condition, shaped like Kubernetes' metav1.Condition."""
 
@@ -335,6 +346,11 @@ class KafkaClusterSpec(ApiModel):
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
         default=None, description="Image pull policy of the broker container."
+    )
+    image_pull_secrets: list[LocalObjectReference] | None = Field(
+        default=None,
+        description="Secrets the kubelet uses to pull the broker image from a private registry "
+        "(the broker pods' imagePullSecrets).",
     )
     resources: ResourceRequirements | None = Field(
         default=None, description="CPU and memory requests and limits of each broker."

@@ -59,10 +59,6 @@ class Settings:
     field_manager: str = "flotilla-operator"
     """Field manager name used for server-side apply."""
 
-    cluster_bootstrap: str | None = None
-    """FLOTILLA_OPERATOR_CLUSTER_BOOTSTRAP: host:port the operator's admin client (ClientQuota) uses to
-    reach a cluster, instead of the KafkaCluster's bootstrap Service (for an operator outside the cluster)."""
-
     @property
     def clusterwide(self) -> bool:
         return not self.namespaces
@@ -91,8 +87,6 @@ class Settings:
             s = replace(s, broker_image=env["FLOTILLA_BROKER_IMAGE"])
         if env.get("FLOTILLA_BROKER_IMAGE_PULL_POLICY"):
             s = replace(s, image_pull_policy=env["FLOTILLA_BROKER_IMAGE_PULL_POLICY"])
-        if env.get("FLOTILLA_OPERATOR_CLUSTER_BOOTSTRAP"):
-            s = replace(s, cluster_bootstrap=env["FLOTILLA_OPERATOR_CLUSTER_BOOTSTRAP"])
         return s
 
     def with_metrics(self, address: str) -> Settings:

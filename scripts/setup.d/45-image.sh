@@ -15,6 +15,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 # shellcheck source=scripts/lib/debian.sh
 . scripts/lib/debian.sh
-ensure_debian_packages "flotilla image" buildah runc debootstrap
+# docker-registry: the local registry tests/e2e/test_image_push.py pushes to (it runs its own on a
+# free port; the package's service is not used).
+ensure_debian_packages "flotilla image" buildah runc debootstrap docker-registry
 start=$(date +%s)
 echo "flotilla image: $(.venv/bin/flotilla testenv image) ($(( $(date +%s) - start ))s)"

@@ -483,7 +483,7 @@ def test_clientquota_and_recorddeletion_wait_for_their_cluster(kube_env, kube_na
                          "before": {"consumedBy": ["spark-stage-2"]}, "interval": "10m"}}
     for obj in (quota, deletion):
         apply(kube_env, obj)
-    for kind, name, reason, says in (("clientquota", "etl", "Pending", "no bootstrap address"),
+    for kind, name, reason, says in (("clientquota", "etl", "Pending", "KafkaCluster demo does not exist"),
                                      ("recorddeletion", "purge", "ClusterNotReady", "KafkaCluster demo does not exist")):
         got = wait_for(f"{kind} status", lambda: (
             lambda o: o if condition(o, "Ready").get("reason") == reason else None

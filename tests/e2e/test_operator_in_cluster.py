@@ -11,13 +11,17 @@ manifest is applied as shipped except for the image (the test image, imagePullPo
 is no registry) and a shorter resync; the module removes the operator again at its end (the next
 module may run its own operator on the host) and leaves the CRDs, which every module re-applies.
 
-What it shows: the Deployment's ServiceAccount may do what the operator does (a KafkaCluster goes
-Ready; RecordDeletions get their status); a `consumedBy` RecordDeletion on `interval: 30s` keeps a
+What it shows: the Deployment's ServiceAccount may do what the operator does (the development
+example, examples/kafkacluster-dev.yaml applied as written, goes Ready; RecordDeletions get their
+status); a `consumedBy` RecordDeletion on `interval: 30s` keeps a
 topic that one client produces to and consumes from continuously (committing as it goes) bounded,
 and every record produced is consumed (nothing the group had not committed was deleted: the group
 consumes with auto.offset.reset=error); the offset and timestamp policies delete exactly what they
 name; bad specs (topic, partition, group) get a condition naming the field; re-applying changes
-nothing. The clients run on the host with the cluster's DNS (tests/support/cluster_dns.py).
+nothing. Then the rest of docs/quickstart.md: the topic and quota examples as written reach Ready,
+kcat produces and consumes through the bootstrap Service, every metric the shipped dashboards and
+alerts use is exported by the pods, and deleting the KafkaCluster leaves only what is meant to
+outlive it. The clients run on the host with the cluster's DNS (tests/support/cluster_dns.py).
 """
 
 from __future__ import annotations
@@ -27,21 +31,24 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 import yaml
-from tests.e2e.test_operator_pods import cluster_ready, condition, get_json
-from tests.support import cluster_dns
+from tests.e2e.test_operator_pods import condition, get_json
+from tests.support import cluster_dns, monitoring_names
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.kube_node, pytest.mark.timeout(900)]
 
-MANIFEST = Path(__file__).resolve().parents[2] / "install" / "flotilla.yaml"
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = ROOT / "install" / "flotilla.yaml"
+EXAMPLES = ROOT / "examples"
 OPERATOR_NS = "flotilla"
-NAME = "fleet"
+NAME = "demo"  # the examples' cluster (examples/kafkacluster-dev.yaml)
 READY_TIMEOUT = 300
 T0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the first record's CreateTime in the timestamp test
 
@@ -110,18 +117,24 @@ def _uninstall(env, docs: list[dict]) -> None:
     env.kubectl("delete", "namespace", OPERATOR_NS, "--ignore-not-found", "--timeout=120s", check=False, timeout=150)
 
 
+def cluster_ready(env, ns: str, replicas: int = 3):
+    def check():
+        kc = get_json(env, "kafkacluster", NAME, "-n", ns)
+        status = kc.get("status") or {}
+        return kc if (condition(kc, "Ready").get("status") == "True"
+                      and status.get("observedGeneration") == kc["metadata"]["generation"]
+                      and status.get("readyReplicas") == replicas) else None
+    return check
+
+
 @pytest.fixture(scope="module")
 def fleet(kube_node_env, installed):
-    """Three broker pods the in-cluster operator created, Ready; deleted (while the operator still
-    runs, so that its finalizer goes) before the operator is removed."""
+    """examples/kafkacluster-dev.yaml applied as written (three brokers, ephemeral storage): its
+    pods, which the in-cluster operator created, Ready. Deleted before the operator is removed."""
     env = kube_node_env
     ns = f"incluster-{uuid.uuid4().hex[:8]}"
     env.kubectl("create", "namespace", ns)
-    env.kubectl("apply", "-f", "-", input=json.dumps({
-        "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaCluster",
-        "metadata": {"name": NAME, "namespace": ns},
-        "spec": {"replicas": 3, "storage": {"type": "ephemeral"}},
-    }))
+    env.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "kafkacluster-dev.yaml"))
     try:
         with explained(env):
             wait_for("KafkaCluster Ready, managed by the in-cluster operator", cluster_ready(env, ns),
@@ -136,7 +149,7 @@ def fleet(kube_node_env, installed):
 
 
 def _remove_fleet(env, ns: str) -> None:
-    for kind in ("recorddeletion", "kafkacluster"):
+    for kind in ("recorddeletion", "clientquota", "kafkacluster"):
         env.kubectl("delete", kind, "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False, timeout=150)
     env.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
@@ -404,3 +417,79 @@ def test_bad_specs_get_a_condition_naming_the_field(kube_node_env, fleet):
     assert watermarks(env, ns, topic, 2) == {0: (0, 10), 1: (0, 0)}
     for name, *_ in cases:
         env.kubectl("delete", "recorddeletion", name, "-n", ns, "--wait=true", "--timeout=60s")
+
+
+# --- the quickstart (docs/quickstart.md) after its cluster: examples, kcat, metrics, deletion ----
+
+
+def test_the_topic_and_quota_examples_reach_ready_and_kcat_goes_through_the_bootstrap_service(
+        kube_node_env, fleet):
+    """examples/kafkatopic.yaml and examples/clientquota.yaml as written reach Ready (the quota
+    reached through the cluster's own bootstrap Service by the in-cluster operator, held by every
+    broker); kcat on the host, with the cluster's DNS, produces to the example topic through
+    demo-bootstrap and consumes the records back."""
+    from tests.support.clients import kcat_path
+
+    env, ns = kube_node_env, fleet
+    env.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "kafkatopic.yaml"), "-f", str(EXAMPLES / "clientquota.yaml"))
+    for kind, name in (("kafkatopic", "greetings"), ("clientquota", "batch-loader")):
+        def ready(kind=kind, name=name):
+            obj = get_json(env, kind, name, "-n", ns, check=False)
+            return obj if condition(obj, "Ready").get("status") == "True" else condition(obj, "Ready") or None
+        with explained(env):
+            wait_for(f"{kind} {name} Ready", ready, until=lambda r: isinstance(r, dict) and "spec" in r, timeout=120)
+    quota = get_json(env, "clientquota", "batch-loader", "-n", ns)
+    assert [b["nodeId"] for b in quota["status"]["brokers"]] == [0, 1, 2], quota["status"]
+    assert all(b.get("producerByteRate") == 1048576 for b in quota["status"]["brokers"]), quota["status"]
+    bootstrap = f"{NAME}-bootstrap.{ns}.svc:9092"
+    kcat = kcat_path()
+    sent = subprocess.run(cluster_dns.argv(env, ns, [kcat, "-b", bootstrap, "-t", "greetings", "-P", "-K:",
+                                                     "-X", "request.required.acks=all"]),
+                          input="k1:hello\nk2:world\n", capture_output=True, text=True, timeout=120)
+    assert sent.returncode == 0, sent.stderr[-3000:]
+    got = subprocess.run(cluster_dns.argv(env, ns, [kcat, "-b", bootstrap, "-t", "greetings", "-C", "-o", "beginning",
+                                                    "-e", "-q", "-f", "%k=%s\\n"]),
+                         capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr[-3000:]
+    assert sorted(got.stdout.split()) == ["k1=hello", "k2=world"], got.stdout
+
+
+def test_every_metric_the_dashboards_and_alerts_use_is_exported_by_the_pods(kube_node_env, fleet):
+    """Scraped as a PodMonitor would, from each broker pod's and the operator pod's IP: every
+    flotilla_* name the shipped rules and dashboards use is exported (recorded names are the
+    rules' own)."""
+    env, ns = kube_node_env, fleet
+    pages = []
+    brokers = get_json(env, "pods", "-n", ns, "-l", "app.kubernetes.io/component=broker")["items"]
+    operator = get_json(env, "pods", "-n", OPERATOR_NS, "-l", "app.kubernetes.io/component=operator")["items"]
+    assert len(brokers) == 3 and len(operator) == 1
+    for pod, port in [(p, 9404) for p in brokers] + [(operator[0], 9405)]:
+        with urllib.request.urlopen(f"http://{pod['status']['podIP']}:{port}/metrics", timeout=10) as resp:
+            pages.append(resp.read().decode())
+    exported = set().union(*(monitoring_names.exported(page) for page in pages))
+    used = monitoring_names.used()
+    missing = {n: sorted(w) for n, w in used.items() if n not in exported and n not in monitoring_names.recorded()}
+    assert not missing, f"used by rules/dashboards, exported by no pod: {missing}"
+
+
+def test_deleting_the_kafkacluster_leaves_only_what_outlives_it(kube_node_env, fleet):
+    """The quickstart's last step (this module's last test): `kubectl delete kafkacluster demo`.
+    Gone: the brokers' pods, the StatefulSet, Services, ConfigMaps, RBAC, PodDisruptionBudget, the
+    fleet's Leases and the KafkaTopics the fleet created (`__consumer_offsets`, the topics the tests
+    created through Kafka). Left, by design: the ConfigMap demo-cluster-id (a re-created cluster
+    keeps its id), the KafkaTopic the user applied, and PVCs (none: ephemeral storage)."""
+    env, ns = kube_node_env, fleet
+    fleet_topics = get_json(env, "kafkatopics", "-n", ns, "-l", "flotilla.io/created-by=fleet")["items"]
+    assert fleet_topics, "the tests created topics through Kafka: their KafkaTopics are the fleet's"
+    env.kubectl("delete", "kafkacluster", NAME, "-n", ns, "--wait=true", "--timeout=120s", timeout=150)
+    kinds = "pods,statefulsets,services,configmaps,serviceaccounts,roles,rolebindings,poddisruptionbudgets,leases,kafkatopics,persistentvolumeclaims"
+
+    def left():
+        items = get_json(env, kinds, "-n", ns)["items"]
+        return sorted(f"{o['kind']}/{o['metadata']['name']}" for o in items
+                      if o["metadata"]["name"] not in ("kube-root-ca.crt", "default"))
+    with explained(env):
+        remaining = wait_for("only what outlives the KafkaCluster", left,
+                             until=lambda names: names == ["ConfigMap/demo-cluster-id", "KafkaTopic/greetings"],
+                             timeout=120, interval=1)
+    assert remaining == ["ConfigMap/demo-cluster-id", "KafkaTopic/greetings"]

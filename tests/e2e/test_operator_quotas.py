@@ -16,6 +16,7 @@ from tests.e2e.test_quotas_fleet import throttle_ms_of_produce
 from tests.support import kafka_wire
 from tests.support.broker_process import FlotillaBroker
 from tests.support.crds import install_crds, remove_crds
+from tests.support.outside_cluster import stand_in_cluster
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("the operator drives a Flotilla broker")]
@@ -49,7 +50,6 @@ def quota_operator(kube_env, quota_crds, real_broker):
         mp.setenv("KUBECONFIG", str(kube_env.kubeconfig))
         mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", f"127.0.0.1:{free_port()}")
         mp.setenv("FLOTILLA_OPERATOR_LIVENESS_ADDRESS", "off")
-        mp.setenv("FLOTILLA_OPERATOR_CLUSTER_BOOTSTRAP", real_broker.bootstrap)
         with KopfRunner(["run", "--all-namespaces", "--standalone", "-m", "flotilla_operator.handlers"],
                         timeout=60) as runner:
             yield runner
@@ -76,6 +76,9 @@ def status_of(kube_env, ns: str, name: str, reason: str, brokers=None):
 def test_client_quota_resource_applies_edits_conflicts_and_deletes(kube_env, kube_namespace, quota_operator,
                                                                     real_broker):
     ns, b = kube_namespace, real_broker.bootstrap
+    # The broker is a process on this host: the KafkaCluster "demo" names its address (the
+    # operator looks it up per cluster, as it would the bootstrap Service in a real deployment).
+    apply(kube_env, stand_in_cluster("demo", ns, b))
     topic = kafka_wire.unique_topic("opq")
     with kafka_wire.connect(b) as conn:
         assert conn.create_topic(topic, 1) == 0

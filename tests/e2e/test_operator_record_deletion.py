@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from tests.e2e.test_operator import apply, condition, free_port, get_json
 from tests.support import kafka_wire
 from tests.support.cluster import BrokerCluster
+from tests.support.outside_cluster import stand_in_cluster
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("the operator drives a Flotilla fleet"),
@@ -39,6 +40,8 @@ def namespace(kube_env):
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory, kube_env, namespace):
     with BrokerCluster(tmp_path_factory.mktemp("rdel-fleet"), kube_env, namespace, size=3) as c:
+        # The brokers are processes on this host: the KafkaCluster "fleet" names their address.
+        apply(kube_env, stand_in_cluster("fleet", namespace, c.bootstrap))
         yield c
 
 
@@ -55,7 +58,6 @@ def operator(kube_env, fleet, metrics_url):
         mp.setenv("KUBECONFIG", str(kube_env.kubeconfig))
         mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", metrics_url.removeprefix("http://").removesuffix("/metrics"))
         mp.setenv("FLOTILLA_OPERATOR_LIVENESS_ADDRESS", "off")
-        mp.setenv("FLOTILLA_OPERATOR_CLUSTER_BOOTSTRAP", fleet.bootstrap)
         with KopfRunner(["run", "--all-namespaces", "--standalone", "-m", "flotilla_operator.handlers"],
                         timeout=60) as runner:
             yield runner
@@ -231,7 +233,9 @@ def test_deleting_the_resource_stops_its_schedule(kube_env, namespace, fleet, op
     produce(fleet, topic, 0, 20)
     commit(fleet, "rd-stop", topic, {0: 5})
     apply(kube_env, deletion("stop", ns, topic, {"consumedBy": ["rd-stop"]}, interval="1s"))
-    status_of(kube_env, ns, "stop", "Deleted", lambda o: rows(o).get(0, {}).get("lowWatermark") == 5)
+    running = status_of(kube_env, ns, "stop", "Deleted", lambda o: rows(o).get(0, {}).get("lowWatermark") == 5)
+    # No finalizer: a namespace deletion never waits for the operator.
+    assert not running["metadata"].get("finalizers"), running["metadata"]
     kube_env.kubectl("delete", "recorddeletion", "stop", "-n", ns, "--wait=true", "--timeout=60s")
     commit(fleet, "rd-stop", topic, {0: 15})
     # Another resource on the same schedule runs three times: the deleted one would have run too.

@@ -299,6 +299,7 @@ def purge_through_operator(kube_env: Any, namespace: str, bootstrap: str, raw_to
     first run is in the status; the resource is deleted again (its schedule stops)."""
     from kopf.testing import KopfRunner
 
+    from tests.support.outside_cluster import stand_in_cluster
     from tests.support.waiting import wait_for
 
     doc = example_deletion(raw_topic, group)
@@ -315,10 +316,12 @@ def purge_through_operator(kube_env: Any, namespace: str, bootstrap: str, raw_to
         mp.setenv("KUBECONFIG", str(kube_env.kubeconfig))
         mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", "off")
         mp.setenv("FLOTILLA_OPERATOR_LIVENESS_ADDRESS", "off")
-        mp.setenv("FLOTILLA_OPERATOR_CLUSTER_BOOTSTRAP", bootstrap)
         mp.setenv("FLOTILLA_OPERATOR_NAMESPACES", namespace)  # its resync too: nothing else is its business
         with KopfRunner(["run", f"--namespace={namespace}", "--standalone", "-m", "flotilla_operator.handlers"],
                         timeout=60) as runner:
+            # The example's cluster stands for the fleet's brokers (processes on this host).
+            kube_env.kubectl("apply", "-f", "-", input=json.dumps(stand_in_cluster(
+                doc["spec"]["clusterRef"]["name"], namespace, bootstrap)))
             kube_env.kubectl("apply", "-f", "-", input=json.dumps(doc))
             try:
                 obj = wait_for(f"RecordDeletion {name}'s first run", first_run, timeout=90)

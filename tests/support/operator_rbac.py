@@ -32,6 +32,9 @@ NEEDED = [
     # Only to grant the brokers their SCRAM credentials' Secret (Kubernetes refuses to let it
     # grant what it does not hold).
     ("get", "secrets"), ("watch", "secrets"), ("create", "secrets"), ("update", "secrets"),
+    # Reading each child before applying it: an object the fleet did not create is left alone.
+    ("get", "services"), ("get", "serviceaccounts"), ("get", "poddisruptionbudgets.policy"),
+    ("get", "roles.rbac.authorization.k8s.io"), ("get", "rolebindings.rbac.authorization.k8s.io"),
 ]
 # What it must not do.
 FORBIDDEN = [

@@ -25,7 +25,11 @@
 {{- end -}}
 
 {{- define "flotilla.image" -}}
+{{- if .Values.image.reference -}}
+{{- .Values.image.reference -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "flotilla.selectorLabels" -}}

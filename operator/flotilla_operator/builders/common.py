@@ -121,3 +121,28 @@ def metadata(owner: Owner, name: str, **extra: Any) -> dict[str, Any]:
         "ownerReferences": [owner_reference(owner)],
         **extra,
     }
+
+
+def foreign(existing: Any, owner: Owner) -> str | None:
+    """Why an object already holding a child's name is not this cluster's to apply over (None when
+    it is): applying would put our controller owner reference on it, and deleting the KafkaCluster
+    would then delete an object the fleet never created. Ours: owned by this KafkaCluster (its uid)
+    or by an earlier KafkaCluster of the same name, or carrying our managed-by and cluster labels
+    with no controller (orphaned by such a one, e.g. `kubectl delete --cascade=orphan`)."""
+    if not existing:
+        return None
+    meta = existing.get("metadata") or {}
+    refs = meta.get("ownerReferences") or []
+    if any(r.get("uid") == owner.uid for r in refs):
+        return None
+    kind, name = existing.get("kind", "object"), meta.get("name")
+    controller = next((r for r in refs if r.get("controller")), None)
+    if controller is not None and controller.get("kind") == "KafkaCluster" and controller.get("name") == owner.name:
+        return None  # a predecessor of the same name, being garbage-collected: the apply says what it may
+    if controller is not None:
+        return f"{kind} {name} exists and is controlled by {controller.get('kind')} {controller.get('name')}"
+    found = meta.get("labels") or {}
+    if found.get("app.kubernetes.io/managed-by") == MANAGED_BY and cluster_of(existing) == owner.name:
+        return None
+    return (f"{kind} {name} exists and was not created by the operator for this KafkaCluster "
+            "(it is left alone: rename the KafkaCluster, or delete or rename that object)")

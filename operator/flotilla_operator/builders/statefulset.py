@@ -182,6 +182,8 @@ def build_statefulset(
         pod_spec["nodeSelector"] = template.node_selector
     if template.priority_class_name:
         pod_spec["priorityClassName"] = template.priority_class_name
+    if spec.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": r.name} for r in spec.image_pull_secrets]
     sts_spec: dict[str, Any] = {
         "replicas": spec.replicas if replicas is None else replicas,
         "serviceName": headless_service_name(owner),

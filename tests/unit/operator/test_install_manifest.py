@@ -70,3 +70,19 @@ def test_operator_role_is_the_charts():
     pod = deployment["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "flotilla-operator"
     assert "--all-namespaces" in pod["containers"][0]["args"]
+
+
+def test_one_value_sets_the_image_of_the_operator_and_of_the_brokers(helm):
+    """`--image` (the chart's image.reference): the operator's container and the brokers' default
+    image, and nothing else of the manifest, change."""
+    import yaml
+
+    ref = "registry.example.com:5000/team/flotilla@sha256:" + "ab" * 32
+    text = install_render.render(helm, image=ref)
+    (deploy,) = [d for d in yaml.safe_load_all(text) if d and d["kind"] == "Deployment"]
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert container["image"] == ref and env["FLOTILLA_BROKER_IMAGE"] == ref
+    default = install_render.render(helm)
+    changed = [(a, b) for a, b in zip(default.splitlines(), text.splitlines()) if a != b]
+    assert len(changed) == 2 and all(ref in b for _, b in changed)

@@ -213,6 +213,12 @@ async def test_client_quota_is_applied_through_its_clusters_bootstrap(monkeypatc
     assert (ready["status"], ready["reason"], ready["message"]) == ("True", "Applied", "2 of 2 broker(s) apply it")
     assert status["brokers"] == [{"nodeId": 1, "producerByteRate": 1024}, {"nodeId": 2, "producerByteRate": 1024}]
 
+    # The cluster's own override (an operator outside the cluster) wins, for that cluster only.
+    kube.objects[("KafkaCluster", "ns", "demo")]["metadata"]["annotations"] = {
+        "flotilla.io/operator-bootstrap-servers": "127.0.0.1:19092"}
+    await handlers.clientquota_changed(body=kube.objects[("ClientQuota", "ns", "q")], memo=memo)
+    assert sent[-1][0] == "127.0.0.1:19092"
+
 
 async def test_client_quota_needs_no_finalizer_and_is_removed_when_its_deletion_is_seen(monkeypatch):
     """No kopf deletion handler (it would put a finalizer on every ClientQuota, holding a namespace
@@ -561,3 +567,60 @@ async def test_paused_client_quota_sends_nothing(monkeypatch):
     status = kube.objects[("ClientQuota", "ns", "q")]["status"]
     assert [(c["type"], c["status"]) for c in status["conditions"]] == [("ReconciliationPaused", "True")]
     assert kube.reasons() == ["ReconciliationPaused"]
+
+
+async def test_record_deletion_needs_no_finalizer_and_its_schedule_follows_the_watch():
+    """No kopf daemon (it would put a finalizer on every RecordDeletion, holding a namespace
+    deletion while the operator is away): a watch event starts the resource's schedule, which runs
+    at once; the DELETED event stops it and drops the resource's metrics."""
+    import asyncio
+
+    from flotilla_operator import metrics
+    from flotilla_operator.schedules import Schedules
+
+    registry = kopf.get_default_registry()
+    resource = kopf.Resource("flotilla.io", "v1alpha1", "recorddeletions")
+    needing = [h for reg in (registry._changing, registry._spawning) for h in reg._handlers
+               if h.requires_finalizer and h.selector is not None and h.selector.check(resource)]
+    assert needing == []
+    deletion = {"kind": "RecordDeletion", "metadata": {"name": "purge", "namespace": "ns", "generation": 1},
+                "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": 5}}}
+    kube = FakeKube([deletion])  # no KafkaCluster: the run reports ClusterNotReady
+    memo = memo_for(kube)
+    memo["rd_schedules"] = Schedules("RecordDeletion")
+    metrics.RECORDS_DELETED.labels("ns", "purge").inc(3)
+    await handlers.recorddeletion_event(event={"type": None}, body=copy.deepcopy(deletion), namespace="ns",
+                                        name="purge", memo=memo)
+    (key,) = memo["rd_schedules"].keys()
+    for _ in range(200):
+        if kube.statuses:
+            break
+        await asyncio.sleep(0.01)
+    ready = kube.statuses[-1][2]["conditions"][0]
+    assert (ready["status"], ready["reason"]) == ("False", "ClusterNotReady")
+    schedule = memo["rd_schedules"]._by_key[key]
+    await handlers.recorddeletion_event(event={"type": "DELETED"}, body=copy.deepcopy(deletion), namespace="ns",
+                                        name="purge", memo=memo)
+    await asyncio.wait_for(schedule.task, 5)
+    assert memo["rd_schedules"].keys() == []
+    assert ("ns", "purge") not in {tuple(s.labels.values()) for m in metrics.RECORDS_DELETED.collect()
+                                   for s in m.samples}
+
+
+async def test_a_childs_name_held_by_a_users_object_applies_nothing_and_adds_no_owner():
+    """A ConfigMap the user made under the name of a child (demo-config) is never applied over:
+    that would put the KafkaCluster's controller reference on it, and deleting the KafkaCluster
+    would delete it. Nothing is applied; Ready=False/Conflict names the object (Stalled)."""
+    users = {"kind": "ConfigMap", "metadata": {"name": "demo-config", "namespace": "ns", "labels": {"team": "x"}},
+             "data": {"k": "v"}}
+    kube = FakeKube([cluster(), copy.deepcopy(users)])
+    with pytest.raises(kopf.PermanentError, match="ConfigMap demo-config exists"):
+        await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    assert kube.applied == [] and kube.objects[("ConfigMap", "ns", "demo-config")] == users
+    ready, stalled = (next(c for c in kube.statuses[-1][2]["conditions"] if c["type"] == t) for t in ("Ready", "Stalled"))
+    assert (ready["status"], ready["reason"]) == ("False", "Conflict") and "demo-config" in ready["message"]
+    assert stalled["status"] == "True"
+    # Once the user's object is gone, the cluster is applied.
+    del kube.objects[("ConfigMap", "ns", "demo-config")]
+    await handlers.reconcile(memo_for(kube), "ns", "demo", why="resync")
+    assert kube.objects[("ConfigMap", "ns", "demo-config")]["metadata"]["ownerReferences"][0]["kind"] == "KafkaCluster"
