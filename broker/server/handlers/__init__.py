@@ -13,7 +13,8 @@ _MODULES = (
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups",
     "describe_client_quotas", "alter_client_quotas", "offset_for_leader_epoch", "elect_leaders",
-    "delete_records",
+    "delete_records", "describe_log_dirs", "offset_delete", "describe_quorum", "describe_topic_partitions",
+    "list_config_resources",
     "write_txn_markers",
     "sasl_handshake", "sasl_authenticate",
 )

@@ -32,7 +32,7 @@ _THROTTLE = struct.Struct(">i")
 class MetadataHandler(Handler):
     api_key = 3
     min_version = 0
-    max_version = 12
+    max_version = 13  # v13 (KIP-1102) adds a top-level error code: NONE unless the whole request failed
 
     def __init__(self, broker) -> None:
         super().__init__(broker)
@@ -114,7 +114,8 @@ class MetadataHandler(Handler):
                                     topic_id=record.topic_id, is_internal=record.is_internal,
                                     partitions=partitions))
         return ctx.build("MetadataResponse", throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=image.cluster_id,
-                         controller_id=cluster_view.controller_id(image), topics=tuple(topics))
+                         controller_id=cluster_view.controller_id(image), topics=tuple(topics),
+                         error_code=ErrorCode.none)
 
     def error_response(self, ctx: RequestContext, request, code: ErrorCode, message: str):
         """Each requested topic carries the error (Kafka's MetadataRequest.getErrorResponse)."""
@@ -122,7 +123,7 @@ class MetadataHandler(Handler):
                                  ctx.api_version >= 12 else "", topic_id=getattr(t, "topic_id", None) or NO_TOPIC_ID,
                                  is_internal=False, partitions=()) for t in request.topics or ())
         return ctx.build("MetadataResponse", throttle_time=NO_THROTTLE, brokers=(), cluster_id=None,
-                         controller_id=-1, topics=topics)
+                         controller_id=-1, topics=topics, error_code=code)
 
 
 HANDLER = MetadataHandler
