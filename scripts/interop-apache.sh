@@ -22,6 +22,7 @@ suites=(
   tests/e2e/test_transactions_system.py
   tests/e2e/test_security.py
   tests/e2e/test_compaction_transactions.py
+  tests/e2e/test_admin_apis.py
 )
 workers=${FLOTILLA_TEST_WORKERS:-3}
 if [ "$workers" = 0 ]; then

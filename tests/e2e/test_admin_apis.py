@@ -245,7 +245,9 @@ def test_describe_quorum_of_another_partition(shared_broker):
                                                   partitions=(PartitionData(partition_index=i32(3)),)),))
     with kafka_wire.connect(shared_broker.bootstrap) as conn:
         resp = conn.request(req)
-    assert resp.error_code == ErrorCode.unknown_topic_or_partition and resp.topics == (), resp
+    assert resp.error_code == ErrorCode.none, resp
+    assert [(t.topic_name, int(p.partition_index), ErrorCode(p.error_code)) for t in resp.topics for p in t.partitions] \
+        == [("__cluster_metadata", 3, ErrorCode.unknown_topic_or_partition)], resp
 
 
 # -- DescribeTopicPartitions ---------------------------------------------------------------------

@@ -2,8 +2,8 @@
 controller election (a Kubernetes Lease, or the file store's single broker), which is what
 `kafka-metadata-quorum.sh describe --status/--replication` and Admin describeMetadataQuorum show.
 
-There is no Raft log: the only partition is `__cluster_metadata-0` (anything else answers
-UNKNOWN_TOPIC_OR_PARTITION for the whole request, as Kafka's KafkaRaftClient); the leader is the
+There is no Raft log: the only partition is `__cluster_metadata-0` (a request for anything else
+answers UNKNOWN_TOPIC_OR_PARTITION for each partition asked, as Kafka's KafkaRaftClient); the leader is the
 controller Lease's holder (no controller: NOT_LEADER_OR_FOLLOWER for the partition), the leader
 epoch how many times the Lease was taken; every live broker campaigns for the Lease, so every one
 is a voter and there are no observers. Log end offsets and the high watermark are -1 (no metadata
@@ -33,7 +33,8 @@ class DescribeQuorumHandler(Handler):
         topics = request.topics
         if not (len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC and len(topics[0].partitions) == 1
                 and int(topics[0].partitions[0].partition_index) == 0):
-            return self._top_level(ctx, ErrorCode.unknown_topic_or_partition)
+            return self._each_partition(ctx, request, ErrorCode.unknown_topic_or_partition,
+                                        "This server does not host this topic-partition.")
         store = self.broker.store
         view = store.quorum()
         if view.leader_id is None:
@@ -62,15 +63,22 @@ class DescribeQuorumHandler(Handler):
     @staticmethod
     def _answer(ctx: RequestContext, partition, nodes):
         topic = ctx.build("TopicData", topic_name=METADATA_TOPIC, partitions=(partition,))
-        return ctx.build("DescribeQuorumResponse", error_code=ErrorCode.none, error_message=None,
+        return ctx.build("DescribeQuorumResponse", error_code=ErrorCode.none, error_message="",
                          topics=(topic,), nodes=nodes)
 
     @staticmethod
-    def _top_level(ctx: RequestContext, code: ErrorCode):
-        return ctx.build("DescribeQuorumResponse", error_code=code, error_message=None, topics=(), nodes=())
+    def _each_partition(ctx: RequestContext, request, code: ErrorCode, message: str):
+        """Kafka's DescribeQuorumRequest.getPartitionLevelErrorResponse: every partition asked
+        carries the error, the other fields at their defaults."""
+        topics = tuple(ctx.build("TopicData", topic_name=t.topic_name, partitions=tuple(
+            ctx.build("PartitionData", partition_index=p.partition_index, error_code=code, error_message=message,
+                      leader_id=0, leader_epoch=0, high_watermark=0, current_voters=(), observers=())
+            for p in t.partitions)) for t in request.topics)
+        return ctx.build("DescribeQuorumResponse", error_code=ErrorCode.none, error_message="", topics=topics,
+                         nodes=())
 
     def error_response(self, ctx: RequestContext, request, code: ErrorCode, message: str):
-        return self._top_level(ctx, code)
+        return ctx.build("DescribeQuorumResponse", error_code=code, error_message=message, topics=(), nodes=())
 
 
 HANDLER = DescribeQuorumHandler

@@ -15,8 +15,7 @@ KAFKA_4_1 = {
     55: (0, 2), 60: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 2), 74: (0, 1), 75: (0, 0),
 }
 # Where we differ, and why (docs/admin-apis.md repeats it): Produce v0-v2 were removed in Kafka 4
-# (KIP-896) and kio has no schema for them; Kafka 4.1 still lists 0 as the minimum (KAFKA-18659,
-# for old librdkafka) while refusing those versions.
+# (KIP-896) and kio has no schema for them, yet Kafka 4.1's ApiVersions still lists 0 as Produce's minimum.
 DIFFERENCES = {0: (3, 13)}
 
 
