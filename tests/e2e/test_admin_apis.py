@@ -365,3 +365,27 @@ def test_kafka_python_takes_the_broker_for_kafka_4_1(shared_broker):
     finally:
         consumer.close()
     assert tuple(probed) == (4, 1), f"kafka-python took the broker for Kafka {probed}"
+
+
+def test_produce_v13_names_topics_by_id(shared_broker):
+    """Produce v13 (KIP-516), which Kafka 4.1 clients send: topics by id in request and answer;
+    an unknown id answers UNKNOWN_TOPIC_ID."""
+    import datetime
+    import uuid
+
+    from kio.schema.produce.v13.request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from kio.static.primitive import i16
+
+    b = shared_broker.bootstrap
+    topic = make_topic(b, "produce-v13")
+    with kafka_wire.connect(b) as conn:
+        topic_id = conn.metadata([topic]).topics[0].topic_id
+        stranger = uuid.uuid4()
+        req = ProduceRequest(transactional_id=None, acks=i16(-1), timeout=datetime.timedelta(seconds=10), topic_data=tuple(
+            TopicProduceData(topic_id=tid, partition_data=(PartitionProduceData(
+                index=i32(0), records=kafka_wire.build_batch([(None, b"by-id")])),)) for tid in (topic_id, stranger)))
+        resp = conn.request(req)
+    answers = {t.topic_id: ErrorCode(t.partition_responses[0].error_code) for t in resp.responses}
+    assert answers == {topic_id: ErrorCode.none, stranger: ErrorCode.unknown_topic_id}, resp
+    with kafka_wire.connect(b) as conn:
+        assert conn.list_offsets(topic, 0, -1) == 1
