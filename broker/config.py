@@ -268,6 +268,8 @@ KEYS: tuple[Key, ...] = (
     Key("auto.create.topics.enable", "true", _parse_bool,
         "Create a topic when a client asks for an unknown one in Metadata."),
     Key("delete.topic.enable", "true", _parse_bool, "Whether DeleteTopics may delete topics."),
+    Key("max.request.partition.size.limit", "2000", _int_at_least(1),
+        "The most partitions one DescribeTopicPartitions answer holds (KIP-966); more follow by its cursor."),
     Key("log.segment.bytes", str(1024 ** 3), _int_at_least(14),
         "Roll to a new segment file when the active one would exceed this size."),
     Key("log.roll.ms", str(7 * 24 * 3600 * 1000), _int_at_least(1),

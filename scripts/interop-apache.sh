@@ -26,6 +26,7 @@ suites=(
   tests/e2e/test_scram_credentials.py
   tests/e2e/test_reauthentication.py
   tests/e2e/test_compaction_transactions.py
+  tests/e2e/test_admin_apis.py
 )
 workers=${FLOTILLA_TEST_WORKERS:-3}
 if [ "$workers" = 0 ]; then

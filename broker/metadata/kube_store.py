@@ -42,7 +42,7 @@ from broker.metadata import kube_api
 from broker.metadata import kube_objects as ko
 from broker.metadata.lease_clock import LeaseClock
 from broker.metadata.store import (NO_TOPIC_ID, BrokerRegistration, ClusterIdMismatch, Conflict, DuplicateBroker, MetadataError,
-                                   MetadataImage, MetadataStore, StoreUnavailable, TopicExists,
+                                   MetadataImage, MetadataStore, QuorumView, StoreUnavailable, TopicExists,
                                    TopicRecord, TopicTooLarge, UnknownTopic)
 
 log = logging.getLogger(__name__)
@@ -944,6 +944,18 @@ class KubernetesMetadataStore(MetadataStore):
             return False
         lease = self._leases.get(ko.controller_lease_name(self.cluster_name))
         return lease is not None and ko.controller_from_lease(lease) == node_id
+
+    def quorum(self) -> QuorumView:
+        """The controller Lease's holder and epoch (leaseTransitions + 1: how many times the Lease
+        was taken), and each live broker with when we last saw its Lease renewed (wall clock)."""
+        now_s, now_ms = time.time(), int(time.time() * 1000)
+        lease = self._leases.get(ko.controller_lease_name(self.cluster_name))
+        epoch = int(ko.lease_spec(lease).get("leaseTransitions") or 0) + 1 if lease else 0
+        voters = {}
+        for node_id in self.image.brokers:
+            ago = self._clock.seen_ago(ko.broker_lease_name(self.cluster_name, node_id))
+            voters[node_id] = -1 if ago is None else min(int((now_s - ago) * 1000), now_ms)
+        return QuorumView(self._live_controller(), epoch, voters)
 
     async def allocate_producer_ids(self, block_size: int) -> int:
         name = ko.producer_ids_lease_name(self.cluster_name)

@@ -54,6 +54,13 @@ class LeaseClock:
         s = self._seen.get(name)
         return s.holder if s else None
 
+    def seen_ago(self, name: str) -> float | None:
+        """Seconds since we last saw the Lease renewed (None: never seen, or seen too old to count)."""
+        s = self._seen.get(name)
+        if s is None or s.seen_at == -math.inf:
+            return None
+        return max(self._now() - s.seen_at, 0.0)
+
     def restart(self, since: float) -> None:
         """The view was stale from `since` (monotonic) until now, so renewals may have been missed:
         every Lease live at `since` is judged afresh from now on."""

@@ -12,6 +12,7 @@ import abc
 import dataclasses
 import itertools
 import logging
+import time
 import types
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -183,6 +184,18 @@ class MetadataImage:
         return self._by_id.get(topic_id)
 
 
+@dataclass(frozen=True)
+class QuorumView:
+    """The controller quorum as DescribeQuorum reports it (docs/admin-apis.md says what each field
+    means for our Lease-elected controller): the controller, how many times the controller Lease
+    was taken (its epoch, from 1), and each controller candidate (every live broker campaigns) with
+    the wall-clock time in ms at which this broker last saw its registration renewed."""
+
+    leader_id: int | None
+    leader_epoch: int
+    voters: Mapping[int, int]
+
+
 class MetadataStore(abc.ABC):
     image: MetadataImage
     # How long a registration or the controller Lease lasts without renewal (0: no Leases).
@@ -240,3 +253,9 @@ class MetadataStore(abc.ABC):
 
     @abc.abstractmethod
     def is_controller(self, node_id: int) -> bool: ...
+
+    def quorum(self) -> QuorumView:
+        """Backends without Leases: the image's controller at epoch 1, every broker seen now."""
+        now_ms = int(time.time() * 1000)
+        image = self.image
+        return QuorumView(image.controller_id, 1, {n: now_ms for n in image.brokers})

@@ -1,4 +1,4 @@
-"""Hand-written FetchResponse encoder (v4-v17) that leaves record bytes in their files.
+"""Hand-written FetchResponse encoder (v4-v18) that leaves record bytes in their files.
 
 Fetch is the hot path: kio would need the records as Python bytes, copied out of the segment
 files and into a buffer. This encoder instead emits a list of chunks, bytes for the framing
@@ -18,7 +18,7 @@ from broker.log.segment import FileRegion
 from broker.protocol.varint import uvarint_bytes
 
 MIN_VERSION = 4
-MAX_VERSION = 17
+MAX_VERSION = 18  # v18 (KIP-1166) only adds a tagged field to the request
 FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13
 

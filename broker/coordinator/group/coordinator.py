@@ -35,6 +35,7 @@ from broker.coordinator.group.group_metadata import (
     OffsetAndMetadata,
 )
 from broker.coordinator.group.append_errors import coordinator_error
+from broker.coordinator.group.subscriptions import subscribed_topics
 from broker.coordinator.group.offsets_log import TOPIC, Appended, LoadedMarker, OffsetsLog, StoreError
 from broker.server.delayed_produce import DelayedProduce
 
@@ -1023,6 +1024,39 @@ class GroupCoordinator:
             else:
                 out[group_id] = await self._delete_group(group)
         return out
+
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
+                             ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        """OffsetDelete as Kafka's coordinator: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP for an active
+        group that is not a consumer group; per partition GROUP_SUBSCRIBED_TO_TOPIC when the active
+        group consumes its topic, else NONE (committed or not). The committed ones are removed by
+        tombstones answered once the in-sync replicas hold them, so they stay gone after a restart."""
+        if (error := self.not_here(group_id)) is not None:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.group_id_not_found, {}
+        if not group.is_(GroupState.EMPTY) and group.protocol_type != "consumer":
+            return ErrorCode.non_empty_group, {}
+        subscribed = set() if group.is_(GroupState.EMPTY) else subscribed_topics(
+            group.protocol_type, (m.metadata_for(group.protocol_name) for m in group.members.values())) or set()
+        results = {tp: ErrorCode.group_subscribed_to_topic if tp[0] in subscribed else ErrorCode.none
+                   for tp in partitions}
+        doomed = [tp for tp, code in results.items() if code == ErrorCode.none and tp in group.offsets]
+        if not doomed:
+            return ErrorCode.none, results
+        entries: list[tuple[bytes, bytes | None]] = [
+            (codec.encode_offset_key(codec.OffsetKey(group_id, t, p)), None) for t, p in doomed]
+        code, appended = await self._write_at(group_id, entries)
+        if code != ErrorCode.none:
+            return code, {}
+        if appended is not None and self.groups.get(group_id) is group:
+            for tp in doomed:
+                if group.offset_written_at.get(tp, -1) <= appended.end_offset:  # not committed again meanwhile
+                    group.offsets.pop(tp, None)
+                    group.offset_written_at.pop(tp, None)
+        log.info("group %s: deleted the offsets of %d partitions", group_id, len(doomed))
+        return ErrorCode.none, results
 
     async def _delete_group(self, group: GroupMetadata) -> ErrorCode:
         entries: list[tuple[bytes, bytes | None]] = [

@@ -34,7 +34,7 @@ MAX_CACHED_ANSWERS = 64  # all-topics answers kept per image (one per version, l
 class MetadataHandler(Handler):
     api_key = 3
     min_version = 0
-    max_version = 12
+    max_version = 13  # v13 (KIP-1102) adds a top-level error code: NONE unless the whole request failed
 
     def __init__(self, broker) -> None:
         super().__init__(broker)
@@ -129,7 +129,8 @@ class MetadataHandler(Handler):
                                     topic_id=record.topic_id, is_internal=record.is_internal,
                                     partitions=partitions))
         return ctx.build("MetadataResponse", throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=image.cluster_id,
-                         controller_id=cluster_view.controller_id(image), topics=tuple(topics))
+                         controller_id=cluster_view.controller_id(image), topics=tuple(topics),
+                         error_code=ErrorCode.none)
 
     @staticmethod
     def may_see(authz, name: str | None, record, allow_auto: bool) -> bool:
@@ -150,7 +151,7 @@ class MetadataHandler(Handler):
                                  ctx.api_version >= 12 else "", topic_id=getattr(t, "topic_id", None) or NO_TOPIC_ID,
                                  is_internal=False, partitions=()) for t in request.topics or ())
         return ctx.build("MetadataResponse", throttle_time=NO_THROTTLE, brokers=(), cluster_id=None,
-                         controller_id=-1, topics=topics)
+                         controller_id=-1, topics=topics, error_code=code)
 
 
 HANDLER = MetadataHandler

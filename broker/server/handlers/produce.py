@@ -51,10 +51,16 @@ class ProduceHandler(Handler):
                 and not authz.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)):
             raise RequestRefused(ErrorCode.transactional_id_authorization_failed,
                                  f"{ctx.user} may not write as transactional id {request.transactional_id!r}")
+        by_id = ctx.api_version >= produce_response.FIRST_TOPIC_ID
         for topic_data in request.topic_data:
-            name = topic_data.name
-            record = b.store.image.topics.get(name)
-            may_write = authz.allowed(AclOperation.WRITE, ResourceType.TOPIC, name)
+            if by_id:  # v13 (KIP-516): the topic id; an unknown one answers UNKNOWN_TOPIC_ID
+                record = b.store.image.topic_by_id(topic_data.topic_id)
+                name = record.name if record is not None else None
+            else:
+                name = topic_data.name
+                record = b.store.image.topics.get(name)
+            # An unknown topic id says nothing of a name to authorize: UNKNOWN_TOPIC_ID below.
+            may_write = name is None or authz.allowed(AclOperation.WRITE, ResourceType.TOPIC, name)
             parts_out = []
             for pd in topic_data.partition_data:
                 append_time = -1
@@ -62,6 +68,9 @@ class ProduceHandler(Handler):
                     code, base, start, msg = ErrorCode.topic_authorization_failed, -1, -1, None
                 elif acks not in (0, 1, -1):
                     code, base, start, msg = ErrorCode.invalid_required_acks, -1, -1, f"acks={acks} is not 0, 1 or -1"
+                elif name is None:
+                    code, base, start, msg = (ErrorCode.unknown_topic_id, -1, -1,
+                                              f"unknown topic id {topic_data.topic_id}")
                 else:
                     code, base, start, msg, append_time, required = await self._append(
                         ctx, record, name, pd.index, pd.records, request, leaders)
@@ -72,12 +81,12 @@ class ProduceHandler(Handler):
                 parts_out.append(PartitionResult(pd.index, code, base, start, msg, append_time))
                 if (name, pd.index) in waiting:
                     pending[(name, pd.index)] = parts_out[-1]
-            topics_out.append((name, parts_out))
+            topics_out.append((topic_data.topic_id if by_id else name, name, parts_out))
         if waiting:
             await self._wait_for_replicas(ctx, request, waiting, pending)
         throttle_ms = self._quota_throttle_ms(ctx, acks)
         if acks == 0:
-            errors = [f"{name}-{p.index}: {ErrorCode(p.error_code).name}" for name, parts in topics_out
+            errors = [f"{key}-{p.index}: {ErrorCode(p.error_code).name}" for key, _, parts in topics_out
                       for p in parts if p.error_code != ErrorCode.none]
             if not errors:
                 return None
@@ -87,7 +96,8 @@ class ProduceHandler(Handler):
             return Response([], close_after=True)
         if not hints:  # the common case, encoded by hand (kio's writer was a quarter of the CPU)
             return Response([produce_response.encode_produce_response(
-                ctx.api_version, ctx.header.correlation_id, topics_out, throttle_ms)])
+                ctx.api_version, ctx.header.correlation_id, [(key, parts) for key, _, parts in topics_out],
+                throttle_ms)])
         return self._response_with_leader_hints(ctx, topics_out, hints, leaders)
 
     async def _wait_for_replicas(self, ctx, request, waiting, pending) -> None:
@@ -121,19 +131,21 @@ class ProduceHandler(Handler):
     def _response_with_leader_hints(ctx, topics_out, hints, leaders):
         """KIP-951's tagged CurrentLeader and NodeEndpoints, written by kio (the dispatcher sets the throttle time)."""
         return ctx.build("ProduceResponse", throttle_time=NO_THROTTLE, node_endpoints=leaders.node_endpoints(),
-                         responses=tuple(ctx.build("TopicProduceResponse", name=name, partition_responses=tuple(
+                         responses=tuple(ctx.build("TopicProduceResponse", name=name, topic_id=key,
+                                                   partition_responses=tuple(
                              ctx.build("PartitionProduceResponse", index=p.index, error_code=p.error_code,
                                        base_offset=p.base_offset, log_append_time=_timestamp(p.log_append_time_ms),
                                        log_start_offset=p.log_start_offset, record_errors=(),
                                        error_message=p.error_message,
                                        **({"current_leader": hints[(name, p.index)]} if (name, p.index) in hints else {}))
-                             for p in parts)) for name, parts in topics_out))
+                             for p in parts)) for key, name, parts in topics_out))
 
     def error_response(self, ctx: RequestContext, request, code: ErrorCode, message: str):
         """Every requested partition gets `code`; acks=0 expects no answer, so close instead."""
         if request.acks == 0:
             return None
-        topics = tuple(ctx.build("TopicProduceResponse", name=t.name, partition_responses=tuple(
+        topics = tuple(ctx.build("TopicProduceResponse", name=getattr(t, "name", None),
+                                 topic_id=getattr(t, "topic_id", None), partition_responses=tuple(
             ctx.build("PartitionProduceResponse", index=p.index, error_code=code, base_offset=-1, log_append_time=None,
                       log_start_offset=-1, record_errors=(), error_message=message)
             for p in t.partition_data)) for t in request.topic_data)

@@ -17,7 +17,10 @@ from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, re
 class TxnOffsetCommitHandler(Handler):
     api_key = 28
     min_version = 0
-    max_version = 4
+    # v5 is v4 on the wire; clients send it only when transaction.version 2 is finalized (KIP-890
+    # part 2: the broker then adds the offsets partition to the transaction itself). We finalize
+    # version 1 (handlers/api_versions.py), so v5 comes with AddOffsetsToTxn first, as v4 does.
+    max_version = 5
 
     async def handle(self, ctx: RequestContext, request):
         require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id,

@@ -1,6 +1,7 @@
 """The hand-written Produce encoder must write exactly what kio writes for the same response."""
 
 import datetime
+import uuid
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -18,8 +19,8 @@ def kio_bytes(version, correlation_id, topics, throttle_ms):
                            record_errors=(), error_message=p.error_message)
 
     resp = codec.build(m.ProduceResponse, throttle_time=datetime.timedelta(milliseconds=throttle_ms), responses=tuple(
-        codec.build(m.TopicProduceResponse, name=name, partition_responses=tuple(part(p) for p in parts))
-        for name, parts in topics))
+        codec.build(m.TopicProduceResponse, name=key, topic_id=key, partition_responses=tuple(part(p) for p in parts))
+        for key, parts in topics))
     header = codec.RequestHeader(0, version, correlation_id, None, 0)
     return codec.frame_response(header, codec.encode_body(0, version, resp))
 
@@ -34,10 +35,12 @@ TOPICS = [
 @pytest.mark.parametrize("version", range(produce_response.MIN_VERSION, produce_response.MAX_VERSION + 1))
 @pytest.mark.parametrize("topics", [TOPICS, []])
 def test_matches_kio_byte_for_byte(version, topics):
+    if version >= produce_response.FIRST_TOPIC_ID:  # v13 names topics by id
+        topics = [(uuid.uuid5(uuid.NAMESPACE_DNS, name), parts) for name, parts in topics]
     got = produce_response.encode_produce_response(version, 99, topics, throttle_time_ms=5)
     assert got == kio_bytes(version, 99, topics, 5)
 
 
 def test_refuses_versions_it_does_not_know():
     with pytest.raises(ValueError):
-        produce_response.encode_produce_response(12, 1, [])
+        produce_response.encode_produce_response(14, 1, [])

@@ -1,0 +1,61 @@
+"""What DescribeLogDirs reports of this broker's log dirs, as Kafka's ReplicaManager.describeLogDirs.
+
+Per configured log dir (absolute path): its total and usable bytes (KIP-827, the numbers the
+`flotilla_log_dir_*_bytes` metrics show) and, for each wanted partition held in it, the log's size,
+the offset lag (Kafka's: high watermark minus log end, never below 0, so 0 for every current log)
+and is_future (always false: we have no future logs until AlterReplicaLogDirs exists). An offline
+dir answers KAFKA_STORAGE_ERROR with no topics and -1 sizes. Partitions this broker does not hold
+are left out, as Kafka leaves them out; there is no per-partition error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from kio.schema.errors import ErrorCode
+
+from broker.server.metrics import disk_space
+
+LONG_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class PartitionDirInfo:
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool = False
+
+
+@dataclass(frozen=True)
+class LogDirInfo:
+    path: str
+    error: ErrorCode
+    total_bytes: int = -1
+    usable_bytes: int = -1
+    topics: dict[str, list[PartitionDirInfo]] = field(default_factory=dict)
+
+
+def describe(log_dirs: Iterable[Path], offline: dict[Path, str], partitions: dict,
+             wanted: set[tuple[str, int]] | None) -> list[LogDirInfo]:
+    """`partitions`: the replica manager's {(topic, index): Partition}; `wanted` None = all held."""
+    by_dir: dict[Path, dict[str, list[PartitionDirInfo]]] = {}
+    for (topic, index), part in sorted(partitions.items()):
+        if wanted is not None and (topic, index) not in wanted:
+            continue
+        log = part.log
+        lag = max(log.high_watermark - log.log_end_offset, 0)
+        by_dir.setdefault(log.directory.parent, {}).setdefault(topic, []).append(
+            PartitionDirInfo(index, log.size_bytes, lag))
+    out = []
+    for d in log_dirs:
+        path = str(Path(d).absolute())
+        space = None if d in offline else disk_space(d)
+        if space is None:
+            out.append(LogDirInfo(path, ErrorCode.kafka_storage_error))
+            continue
+        total, usable = (LONG_MAX if v < 0 else v for v in space)  # Kafka's adjustForLargeFileSystems
+        out.append(LogDirInfo(path, ErrorCode.none, total, usable, by_dir.get(d, {})))
+    return out
