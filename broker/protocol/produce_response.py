@@ -51,7 +51,7 @@ def encode_produce_response(
     out += uvarint_bytes(len(topics) + 1) if flexible else _i32(len(topics))
     for topic, parts in topics:
         if version >= FIRST_TOPIC_ID:
-            out += topic.bytes
+            out += topic.bytes if topic is not None else bytes(16)  # the zero (unset) topic id
         else:
             raw = topic.encode()
             out += (uvarint_bytes(len(raw) + 1) if flexible else struct.pack(">h", len(raw))) + raw
