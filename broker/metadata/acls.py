@@ -82,11 +82,3 @@ class FileAclStore(AclStore):
             self._publish(new)
         return new
 
-
-def open_acl_store(metadata_store, directory: Path) -> AclStore:
-    """The ACL store matching the metadata backend: a ConfigMap in a fleet, a file beside one broker."""
-    if type(metadata_store).__name__ == "KubernetesMetadataStore":
-        from broker.metadata.kube_acls import KubernetesAclStore
-
-        return KubernetesAclStore(metadata_store)
-    return FileAclStore(directory)

@@ -111,15 +111,6 @@ class FileScramCredentialStore(ScramCredentialStore):
         self._publish(new)
 
 
-def open_scram_store(metadata_store, directory: Path) -> ScramCredentialStore:
-    """The credential store matching the metadata backend: a Secret in a fleet, a file beside one broker."""
-    if type(metadata_store).__name__ == "KubernetesMetadataStore":
-        from broker.security.kube_scram_store import KubernetesScramCredentialStore
-
-        return KubernetesScramCredentialStore(metadata_store)
-    return FileScramCredentialStore(directory)
-
-
 def attach_scram_store(security: Mapping[str, object], store: ScramCredentialStore):
     """Make every listener's SCRAM mechanism read `store` (over the static file); returns the
     broker-wide ScramCredentials the listeners share (listeners.py builds one for all)."""

@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from broker.metadata.acls import AclStore, open_acl_store
+from broker.metadata.acls import AclStore
 from broker.security.authorizer import StandardAuthorizer
 from broker.server.follower_identity import inter_broker_listener
+from broker.server.metadata_backends import open_acl_store
 
 log = logging.getLogger(__name__)
 

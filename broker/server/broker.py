@@ -33,6 +33,7 @@ from broker.server.controlled_shutdown import hand_over
 from broker.server.fetch_session import FetchSessionCache
 from broker.server.handlers import all_handlers
 from broker.server.loop_errors import RateLimitedExceptionHandler
+from broker.server.metadata_backends import open_scram_store
 from broker.server.metrics import BrokerMetrics
 from broker.server.metrics_http import start_metrics_server
 from broker.server.readiness import NOT_STARTED, Readiness, replica_readiness
@@ -45,7 +46,7 @@ from broker.server.quota_metrics import QuotaMetrics
 from broker.server.replica_manager import ReplicaManager
 from broker.server.restart_fencing import fence_previous_leaderships
 from broker.server.store_wait import until_available
-from broker.security.scram_store import attach_scram_store, open_scram_store
+from broker.security.scram_store import attach_scram_store
 from broker.server.topics import TopicManager
 
 log = logging.getLogger(__name__)
