@@ -54,8 +54,16 @@ def shared_namespace(kube_env, kube_namespace):
                # Another application's Leases: no cluster label, or Helm's instance label only.
                lease("other-app-leader", {}),
                lease("helm-app-leader", {"app.kubernetes.io/instance": "b"})]
+    for obj in objects:   # no KafkaCluster here: an owner that does not exist would have the
+        obj["metadata"].pop("ownerReferences", None)   # garbage collector delete them
     kube_env.kubectl("apply", "-n", kube_namespace, "-f", "-",
                      input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    # The brokers' rights, through the flotilla-broker ClusterRole installed with crds/.
+    wait_for("cluster a's broker account to hold its metadata rights",
+             lambda: kube_env.kubectl("auth", "can-i", "delete", "kafkatopics.flotilla.io", "-n", kube_namespace,
+                                      f"--as=system:serviceaccount:{kube_namespace}:a-broker", check=False).stdout.strip()
+             + " / " + kube_env.kubectl("get", "clusterrole", "flotilla-broker", "-o", "name", check=False).stdout.strip(),
+             until=lambda v: v.startswith("yes"), timeout=60)
     return kube_namespace
 
 
