@@ -29,18 +29,6 @@ def crd_names() -> list[str]:
     return sorted(d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition")
 
 
-def other_objects() -> list[str]:
-    """The cluster-wide objects installed with the CRDs (admission policies and their bindings, the
-    brokers' ClusterRole), as kubectl `kind.group/name` references."""
-    out = []
-    for p in sorted(CRD_DIR.glob("*.yaml")):
-        doc = yaml.safe_load(p.read_text())
-        if doc["kind"] != "CustomResourceDefinition":
-            group = doc["apiVersion"].rpartition("/")[0]
-            out.append(f"{doc['kind'].lower()}{'.' + group if group else ''}/{doc['metadata']['name']}")
-    return out
-
-
 def _get(env: Any, *args: str) -> dict | None:
     proc = env.kubectl("get", *args, "-o", "json", check=False)
     return json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else None
@@ -71,9 +59,6 @@ def _wait_gone(env: Any, crd: str, timeout: float) -> None:
 
 
 def remove_crds(env: Any, timeout: float = 90) -> None:
-    """Everything crds/ installs, so that the next install starts as on a fresh cluster (another
-    field manager, e.g. Helm, owning the policies would make a server-side apply conflict)."""
-    env.kubectl("delete", *other_objects(), "--ignore-not-found", check=False)
     for crd in crd_names():
         release_instances(env, crd)
     env.kubectl("delete", "crd", *crd_names(), "--ignore-not-found", "--wait=false", check=False)
