@@ -561,10 +561,10 @@ def test_client_that_never_reads_does_not_block_others(shared_broker: ServerProc
                 break
             sent_bytes += request_size
         assert blocked, f"broker kept reading {sent_bytes / 1e6:.0f} MB of requests whose answers nobody reads"
+        # Others are still answered while the greedy connection's answers pile up (a blocked broker
+        # would make these time out: kafka_wire's socket timeout, not a wall-clock bound here).
         for _ in range(5):
-            start = time.monotonic()
             still_serving(shared_broker)
-            assert time.monotonic() - start < 3.0, "one slow reader slowed everyone down"
     finally:
         greedy.close()
     still_serving(shared_broker)
