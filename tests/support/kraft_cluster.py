@@ -18,10 +18,17 @@ from tests.support.fleet import Fleet
 
 class KraftNode(ApacheKafka):
     """One node of the quorum. Not one node is ready before a quorum forms, so `start()` does not
-    wait while the cluster starts its nodes (`waiting` False); later restarts of a single node do."""
+    wait while the cluster starts its nodes (`waiting` False); later restarts of a single node do.
+
+    A restart waits as long as a cluster start (RESTART_TIMEOUT): with three JVMs per test on a
+    loaded CI machine a restarted node was seen reach "Kafka Server started" 60 s after launch,
+    its log showing steady progress (JVM start, log recovery, raft catch-up, unfencing)."""
+
+    RESTART_TIMEOUT = 180.0
 
     def __init__(self, workdir: Path, *, node_id: int, voters: str, controller_port: int, size: int,
                  jvm_opts: Sequence[str] | None = None, **kw: object) -> None:
+        kw.setdefault("start_timeout", self.RESTART_TIMEOUT)
         super().__init__(workdir, controller_port=controller_port, **kw)  # type: ignore[arg-type]
         self.node_id = node_id
         self.voters = voters
