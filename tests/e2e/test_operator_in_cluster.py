@@ -21,7 +21,9 @@ name; bad specs (topic, partition, group) get a condition naming the field; re-a
 nothing. Then the rest of docs/quickstart.md: the topic and quota examples as written reach Ready,
 kcat produces and consumes through the bootstrap Service, every metric the shipped dashboards and
 alerts use is exported by the pods, and deleting the KafkaCluster leaves only what is meant to
-outlive it. The clients run on the host with the cluster's DNS (tests/support/cluster_dns.py).
+outlive it. Last, the persistent three-broker example (examples/kafkacluster.yaml) as written: Ready
+on claims, acknowledged records kept across a broker pod's replacement, claims kept on deletion.
+The clients run on the host with the cluster's DNS (tests/support/cluster_dns.py).
 """
 
 from __future__ import annotations
@@ -493,3 +495,67 @@ def test_deleting_the_kafkacluster_leaves_only_what_outlives_it(kube_node_env, f
                              until=lambda names: names == ["ConfigMap/demo-cluster-id", "KafkaTopic/greetings"],
                              timeout=120, interval=1)
     assert remaining == ["ConfigMap/demo-cluster-id", "KafkaTopic/greetings"]
+
+
+# --- the persistent three-broker example (examples/kafkacluster.yaml) ---------------------------
+
+
+def test_the_persistent_example_keeps_acknowledged_records_across_a_pod_replacement_and_its_claims(
+        kube_node_env, installed):
+    """examples/kafkacluster.yaml applied as written (three brokers with 500m CPU each on claims,
+    deleteClaim false), after the development cluster is gone: it goes Ready with a Bound claim per
+    broker; records kcat produced with acks=all through the bootstrap Service to an RF=3 topic are
+    all there after a broker pod is deleted and comes back on its claim; deleting the KafkaCluster
+    removes the pods and leaves the claims (deleteClaim false), which the test then deletes itself.
+    The node's volumes are static local PersistentVolumes (flotilla/testenv/node.py)."""
+    from tests.support.clients import kcat_path
+
+    env = kube_node_env
+    ns = f"persistent-{uuid.uuid4().hex[:8]}"
+    env.kubectl("create", "namespace", ns)
+    try:
+        env.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "kafkacluster.yaml"))
+        with explained(env):
+            wait_for("the persistent example Ready", cluster_ready(env, ns), timeout=READY_TIMEOUT)
+
+        def claims():
+            return {c["metadata"]["name"]: c["status"].get("phase")
+                    for c in get_json(env, "persistentvolumeclaims", "-n", ns)["items"]}
+        bound = claims()
+        assert len(bound) == 3 and set(bound.values()) == {"Bound"}, bound
+        env.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump({
+            "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
+            "metadata": {"name": "orders", "labels": {"flotilla.io/cluster": NAME}},
+            "spec": {"partitions": 3, "replicas": 3, "config": {"min.insync.replicas": "2"}}}))
+        wait_for("KafkaTopic orders Ready",
+                 lambda: condition(get_json(env, "kafkatopic", "orders", "-n", ns, check=False), "Ready")
+                 .get("status") == "True", timeout=120)
+        bootstrap = f"{NAME}-bootstrap.{ns}.svc:9092"
+        kcat = kcat_path()
+        lines = "".join(f"k{i}:v{i}\n" for i in range(300))
+        sent = subprocess.run(cluster_dns.argv(env, ns, [kcat, "-b", bootstrap, "-t", "orders", "-P", "-K:",
+                                                         "-X", "request.required.acks=all"]),
+                              input=lines, capture_output=True, text=True, timeout=120)
+        assert sent.returncode == 0, sent.stderr[-3000:]
+
+        old_uid = get_json(env, "pod", f"{NAME}-1", "-n", ns)["metadata"]["uid"]
+        env.kubectl("delete", "pod", f"{NAME}-1", "-n", ns, "--wait=true", "--timeout=150s", timeout=180)
+        with explained(env):
+            wait_for("the replaced broker pod Ready and the cluster Ready again",
+                     lambda: (get_json(env, "pod", f"{NAME}-1", "-n", ns, check=False) or {}).get("metadata", {})
+                     .get("uid") not in (None, old_uid) and cluster_ready(env, ns)(), timeout=READY_TIMEOUT)
+        assert claims() == bound, "the replaced pod is back on its own claim"
+        got = subprocess.run(cluster_dns.argv(env, ns, [kcat, "-b", bootstrap, "-t", "orders", "-C", "-o", "beginning",
+                                                        "-e", "-q", "-f", "%k=%s\\n"]),
+                             capture_output=True, text=True, timeout=120)
+        assert got.returncode == 0, got.stderr[-3000:]
+        assert sorted(got.stdout.split()) == sorted(f"k{i}=v{i}" for i in range(300))
+
+        env.kubectl("delete", "kafkacluster", NAME, "-n", ns, "--wait=true", "--timeout=120s", timeout=150)
+        with explained(env):
+            wait_for("the brokers' pods gone", lambda: not get_json(env, "pods", "-n", ns)["items"], timeout=180)
+        assert claims() == bound, "deleteClaim: false keeps every broker's claim"
+    finally:
+        for kind in ("kafkatopic", "kafkacluster", "persistentvolumeclaims"):
+            env.kubectl("delete", kind, "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False, timeout=150)
+        env.kubectl("delete", "namespace", ns, "--wait=false", check=False)
