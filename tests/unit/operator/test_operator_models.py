@@ -206,3 +206,18 @@ def test_pipeline_recorddeletion_example_is_valid():
     doc = yaml.safe_load((Path(__file__).resolve().parents[3] / "examples" / "pipeline-recorddeletion.yaml").read_text())
     spec = RecordDeletionSpec.model_validate(doc["spec"])
     assert spec.before.consumed_by == ["flotilla-pipeline"] and spec.topic == "events" and spec.interval == "1m"
+
+
+def test_clientquota_examples_are_valid():
+    from pathlib import Path
+
+    import yaml
+
+    from flotilla_operator.builders import client_quota as cq
+
+    examples = Path(__file__).resolve().parents[3] / "examples"
+    plain = yaml.safe_load((examples / "clientquota.yaml").read_text())["spec"]
+    user = yaml.safe_load((examples / "clientquota-user.yaml").read_text())["spec"]
+    ClientQuotaSpec.model_validate(plain)
+    assert ClientQuotaSpec.model_validate(user).request_percentage == 25
+    assert cq.entity_of(plain) == {"client-id": "batch-loader"} and cq.entity_of(user) == {"user": "alice"}
