@@ -122,7 +122,10 @@ def test_client_quota_resource_applies_edits_conflicts_and_deletes(kube_env, kub
 
     # deleting the owner removes the quota: the client is back on the broker's default rate
     kube_env.kubectl("delete", "clientquota", "opq", "-n", ns, "--wait=true", "--timeout=60s")
-    assert describe_quotas(b, [("client-id", 0, "opq-app")], strict=True) == (0, {})
+    # the operator removes it when its watch delivers the DELETED event, after the object is gone
+    wait_for("the deleted ClientQuota's quota removed from the broker",
+             lambda: describe_quotas(b, [("client-id", 0, "opq-app")], strict=True),
+             until=lambda got: got == (0, {}), timeout=60)
     assert throttle_ms_of_produce(b, topic, 0, "opq-app") == 0
 
 
