@@ -6,7 +6,8 @@ name, where None names the type's default entity. Each entity holds values for t
 every broker's ClientQuotaManager follows `subscribe`, so a change applies without a restart.
 
 Kept beside the topic store rather than inside it so that backends can add it on their own; the
-local-file backend writes `flotilla-quotas.json` next to the metadata file (one broker).
+local-file backend writes `flotilla-quotas.json` next to the metadata file (one broker), a fleet
+the ConfigMap of kube_quotas.py (server/metadata_backends.py picks one).
 """
 
 from __future__ import annotations
@@ -142,13 +143,13 @@ class ClientQuotaStore(abc.ABC):
         """Set (value) or remove (None) quota keys of one entity, atomically."""
 
 
-def _to_doc(quotas: QuotaMap) -> dict:
+def to_doc(quotas: QuotaMap) -> dict:
     return {"version": 1, "quotas": [
         {"entity": [{"type": t, "name": n} for t, n in e.parts], "values": dict(sorted(v.items()))}
         for e, v in sorted(quotas.items(), key=lambda kv: kv[0].sort_key)]}
 
 
-def _from_doc(doc: dict) -> dict[QuotaEntity, dict[str, float]]:
+def from_doc(doc: dict) -> dict[QuotaEntity, dict[str, float]]:
     return {QuotaEntity.of((p["type"], p["name"]) for p in q["entity"]): {k: float(x) for k, x in q["values"].items()}
             for q in doc.get("quotas", [])}
 
@@ -160,23 +161,14 @@ class FileClientQuotaStore(ClientQuotaStore):
         super().__init__()
         self.path = Path(directory) / FILE_NAME
         if self.path.exists():
-            self._publish(_from_doc(json.loads(self.path.read_text())))
+            self._publish(from_doc(json.loads(self.path.read_text())))
 
     async def alter(self, entity: QuotaEntity, changes: Mapping[str, float | None]) -> None:
         new = apply_changes(self.quotas, entity, changes)
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w") as f:
-            json.dump(_to_doc(new), f)
+            json.dump(to_doc(new), f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
         self._publish(new)
-
-
-def open_quota_store(config, metadata_store, directory: Path) -> ClientQuotaStore:
-    """The quota store matching the metadata backend: a ConfigMap in a fleet, a file beside one broker."""
-    if type(metadata_store).__name__ == "KubernetesMetadataStore":
-        from broker.metadata.kube_quotas import KubernetesClientQuotaStore
-
-        return KubernetesClientQuotaStore(metadata_store)
-    return FileClientQuotaStore(directory)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker.metadata.acls import AclStore, FileAclStore
+from broker.metadata.client_quotas import ClientQuotaStore, FileClientQuotaStore
 from broker.security.scram_store import FileScramCredentialStore, ScramCredentialStore
 
 
@@ -30,3 +31,12 @@ def open_scram_store(metadata_store, directory: Path) -> ScramCredentialStore:
 
         return KubernetesScramCredentialStore(metadata_store)
     return FileScramCredentialStore(directory)
+
+
+def open_quota_store(metadata_store, directory: Path) -> ClientQuotaStore:
+    """Dynamic client quotas (KIP-13): the ConfigMap `<cluster>-client-quotas`, or flotilla-quotas.json."""
+    if _in_a_fleet(metadata_store):
+        from broker.metadata.kube_quotas import KubernetesClientQuotaStore
+
+        return KubernetesClientQuotaStore(metadata_store)
+    return FileClientQuotaStore(directory)

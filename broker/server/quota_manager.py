@@ -18,9 +18,9 @@ independently per quota type:
 
 The match also decides what is shared: a client-id default (8) gives every client-id its own
 rate with the default's bound; a user quota (3, 6) is shared by all client-ids of that user; with
-no quota at all every client shares one unlimited sensor. Until SASL lands every connection's user
-is `ANONYMOUS` (Kafka's unauthenticated principal), so only client-id entities and user defaults
-match anything today; the keys are already the (user, client-id) pairs Kafka uses.
+no quota at all every client shares one unlimited sensor. The user is the connection's principal
+name (server/apis.py puts it in each RequestContext): the SASL user, the mapped certificate subject
+on an mTLS listener, or `ANONYMOUS` (Kafka's unauthenticated principal).
 """
 
 from __future__ import annotations

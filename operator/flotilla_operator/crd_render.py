@@ -5,7 +5,8 @@
     python -m flotilla_operator.crd_render --check    # exit 1 if either is stale
 
 Pydantic's JSON Schema is turned into a Kubernetes *structural* schema: references are inlined,
-Optional[X] becomes X, `int | str` becomes x-kubernetes-int-or-string, free-form objects keep
+Optional[X] becomes X, `int | str` becomes x-kubernetes-int-or-string, an
+exclusive bound (`gt=`) becomes OpenAPI v3.0's minimum plus exclusiveMinimum: true, free-form objects keep
 unknown fields, and titles and `additionalProperties: false` (which structural schemas forbid next
 to `properties`) are dropped. Descriptions, defaults, bounds, patterns, enums and CEL rules stay.
 """
@@ -72,6 +73,9 @@ def _structural(node: Any) -> Any:
             node.pop("default")
     if "const" in node:
         node["enum"] = [node.pop("const")]
+    for bound, inclusive in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if not isinstance(node.get(bound, True), bool):  # JSON Schema's number; OpenAPI v3.0's flag
+            node[inclusive], node[bound] = node[bound], True
     if node.get("type") == "object" and "properties" not in node:
         extra = node.get("additionalProperties")
         if extra is True or extra == {}:

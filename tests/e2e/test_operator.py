@@ -235,12 +235,27 @@ def explain(kube_env, path: str, timeout: float = 60.0) -> str:
         (
             {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "bad", "namespace": "NS"},
              "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": "a", "default": True}, "producerByteRate": 1}},
-            "spec.entity", "exactly one of clientId or default",
+            "spec.entity", "at most one of clientId or default",
+        ),
+        (
+            {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "bad", "namespace": "NS"},
+             "spec": {"clusterRef": {"name": "demo"}, "entity": {"user": "a", "defaultUser": True}, "producerByteRate": 1}},
+            "spec.entity", "at most one of user or defaultUser",
+        ),
+        (
+            {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "bad", "namespace": "NS"},
+             "spec": {"clusterRef": {"name": "demo"}, "entity": {"defaultUser": False}, "producerByteRate": 1}},
+            "spec.entity", "name a user (user or defaultUser: true), a client-id",
+        ),
+        (
+            {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "bad", "namespace": "NS"},
+             "spec": {"clusterRef": {"name": "demo"}, "entity": {"user": "a"}, "requestPercentage": 0}},
+            "spec.requestPercentage", "greater than 0",
         ),
         (
             {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "bad", "namespace": "NS"},
              "spec": {"clusterRef": {"name": "demo"}, "entity": {"default": True}}},
-            "spec", "producerByteRate or consumerByteRate",
+            "spec", "producerByteRate, consumerByteRate or requestPercentage",
         ),
         (
             {"apiVersion": "flotilla.io/v1alpha1", "kind": "RecordDeletion", "metadata": {"name": "bad", "namespace": "NS"},
@@ -260,7 +275,8 @@ def explain(kube_env, path: str, timeout: float = 60.0) -> str:
         ),
     ],
     ids=["replicas", "node-id", "log-dirs", "size", "storage-type", "metrics-port", "dup-port", "long-name",
-         "quota-entity", "quota-rate", "deletion-before", "deletion-interval", "deletion-keep"],
+         "quota-entity", "quota-user-entity", "quota-empty-entity", "quota-request-percentage", "quota-rate",
+         "deletion-before", "deletion-interval", "deletion-keep"],
 )
 def test_api_server_rejects_invalid_objects_naming_the_field(kube_env, kube_namespace, crds, obj, field, words):
     obj = json.loads(json.dumps(obj).replace('"NS"', json.dumps(kube_namespace)))

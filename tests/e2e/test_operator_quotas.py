@@ -1,7 +1,9 @@
 """The ClientQuota resource end to end: the operator (kopf, in-process) against the test API server
 applies it to a real broker process through AlterClientQuotas, reports what the broker holds,
 follows edits, reports a second resource naming the same entity as a conflict, and removes the
-quota when the resource is deleted -- so the client gets the broker's default rate again.
+quota when the resource is deleted -- so the client gets the broker's default rate again. A
+ClientQuota naming a user (with requestPercentage) throttles a producer authenticated as that user
+over SASL/SCRAM and not another user.
 
     pytest -p flotilla.testenv.pytest_plugin -m kube tests/e2e/test_operator_quotas.py
 """
@@ -13,10 +15,13 @@ import pytest
 from tests.e2e.test_operator import CRD_NAMES, apply, condition, free_port, get_json
 from tests.e2e.test_quotas import describe_quotas
 from tests.e2e.test_quotas_fleet import throttle_ms_of_produce
+from tests.e2e.test_user_quotas import produce_throttle_ms, sasl
 from tests.support import kafka_wire
 from tests.support.broker_process import FlotillaBroker
 from tests.support.crds import install_crds, remove_crds
 from tests.support.outside_cluster import stand_in_cluster
+from tests.support.secure_broker import make_secure_broker
+from tests.support.tls_certs import make_pki
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("the operator drives a Flotilla broker")]
@@ -43,6 +48,18 @@ def real_broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def secure_broker(tmp_path_factory):
+    """A broker with SASL listeners and the SCRAM users alice and bob (tests/support/secure_broker.py)."""
+    base = tmp_path_factory.mktemp("quota-secure")
+    sb = make_secure_broker("flotilla", base / "broker", make_pki(base / "pki"))
+    sb.broker.start()
+    try:
+        yield sb
+    finally:
+        sb.broker.close()
+
+
+@pytest.fixture(scope="module")
 def quota_operator(kube_env, quota_crds, real_broker):
     from kopf.testing import KopfRunner
 
@@ -56,9 +73,9 @@ def quota_operator(kube_env, quota_crds, real_broker):
     assert runner.exception is None, runner.output[-4000:]
 
 
-def quota(name: str, ns: str, client_id: str, **rates) -> dict:
+def quota(name: str, ns: str, client_id: str | None, entity: dict | None = None, **rates) -> dict:
     return {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": name, "namespace": ns},
-            "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": client_id}, **rates}}
+            "spec": {"clusterRef": {"name": "demo"}, "entity": entity or {"clientId": client_id}, **rates}}
 
 
 def status_of(kube_env, ns: str, name: str, reason: str, brokers=None):
@@ -105,5 +122,24 @@ def test_client_quota_resource_applies_edits_conflicts_and_deletes(kube_env, kub
 
     # deleting the owner removes the quota: the client is back on the broker's default rate
     kube_env.kubectl("delete", "clientquota", "opq", "-n", ns, "--wait=true", "--timeout=60s")
-    assert describe_quotas(b, [("client-id", 0, "opq-app")], strict=True) == (0, {})
+    # the operator removes it when its watch delivers the DELETED event, after the object is gone
+    wait_for("the deleted ClientQuota's quota removed from the broker",
+             lambda: describe_quotas(b, [("client-id", 0, "opq-app")], strict=True),
+             until=lambda got: got == (0, {}), timeout=60)
     assert throttle_ms_of_produce(b, topic, 0, "opq-app") == 0
+
+
+def test_user_quota_resource_throttles_the_scram_user_only(kube_env, kube_namespace, quota_operator, secure_broker):
+    ns, b = kube_namespace, secure_broker.broker.bootstrap  # the operator uses the PLAINTEXT listener
+    apply(kube_env, stand_in_cluster("demo", ns, b))
+    topic = kafka_wire.unique_topic("opuq")
+    with kafka_wire.connect(b) as conn:
+        assert conn.create_topic(topic, 1) == 0
+
+    apply(kube_env, quota("alice", ns, None, {"user": "alice"}, producerByteRate=10240, requestPercentage=150.5))
+    status_of(kube_env, ns, "alice", "Applied", [{"nodeId": 1, "producerByteRate": 10240, "requestPercentage": 150.5}])
+    assert describe_quotas(b, [("user", 0, "alice")], strict=True) == (
+        0, {frozenset({("user", "alice")}): {"producer_byte_rate": 10240.0, "request_percentage": 150.5}})
+    # the quota follows the authenticated user, whatever the client-id
+    assert produce_throttle_ms(sasl(secure_broker, "alice"), topic, "opuq-app") > 0
+    assert produce_throttle_ms(sasl(secure_broker, "bob"), topic, "opuq-app") == 0

@@ -11,13 +11,23 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-MANAGED_KEYS = ("producer_byte_rate", "consumer_byte_rate")
+# Kafka's quota keys and the spec fields that set them.
+SPEC_FIELDS = {"producer_byte_rate": "producerByteRate", "consumer_byte_rate": "consumerByteRate",
+               "request_percentage": "requestPercentage"}
+MANAGED_KEYS = tuple(SPEC_FIELDS)
+WHOLE_NUMBER_KEYS = ("producer_byte_rate", "consumer_byte_rate")
 
 
 def entity_of(spec: dict[str, Any]) -> dict[str, str | None]:
-    """The Kafka entity (type -> name, None = default) of a ClientQuota's spec."""
+    """The Kafka entity (type -> name, None = default) of a ClientQuota's spec: `user` and/or
+    `client-id`, each present only when the spec names it (or its default)."""
     ent = spec.get("entity") or {}
-    return {"client-id": None if ent.get("default") else ent.get("clientId")}
+    out: dict[str, str | None] = {}
+    if ent.get("defaultUser") or ent.get("user") is not None:
+        out["user"] = None if ent.get("defaultUser") else ent["user"]
+    if ent.get("default") or ent.get("clientId") is not None:
+        out["client-id"] = None if ent.get("default") else ent["clientId"]
+    return out
 
 
 def entity_key(namespace: str, spec: dict[str, Any]) -> tuple:
@@ -27,8 +37,7 @@ def entity_key(namespace: str, spec: dict[str, Any]) -> tuple:
 
 def desired_ops(spec: dict[str, Any]) -> dict[str, float | None]:
     """Every managed key: its value from the spec, or None (remove) when the spec leaves it out."""
-    return {"producer_byte_rate": _num(spec.get("producerByteRate")),
-            "consumer_byte_rate": _num(spec.get("consumerByteRate"))}
+    return {key: _num(spec.get(field)) for key, field in SPEC_FIELDS.items()}
 
 
 def removal_ops() -> dict[str, None]:
@@ -57,11 +66,9 @@ def applied_matches(desired: dict[str, float | None], held: dict[str, float]) ->
 
 def broker_status(node_id: int, held: dict[str, float] | None, error: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {"nodeId": node_id}
-    if held is not None:
-        if "producer_byte_rate" in held:
-            out["producerByteRate"] = int(held["producer_byte_rate"])
-        if "consumer_byte_rate" in held:
-            out["consumerByteRate"] = int(held["consumer_byte_rate"])
+    for key, field in SPEC_FIELDS.items():
+        if held is not None and key in held:
+            out[field] = int(held[key]) if key in WHOLE_NUMBER_KEYS else held[key]
     if error:
         out["lastError"] = error
     return out

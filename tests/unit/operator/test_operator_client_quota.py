@@ -16,8 +16,29 @@ def test_entity_and_ops():
     assert cq.entity_of({"entity": {"default": True}}) == {"client-id": None}
     assert cq.entity_of({"entity": {"clientId": ""}}) == {"client-id": ""}
     # keys the spec leaves out are removed: editing one away takes it off the cluster
-    assert cq.desired_ops({"producerByteRate": 1024}) == {"producer_byte_rate": 1024.0, "consumer_byte_rate": None}
-    assert cq.removal_ops() == {"producer_byte_rate": None, "consumer_byte_rate": None}
+    assert cq.desired_ops({"producerByteRate": 1024}) == {
+        "producer_byte_rate": 1024.0, "consumer_byte_rate": None, "request_percentage": None}
+    assert cq.desired_ops({"requestPercentage": 12.5})["request_percentage"] == 12.5
+    assert cq.removal_ops() == {"producer_byte_rate": None, "consumer_byte_rate": None, "request_percentage": None}
+
+
+def test_user_entities_as_kafka_names_them():
+    """Kafka's entity types `user` and `client-id`; None is a type's default entity."""
+    assert cq.entity_of({"entity": {"user": "alice"}}) == {"user": "alice"}
+    assert cq.entity_of({"entity": {"defaultUser": True}}) == {"user": None}
+    assert cq.entity_of({"entity": {"user": "alice", "clientId": "app"}}) == {"user": "alice", "client-id": "app"}
+    assert cq.entity_of({"entity": {"user": "alice", "default": True}}) == {"user": "alice", "client-id": None}
+    assert cq.entity_of({"entity": {"defaultUser": True, "default": True}}) == {"user": None, "client-id": None}
+    assert cq.entity_of({"entity": {"defaultUser": False, "clientId": "app"}}) == {"client-id": "app"}
+    # (user alice) and (user alice, client-id app) are different entities: no conflict between them
+    a = {"metadata": {"name": "a", "namespace": "kafka", "creationTimestamp": "1"},
+         "spec": {"clusterRef": {"name": "demo"}, "entity": {"user": "alice"}}}
+    b = {"metadata": {"name": "b", "namespace": "kafka", "creationTimestamp": "0"},
+         "spec": {"clusterRef": {"name": "demo"}, "entity": {"user": "alice", "clientId": "app"}}}
+    c = {"metadata": {"name": "c", "namespace": "kafka", "creationTimestamp": "0"},
+         "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": "app"}}}
+    assert cq.owner_of(a, [a, b, c])["metadata"]["name"] == "a"
+    assert cq.owner_of(c, [a, b, c])["metadata"]["name"] == "c"
 
 
 def test_oldest_resource_owns_a_contested_entity():
@@ -47,3 +68,7 @@ def test_applied_matches_and_broker_rows():
     assert not cq.applied_matches(desired, {})
     assert cq.broker_status(2, {"producer_byte_rate": 1024.0}, None) == {"nodeId": 2, "producerByteRate": 1024}
     assert cq.broker_status(3, None, "cannot connect") == {"nodeId": 3, "lastError": "cannot connect"}
+    held = {"producer_byte_rate": 1024.0, "request_percentage": 12.5}
+    assert cq.broker_status(4, held, None) == {"nodeId": 4, "producerByteRate": 1024, "requestPercentage": 12.5}
+    assert cq.applied_matches({"producer_byte_rate": 1024.0, "consumer_byte_rate": None, "request_percentage": 12.5},
+                              held)

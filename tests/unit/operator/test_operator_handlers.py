@@ -207,7 +207,7 @@ async def test_client_quota_is_applied_through_its_clusters_bootstrap(monkeypatc
     kube.objects[("KafkaCluster", "ns", "demo")]["status"] = {"bootstrapServers": "demo-bootstrap.ns.svc:9092"}
     await handlers.clientquota_changed(body=kube.objects[("ClientQuota", "ns", "q")], memo=memo)
     assert sent == [("demo-bootstrap.ns.svc:9092", {"client-id": "etl"},
-                     {"producer_byte_rate": 1024.0, "consumer_byte_rate": None})]
+                     {"producer_byte_rate": 1024.0, "consumer_byte_rate": None, "request_percentage": None})]
     status = kube.objects[("ClientQuota", "ns", "q")]["status"]
     ready = status["conditions"][0]
     assert (ready["status"], ready["reason"], ready["message"]) == ("True", "Applied", "2 of 2 broker(s) apply it")
@@ -250,7 +250,7 @@ async def test_client_quota_needs_no_finalizer_and_is_removed_when_its_deletion_
     assert sent == []
     await handlers.clientquota_deleted(event={"type": "DELETED"}, body=quota, memo=memo, logger=log)
     assert sent == [("demo-bootstrap.ns.svc:9092", {"client-id": "etl"},
-                     {"producer_byte_rate": None, "consumer_byte_rate": None})]
+                     {"producer_byte_rate": None, "consumer_byte_rate": None, "request_percentage": None})]
     del resource
 
 

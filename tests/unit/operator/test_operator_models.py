@@ -89,21 +89,52 @@ def test_listeners_unique_and_not_metrics_port():
     assert "spec.listeners" in errors(KafkaClusterSpec, {"listeners": []})
 
 
-def test_clientquota_entity_exactly_one():
+def test_clientquota_entity_combinations():
+    """Kafka's entity combinations: a user, a client-id or one of each, each named or the default;
+    never a name and the default of one type, never nothing."""
     base = {"clusterRef": {"name": "demo"}, "producerByteRate": 1024}
-    assert "spec.entity" in errors(ClientQuotaSpec, {**base, "entity": {}})
-    assert "spec.entity" in errors(ClientQuotaSpec, {**base, "entity": {"clientId": "a", "default": True}})
-    ClientQuotaSpec.model_validate({**base, "entity": {"clientId": "app"}})
-    ClientQuotaSpec.model_validate({**base, "entity": {"default": True}})
-    ClientQuotaSpec.model_validate({**base, "entity": {"clientId": ""}})  # clients without an id
+    assert "name a user (user or defaultUser: true), a client-id" in errors(ClientQuotaSpec, {**base, "entity": {}})
+    assert "name a user" in errors(ClientQuotaSpec, {**base, "entity": {"default": False, "defaultUser": False}})
+    assert "at most one of clientId or default" in errors(
+        ClientQuotaSpec, {**base, "entity": {"clientId": "a", "default": True}})
+    assert "at most one of user or defaultUser" in errors(
+        ClientQuotaSpec, {**base, "entity": {"user": "alice", "defaultUser": True}})
+    assert "spec.entity.user" in errors(ClientQuotaSpec, {**base, "entity": {"user": ""}})
+    for entity in ({"clientId": "app"}, {"default": True}, {"clientId": ""},  # "": clients without an id
+                   {"user": "alice"}, {"defaultUser": True}, {"user": "alice", "clientId": "app"},
+                   {"user": "alice", "default": True}, {"defaultUser": True, "clientId": "app"},
+                   {"defaultUser": True, "default": True}):
+        ClientQuotaSpec.model_validate({**base, "entity": entity})
 
 
 def test_clientquota_needs_a_rate():
     msg = errors(ClientQuotaSpec, {"clusterRef": {"name": "demo"}, "entity": {"default": True}})
-    assert "producerByteRate or consumerByteRate" in msg
+    assert "producerByteRate, consumerByteRate or requestPercentage" in msg
     assert "spec.consumerByteRate" in errors(
         ClientQuotaSpec, {"clusterRef": {"name": "demo"}, "entity": {"default": True}, "consumerByteRate": 0}
     )
+    assert "spec.requestPercentage" in errors(
+        ClientQuotaSpec, {"clusterRef": {"name": "demo"}, "entity": {"user": "a"}, "requestPercentage": 0}
+    )
+    spec = ClientQuotaSpec.model_validate({"clusterRef": {"name": "demo"}, "entity": {"user": "a"},
+                                           "requestPercentage": 12.5})
+    assert spec.request_percentage == 12.5
+
+
+def test_clientquota_crd_schema_matches_the_model():
+    """The rendered CRD carries the same rules: CEL for the entity and the rates, an exclusive
+    minimum (OpenAPI v3.0's form) for requestPercentage."""
+    from flotilla_operator.crd_render import crd
+    from flotilla_operator.models import CLIENT_QUOTA
+
+    spec = crd(CLIENT_QUOTA)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["requestPercentage"] | {"description": ""} == {
+        "type": "number", "minimum": 0, "exclusiveMinimum": True, "description": ""}
+    entity = spec["properties"]["entity"]
+    assert set(entity["properties"]) == {"user", "defaultUser", "clientId", "default"}
+    messages = [v["message"] for v in entity["x-kubernetes-validations"]]
+    assert any("at most one of user or defaultUser" in m for m in messages)
+    assert any("requestPercentage" in v["message"] for v in spec["x-kubernetes-validations"])
 
 
 def test_recorddeletion_before_exactly_one():
@@ -175,3 +206,18 @@ def test_pipeline_recorddeletion_example_is_valid():
     doc = yaml.safe_load((Path(__file__).resolve().parents[3] / "examples" / "pipeline-recorddeletion.yaml").read_text())
     spec = RecordDeletionSpec.model_validate(doc["spec"])
     assert spec.before.consumed_by == ["flotilla-pipeline"] and spec.topic == "events" and spec.interval == "1m"
+
+
+def test_clientquota_examples_are_valid():
+    from pathlib import Path
+
+    import yaml
+
+    from flotilla_operator.builders import client_quota as cq
+
+    examples = Path(__file__).resolve().parents[3] / "examples"
+    plain = yaml.safe_load((examples / "clientquota.yaml").read_text())["spec"]
+    user = yaml.safe_load((examples / "clientquota-user.yaml").read_text())["spec"]
+    ClientQuotaSpec.model_validate(plain)
+    assert ClientQuotaSpec.model_validate(user).request_percentage == 25
+    assert cq.entity_of(plain) == {"client-id": "batch-loader"} and cq.entity_of(user) == {"user": "alice"}
