@@ -23,6 +23,7 @@ suites=(
   tests/e2e/test_transactions_system.py
   tests/e2e/test_security.py
   tests/e2e/test_acls.py
+  tests/e2e/test_user_quotas.py
   tests/e2e/test_scram_credentials.py
   tests/e2e/test_reauthentication.py
   tests/e2e/test_compaction_transactions.py
