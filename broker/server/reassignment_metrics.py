@@ -7,8 +7,9 @@
   fetcher appends);
 - flotilla_reassignment_bytes_out: record bytes this broker sent as leader to followers being added
   by a reassignment (Kafka's ReassignmentBytesOutPerSec, counted where Fetch answers a follower);
-- flotilla_stray_logs_deleted: partition directories deleted at start-up because the metadata no
-  longer placed them here (server/stray_logs.py).
+- flotilla_stray_logs_deleted: partition directories deleted at start-up because the metadata
+  places the partition elsewhere; flotilla_stray_logs_kept: `-stray` directories kept in the log
+  dirs (their topic was not in the metadata; server/stray_logs.py), for an operator to delete.
 
 Prometheus computes the rates (`rate(flotilla_reassignment_bytes_in_total[1m])`); the counters are
 totals since the broker started.
@@ -91,6 +92,10 @@ class ReassignmentCollector(Collector):
         c.add_metric([], rm.reassignment_bytes.bytes_out)
         yield c
         c = CounterMetricFamily("flotilla_stray_logs_deleted",
-                                "Partition directories deleted at start-up: the metadata no longer placed them here")
+                                "Partition directories deleted at start-up: the metadata places them elsewhere")
         c.add_metric([], rm.stray_logs_deleted)
         yield c
+        g = GaugeMetricFamily("flotilla_stray_logs_kept",
+                              "Directories renamed -stray at start-up and kept (their topic was not in the metadata)")
+        g.add_metric([], rm.stray_logs_kept)
+        yield g

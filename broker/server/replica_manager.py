@@ -13,7 +13,7 @@ DeleteRecords (KIP-107, server/record_deletion.py) moves a led partition's log s
 waits in `delete_records_purgatory` (server/delayed_delete_records.py) for the low watermark, the
 least log start offset over the live replicas; it is checked whenever a follower's fetch reports its
 log start, the live brokers change or leadership ends.
-At start-up, partition directories the metadata no longer places here are deleted first
+At start-up, partition directories the metadata no longer places here are set aside first
 (server/stray_logs.py).
 """
 
@@ -168,6 +168,7 @@ class ReplicaManager:
         self._checkpoint_seq = 0
         self._checkpoint_written = 0
         self.stray_logs_deleted = 0  # at start-up (server/stray_logs.py)
+        self.stray_logs_kept = 0  # `-stray` directories in the log dirs after start-up
         self.reassignment_bytes = reassignment_metrics.ReassignmentBytes()
 
     # -- start-up ----------------------------------------------------------------------------
@@ -200,13 +201,15 @@ class ReplicaManager:
 
     def remove_stray_logs(self) -> None:
         """Start-up, on the image just read in full from the store: partition directories the
-        metadata no longer places here (server/stray_logs.py) are set aside and deleted."""
+        metadata no longer places here (server/stray_logs.py) are set aside: deleted, or kept
+        renamed `-stray` when their topic is not in the metadata at all."""
         earlier = stray_logs.left_over(self.log_dirs)
         strays = stray_logs.find(self.log_dirs, self.store.image, self.node_id)
         for s in strays:
             self._marks.pop((s.topic, s.partition), None)
-        moved = stray_logs.set_aside(strays)
-        self.stray_logs_deleted = stray_logs.delete(earlier + moved)
+        doomed = stray_logs.set_aside(strays)
+        self.stray_logs_deleted = stray_logs.delete(earlier + doomed)
+        self.stray_logs_kept = len(stray_logs.left_over(self.log_dirs, stray_logs.STRAY_SUFFIX))
 
     def on_leadership_change(self, callback) -> None:
         """callback(topic, partition, leading: bool) after a partition is opened or closed here."""

@@ -1,6 +1,7 @@
 """Stray partition logs at start-up (server/stray_logs.py): only what the image says outright is
-not placed here goes (topic gone, re-created under another id, reassigned away); anything not yet
-assigned, not a partition directory, or assigned here (adding/removing replicas too) stays."""
+not placed here is set aside: deleted when the image places it elsewhere (reassigned away,
+re-created under another id), kept renamed `-stray` when its topic is not in the image; anything
+not yet assigned, not a partition directory, or assigned here (adding/removing replicas too) stays."""
 
 from __future__ import annotations
 
@@ -46,20 +47,26 @@ def test_only_what_the_image_rules_out_is_stray(tmp_path):
     make(tmp_path, "pending-0")                        # not assigned yet: stays
     make(tmp_path, "not-a-partition")
     (tmp_path / "loose-0").write_text("a file, not a directory")
-    found = {s.directory.name: s.why for s in stray_logs.find([tmp_path], img, ME)}
+    found = {s.directory.name: (s.why, s.delete) for s in stray_logs.find([tmp_path], img, ME)}
     assert sorted(found) == ["again-0", "gone-0", "gone-no-id-2", "mine-1"], found
-    assert "[1, 2]" in found["mine-1"] and "created again" in found["again-0"]
+    assert "[1, 2]" in found["mine-1"][0] and "created again" in found["again-0"][0]
+    assert {n: d for n, (_, d) in found.items()} == {"again-0": True, "mine-1": True,
+                                                     "gone-0": False, "gone-no-id-2": False}
 
 
-def test_set_aside_renames_as_kafka_then_delete_removes(tmp_path):
+def test_set_aside_keeps_unknown_topics_as_stray_and_renames_the_rest_for_deletion(tmp_path):
+    mine = topic("mine", [PartitionState(1, 0, (1, 2), (1, 2))])
     make(tmp_path, "gone-0", uuid.uuid4())
-    strays = stray_logs.find([tmp_path], image(), ME)
-    moved = stray_logs.set_aside(strays)
-    assert len(moved) == 1 and moved[0].name.startswith("gone-0.") and moved[0].name.endswith("-stray")
-    assert not (tmp_path / "gone-0").exists()
-    assert stray_logs.find([tmp_path], image(), ME) == []  # a renamed one is not a partition dir
-    assert stray_logs.left_over([tmp_path]) == moved
-    assert stray_logs.delete(moved) == 1 and list(tmp_path.iterdir()) == []
+    make(tmp_path, "mine-0", mine.topic_id)
+    strays = stray_logs.find([tmp_path], image(mine), ME)
+    doomed = stray_logs.set_aside(strays)
+    assert len(doomed) == 1 and doomed[0].name.startswith("mine-0.") and doomed[0].name.endswith("-delete")
+    kept = stray_logs.left_over([tmp_path], stray_logs.STRAY_SUFFIX)
+    assert len(kept) == 1 and kept[0].name.startswith("gone-0.") and kept[0].name.endswith("-stray")
+    assert not (tmp_path / "gone-0").exists() and not (tmp_path / "mine-0").exists()
+    assert stray_logs.find([tmp_path], image(mine), ME) == []  # renamed ones are not partition dirs
+    assert stray_logs.left_over([tmp_path]) == doomed
+    assert stray_logs.delete(doomed) == 1 and sorted(tmp_path.iterdir()) == kept
 
 
 def test_parse_partition_dir():
