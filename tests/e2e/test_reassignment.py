@@ -212,8 +212,9 @@ def test_reassign_partitions_tool_execute_verify_cancel_and_admin_client(cluster
             for p, r in plan.items():
                 assert described[p] == ([r[0], off, r[1]], [off], [r[1]]), described
             if not throttled:  # Kafka's ReplicaManager ReassigningPartitions, summed over the leaders
-                reassigning = sum(metric(cluster.broker(n).metrics_url, "flotilla_reassigning_partitions") for n in rest)
-                assert reassigning == PARTITIONS, reassigning
+                wait_for("flotilla_reassigning_partitions summed over the leaders",
+                         lambda: sum(metric(cluster.broker(n).metrics_url, "flotilla_reassigning_partitions")
+                                     for n in rest), timeout=30, until=lambda n: n == PARTITIONS)
             # --preserve-throttles on Flotilla: clearing throttles calls every broker, the stopped one
             # too; on Kafka the throttle goes (else the next move onto `off` would crawl too).
             out = reassign_tool(cluster, tmp_path, "--reassignment-json-file", path2, "--cancel",
