@@ -14,6 +14,7 @@ it lives now), so only Flotilla is asked to leave nothing of it.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,18 @@ def cluster(kafka_target, tmp_path, request):
 def dirs(broker) -> list[str]:
     d = Path(broker.log_dirs)
     return sorted(e.name for e in d.iterdir() if e.is_dir()) if d.exists() else []
+
+
+def write(bootstrap: str, topics: list[str]) -> None:
+    """30 records to partition 0 of each topic, acks=all; the producer is gone afterwards (a live
+    one refreshing its metadata would create a deleted topic again: auto.create.topics.enable)."""
+    p = producer(bootstrap)
+    for i in range(30):
+        for t in topics:
+            p.produce(t, partition=0, value=b"%s-%d" % (t.encode(), i))
+    assert p.flush(60) == 0, "records not acknowledged"
+    del p
+    gc.collect()
 
 
 def answer(broker, topic: str) -> str:
@@ -62,11 +75,7 @@ def test_logs_deleted_or_moved_away_while_down_are_removed_at_start(cluster, kaf
         for t, r in plan.items():
             wait_for(f"{t} on {r}, all in sync", lambda t=t: partition_states(cluster, t), timeout=60,
                      until=lambda s, r=r: len(s) == 1 and s[0][0] == r[0] and sorted(s[0][3]) == sorted(r))
-        p = producer(cluster.bootstrap)
-        for i in range(30):
-            for t in plan:
-                p.produce(t, partition=0, value=b"%s-%d" % (t.encode(), i))
-        assert p.flush(60) == 0, "records not acknowledged"
+        write(cluster.bootstrap, list(plan))
         for t in plan:  # acks=all with every replica in the ISR: broker c holds them too
             assert f"{t}-0" in dirs(down), (t, dirs(down))
 
