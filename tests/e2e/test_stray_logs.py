@@ -80,6 +80,10 @@ def test_logs_deleted_or_moved_away_while_down_are_removed_at_start(cluster, kaf
             assert f"{t}-0" in dirs(down), (t, dirs(down))
 
         down.stop()
+        # A new admin client on the running brokers: Kafka's Metadata names a random broker as the
+        # controller, and the first client may have settled on the stopped one.
+        admin.close()
+        admin = kp_admin(",".join(x.bootstrap for x in cluster.running()))
         admin.delete_topics([gone], timeout_ms=30000)
         from kafka import TopicPartition as KTP
 
