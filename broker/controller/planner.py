@@ -4,6 +4,8 @@
 - A topic without an assignment (created by CreateTopics on any broker, or by `kubectl apply` of
   a KafkaTopic) gets one for all its partitions.
 - A topic whose spec asks for more partitions than it has gets the new ones (CreatePartitions).
+  Partitions a CreateTopics placed by hand (`requested_replicas`) go where asked, led by the first
+  active replica (controller/manual_assignment.py).
 - Every partition's leader is re-elected from its live ISR; each change of leader (including to
   and from "none") bumps the leader epoch, so clients and followers can order what they saw.
 - A broker whose Lease expired leaves the ISR of every partition (as Kafka's controller removes a
@@ -26,7 +28,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from broker.controller import reassignment
+from broker.controller import manual_assignment, reassignment
 from broker.controller.assignment import NO_LEADER, AssignmentError, assign_replicas, continuation, elect_leader
 from broker.metadata.store import PartitionState, TopicRecord
 
@@ -59,13 +61,19 @@ def plan_topic(topic: TopicRecord, live: Mapping[int, str | None], rng: random.R
     states = [(reassignment.complete(s, eligible) or s) if reassignment.in_progress(s) else s for s in states]
     problem = None
     missing = topic.partitions - len(current)
+    asked = topic.requested_replicas or ()
+    if missing > 0 and len(asked) > len(current):
+        # Placed by hand at creation (CreateTopics' assignments): where they were asked for.
+        by_hand = asked[len(current):len(current) + missing]
+        states += [manual_assignment.first_state(r, eligible) for r in by_hand]
+        missing -= len(by_hand)
     if missing > 0:
         if stopping:
             live = {n: rack for n, rack in live.items() if n not in stopping}  # no new replicas there
         try:
             replicas = assign_replicas(
-                missing, topic.replication_factor, live, first_partition=len(current),
-                start_index=continuation([s.replicas for s in current], live), rng=rng)
+                missing, topic.replication_factor, live, first_partition=len(states),
+                start_index=continuation([s.replicas for s in states], live), rng=rng)
         except AssignmentError as e:
             problem = f"cannot assign {missing} partition(s) of {topic.name!r}: {e}"
         else:

@@ -42,18 +42,21 @@ MIN_COMPACT_BYTES = 64 * 1024
 def topic_to_json(t: TopicRecord) -> dict:
     return {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions,
             "replication_factor": t.replication_factor, "configs": t.configs, "version": t.version,
-            "assignment": None if t.assignment is None else [dataclasses.asdict(p) for p in t.assignment]}
+            "assignment": None if t.assignment is None else [dataclasses.asdict(p) for p in t.assignment],
+            **({} if t.requested_replicas is None else {"requested_replicas": [list(r) for r in t.requested_replicas]})}
 
 
 def topic_from_json(t: dict) -> TopicRecord:
     a = t.get("assignment")
+    asked = t.get("requested_replicas")
     return TopicRecord(name=t["name"], topic_id=uuid.UUID(t["id"]), partitions=t["partitions"],
                        replication_factor=t.get("replication_factor", 1),
                        configs=t.get("configs", {}), version=t.get("version", 0),
                        assignment=None if a is None else tuple(
                            PartitionState(p["leader"], p["leader_epoch"], tuple(p["replicas"]), tuple(p["isr"]),
                                           tuple(p.get("adding", ())), tuple(p.get("removing", ())))
-                           for p in a))
+                           for p in a),
+                       requested_replicas=None if asked is None else tuple(tuple(r) for r in asked))
 
 
 def journal_line(change: dict) -> bytes:

@@ -77,6 +77,9 @@ PRODUCER_ID_BLOCK_END_ANNOTATION = "flotilla.io/producer-id-block-end"
 # On a KafkaTopic a broker creates: its topic id, until status.topicId holds it (status cannot be
 # written by a create once the CRD has the status subresource).
 TOPIC_ID_ANNOTATION = "flotilla.io/topic-id"
+# On a KafkaTopic a broker creates for a CreateTopics with manual replica assignments: the replicas
+# asked for, per partition (JSON list of lists), for the controller's first assignment.
+REPLICA_ASSIGNMENT_ANNOTATION = "flotilla.io/replica-assignment"
 # On a KafkaTopic: "false" detaches the topic from the resource; deleting the resource then keeps
 # the topic (the brokers write a KafkaTopic of their own for it). Strimzi's strimzi.io/managed.
 MANAGED_ANNOTATION = "flotilla.io/managed"
@@ -295,7 +298,19 @@ def record_from_topic(obj: dict[str, Any], default_partitions: int = 1,
         assignment=assignment,
         version=meta["resourceVersion"],
         problem=problem or _status_problem(status),
+        requested_replicas=_requested_replicas(annotations.get(REPLICA_ASSIGNMENT_ANNOTATION)),
     )
+
+
+def _requested_replicas(text: str | None) -> tuple[tuple[int, ...], ...] | None:
+    """The annotation a broker's create wrote for manual replica assignments; None if absent or
+    not a list of lists of broker ids (then the controller places the partitions itself)."""
+    if not text:
+        return None
+    try:
+        return tuple(tuple(int(b) for b in r) for r in json.loads(text))
+    except (ValueError, TypeError):
+        return None
 
 
 def brokers_part(rec: TopicRecord) -> tuple:
@@ -415,6 +430,9 @@ def topic_object(cluster: str, rec: TopicRecord, base: dict[str, Any] | None = N
             "labels": labels(cluster, **{CREATED_BY_LABEL: CREATED_BY_FLEET})}
     if rec.topic_id != NO_TOPIC_ID:
         meta["annotations"] = {TOPIC_ID_ANNOTATION: topic_id_text(rec.topic_id)}
+    if rec.requested_replicas is not None:
+        meta.setdefault("annotations", {})[REPLICA_ASSIGNMENT_ANNOTATION] = json.dumps(
+            [list(r) for r in rec.requested_replicas], separators=(",", ":"))
     if owner_uid:
         meta["ownerReferences"] = owner_references(cluster, owner_uid)
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": TOPIC_KIND, "metadata": meta,

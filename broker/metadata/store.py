@@ -105,6 +105,9 @@ class TopicRecord:
     # (InvalidReplicationFactor: more replicas than brokers) or the backend's (InvalidConfig: a
     # KafkaTopic's spec.config Kafka would refuse). The Kubernetes backend shows it as Ready=False.
     problem: tuple[str, str] | None = None
+    # Replicas a CreateTopics asked for by hand (its `assignments`), per partition: the controller
+    # places those partitions there instead of choosing (controller/manual_assignment.py).
+    requested_replicas: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def is_internal(self) -> bool:

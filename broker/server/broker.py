@@ -38,6 +38,7 @@ from broker.server.metrics_http import start_metrics_server
 from broker.server.readiness import NOT_STARTED, Readiness, replica_readiness
 from broker.server.purgatory import Purgatory
 from broker.server.replica_fetcher import ReplicaFetcherManager
+from broker.server.reassignment_metrics import ReassignmentCollector
 from broker.server.replication_metrics import ReplicationCollector
 from broker.server.stable_offset_metrics import StableOffsetCollector
 from broker.server.quota_manager import QuotaConfig, QuotaManagers
@@ -131,6 +132,7 @@ class Broker:
         self.scram = attach_scram_store(self.sockets.security, self.scram_store)
         self.metrics.watch_logs(self.replicas)
         self.metrics.registry.register(ReplicationCollector(self.replicas, self.controller, self.replica_fetchers))
+        self.metrics.registry.register(ReassignmentCollector(self.replicas))
         self.metrics.registry.register(ControllerCollector(self.controller))
         from broker.coordinator.transaction.metrics import TransactionCollector
 

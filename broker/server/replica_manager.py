@@ -13,6 +13,8 @@ DeleteRecords (KIP-107, server/record_deletion.py) moves a led partition's log s
 waits in `delete_records_purgatory` (server/delayed_delete_records.py) for the low watermark, the
 least log start offset over the live replicas; it is checked whenever a follower's fetch reports its
 log start, the live brokers change or leadership ends.
+At start-up, partition directories the metadata no longer places here are set aside first
+(server/stray_logs.py).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from broker.log.cleaner import LogCleaner
 from broker.log.segment import FileRegion
 from broker.metadata.store import MetadataStore, PartitionState, TopicRecord
 from broker.protocol.records import BatchHeader
-from broker.server import partition_metadata
+from broker.server import partition_metadata, reassignment_metrics
+from broker.server import stray_logs
 from broker.server import isr_updates
 from broker.server.leader_epoch_check import check_current_leader_epoch
 from broker.server.purgatory import Purgatory
@@ -164,6 +167,9 @@ class ReplicaManager:
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_seq = 0
         self._checkpoint_written = 0
+        self.stray_logs_deleted = 0  # at start-up (server/stray_logs.py)
+        self.stray_logs_kept = 0  # `-stray` directories in the log dirs after start-up
+        self.reassignment_bytes = reassignment_metrics.ReassignmentBytes()
 
     # -- start-up ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -181,6 +187,7 @@ class ReplicaManager:
                                marks.get(checkpoints.LOG_START_OFFSET, {}).get(tp, 0),
                                marks.get(checkpoints.HIGH_WATERMARK, {}).get(tp, 0))
         self._clean_dirs = {d for d in self.log_dirs if (d / checkpoints.CLEAN_SHUTDOWN).exists()}
+        self.remove_stray_logs()
         started = time.monotonic()
         self.apply_image(self.store.image, chunked=False)  # before clients connect: all at once
         # From now on the logs change: a crash must not find the marker.
@@ -191,6 +198,18 @@ class ReplicaManager:
         if self.partitions:
             log.info("opened %d partitions in %.2fs (%s)", len(self.partitions), time.monotonic() - started,
                      "after a clean shutdown" if clean else "recovering segments not known to be flushed")
+
+    def remove_stray_logs(self) -> None:
+        """Start-up, on the image just read in full from the store: partition directories the
+        metadata no longer places here (server/stray_logs.py) are set aside: deleted, or kept
+        renamed `-stray` when their topic is not in the metadata at all."""
+        earlier = stray_logs.left_over(self.log_dirs)
+        strays = stray_logs.find(self.log_dirs, self.store.image, self.node_id)
+        for s in strays:
+            self._marks.pop((s.topic, s.partition), None)
+        doomed = stray_logs.set_aside(strays)
+        self.stray_logs_deleted = stray_logs.delete(earlier + doomed)
+        self.stray_logs_kept = len(stray_logs.left_over(self.log_dirs, stray_logs.STRAY_SUFFIX))
 
     def on_leadership_change(self, callback) -> None:
         """callback(topic, partition, leading: bool) after a partition is opened or closed here."""
@@ -424,6 +443,8 @@ class ReplicaManager:
         except StorageError as e:
             self.mark_offline(d, str(e), e)
             raise
+        reassignment_metrics.count_in(self.reassignment_bytes, self.store.image, part.topic, part.index,
+                                      self.node_id, len(payload))
 
     # -- the leader's view of its followers -----------------------------------------------------
     def follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int, log_start_offset: int,

@@ -5,9 +5,10 @@ first partition when the limit ran out exactly at a topic's end). Pure: the hand
 answer from it.
 
 Replica sets come from `reported_replicas`: during a partition reassignment Kafka reports the
-replicas as the full set (target plus adding plus removing). The reassignment work (issue 24,
-broker/controller) fills that in there when the partition state gains its adding/removing sets;
-Metadata reports the same sets.
+replicas as the full set, the target's replicas (the adding ones among them) followed by the
+removing ones, which is how PartitionState.replicas holds them (controller/reassignment.py).
+Neither DescribeTopicPartitions nor Metadata has fields for the adding/removing sets: clients
+(`kafka-topics.sh --describe`) ask ListPartitionReassignments for those.
 """
 
 from __future__ import annotations
@@ -47,9 +48,8 @@ class Page:
 
 
 def reported_replicas(state: PartitionState) -> tuple[int, ...]:
-    """The replica set Kafka reports for a partition. Adding/removing replicas of a reassignment
-    belong here once PartitionState carries them (Kafka: replicas = target + adding + removing,
-    already so in its PartitionRegistration.replicas)."""
+    """The replica set Kafka reports for a partition: during a reassignment the target (adding
+    replicas included) and then the removing replicas, as Kafka's PartitionRegistration.replicas."""
     return tuple(state.replicas)
 
 

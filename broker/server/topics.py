@@ -14,8 +14,9 @@ from kio.schema.errors import ErrorCode
 
 from broker import topic_config
 from broker.config import BrokerConfig
+from broker.controller import manual_assignment
 from broker.metadata.store import (Conflict, MetadataImage, MetadataStore, StoreUnavailable, TopicExists,
-                                   TopicRecord, TopicTooLarge, UnknownTopic, new_topic)
+                                   TopicRecord, TopicTooLarge, UnknownTopic, eligible_brokers, new_topic)
 from broker.server import file_descriptors
 from broker.server.replica_manager import ReplicaManager
 
@@ -123,6 +124,24 @@ class TopicManager:
         self.check_partition_budget(partitions)
         return partitions, replication_factor
 
+    def check_create_manual(self, name: str, entries, num_partitions: int, replication_factor: int,
+                            configs: dict[str, str]) -> tuple[tuple[int, ...], ...]:
+        """Validate a creation with manual replica assignments ((index, broker ids) entries) as
+        Kafka does; the replicas of each partition, in index order."""
+        validate_topic_name(name)
+        if name in self.store.image.topics:
+            raise TopicError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        brokers = self.store.image.brokers
+        try:
+            placed = manual_assignment.for_new_topic(entries, num_partitions, replication_factor,
+                                                     brokers, eligible_brokers(brokers))
+        except manual_assignment.ManualAssignmentError as e:
+            raise TopicError(ErrorCode[e.code], str(e)) from None
+        validate_topic_configs(configs)
+        self.check_size(name, len(placed), len(placed[0]))
+        self.check_partition_budget(len(placed))
+        return placed
+
     def check_partition_budget(self, adding: int) -> None:
         """Refuse, before anything is recorded, partitions beyond flotilla.max.partitions or more
         than this broker has file descriptors left to open (INVALID_PARTITIONS, naming why)."""
@@ -149,13 +168,19 @@ class TopicManager:
                              f"replication factor {replication_factor} in this cluster's metadata store")
 
     async def create(self, name: str, partitions: int = -1, replication_factor: int = -1,
-                     configs: dict[str, str] | None = None, timeout_s: float | None = None) -> TopicRecord:
+                     configs: dict[str, str] | None = None, timeout_s: float | None = None,
+                     requested_replicas: tuple[tuple[int, ...], ...] | None = None) -> TopicRecord:
         """Create the topic; with `timeout_s`, also wait for its assignment (REQUEST_TIMED_OUT if it
-        does not come in time: the topic exists and the controller completes it later, as in Kafka)."""
+        does not come in time: the topic exists and the controller completes it later, as in Kafka).
+        `requested_replicas` (checked by check_create_manual) places its partitions by hand."""
         configs = dict(configs or {})
-        partitions, replication_factor = self.check_create(name, partitions, replication_factor, configs)
+        if requested_replicas is None:
+            partitions, replication_factor = self.check_create(name, partitions, replication_factor, configs)
+        else:
+            partitions, replication_factor = len(requested_replicas), len(requested_replicas[0])
         try:
-            record = await self.store.create_topic(new_topic(name, partitions, replication_factor, configs))
+            record = await self.store.create_topic(dataclasses.replace(
+                new_topic(name, partitions, replication_factor, configs), requested_replicas=requested_replicas))
         except TopicExists:
             raise TopicError(ErrorCode.topic_already_exists, f"topic {name!r} already exists") from None
         except TopicTooLarge as e:
@@ -232,7 +257,9 @@ class TopicManager:
 
     # -- grow --------------------------------------------------------------------------------
     async def add_partitions(self, name: str, total: int, validate_only: bool = False,
-                             timeout_s: float | None = None) -> TopicRecord:
+                             timeout_s: float | None = None, assignments=None) -> TopicRecord:
+        """Grow the topic to `total` partitions; `assignments` (CreatePartitions' broker id lists, one
+        per new partition) places them by hand: written with the new count in one compare-and-set."""
         for _ in range(5):  # a lost CAS (the controller wrote in between) is tried again
             record = self.store.image.topics.get(name)
             if record is None:
@@ -242,12 +269,15 @@ class TopicManager:
                                  f"topic {name!r} has {record.partitions} partitions; cannot reduce to {total}")
             if total == record.partitions:
                 raise TopicError(ErrorCode.invalid_partitions, f"topic {name!r} already has {total} partitions")
+            change = {"partitions": total}
+            if assignments is not None:
+                change["assignment"] = self._placed_by_hand(record, total, assignments)
             self.check_size(name, total, record.replication_factor)
             self.check_partition_budget(total - record.partitions)
             if validate_only:
                 return record
             try:
-                updated = await self.store.update_topic(dataclasses.replace(record, partitions=total))
+                updated = await self.store.update_topic(dataclasses.replace(record, **change))
             except Conflict:
                 await self.wait_for_image(lambda img: img.topics.get(name) is not record, 1.0)
                 continue
@@ -262,6 +292,22 @@ class TopicManager:
                 await self._shrink_if_unopened(name, record.partitions)
             return self.store.image.topics.get(name, updated)
         raise TopicError(ErrorCode.not_controller, f"topic {name!r} kept changing; try again")
+
+    def _placed_by_hand(self, record: TopicRecord, total: int, lists) -> tuple:
+        """The topic's assignment with the new partitions where CreatePartitions put them (Kafka's
+        checks: one list per new partition, each of the topic's replication factor)."""
+        current = tuple(record.assignment or ())
+        if len(current) < record.partitions:  # the controller has not placed all it has yet
+            raise TopicError(ErrorCode.not_controller, f"topic {record.name!r} is still being assigned; try again")
+        factor = len(current[0].replicas) if current else record.replication_factor
+        brokers = self.store.image.brokers
+        active = eligible_brokers(brokers)
+        try:
+            placed = manual_assignment.for_new_partitions(lists, record.partitions, total - record.partitions,
+                                                          factor, brokers, active)
+        except manual_assignment.ManualAssignmentError as e:
+            raise TopicError(ErrorCode[e.code], str(e)) from None
+        return current + tuple(manual_assignment.first_state(r, active) for r in placed)
 
     async def _shrink_if_unopened(self, name: str, before: int) -> None:
         """If this broker could not open new partitions of a grown topic it leads, undo the grow

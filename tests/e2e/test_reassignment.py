@@ -6,11 +6,13 @@ producer keeps writing:
   (--verify); afterwards every partition has exactly the planned replicas and ISR, and the broker
   moved off holds no log of the topic any more;
 - a move onto a broker that cannot catch up (Flotilla: SIGSTOPped, still registered: long Leases;
-  Kafka: a 1 B/s reassignment throttle, which Flotilla does not have yet) stays in progress: ListPartitionReassignments (the tool's --list) shows the adding and removing replicas, Metadata the full replica set, the broker is not in any ISR; --cancel reverts to the
+  Kafka: a 1 B/s reassignment throttle, which Flotilla does not have yet) stays in progress: ListPartitionReassignments (the tool's --list) shows the adding and removing replicas, Metadata the full replica set, `kafka-topics.sh --describe` (DescribeTopicPartitions) the full set with the adding and removing ones, the broker is not in any ISR; --cancel reverts to the
   original replicas, and the resumed broker deletes what it may have started;
 - kafka-python's alter_partition_reassignments moves a leader's partition onto that broker (and
   list_partition_reassignments shows nothing left afterwards) and answers Kafka's errors (a broker twice, an unknown broker, an unknown partition, cancelling
   nothing);
+- Flotilla's /metrics count the bytes a reassignment moved (in on the new replicas, out on their
+  leaders) and the partitions being reassigned;
 - then every acknowledged record is read exactly once.
 
     pytest -m kube tests/e2e/test_reassignment.py
@@ -32,6 +34,7 @@ import pytest
 from tests.e2e.test_replication import create_topic, partition_states, producer, read_all, wait_isr
 from tests.support import kafka_tools
 from tests.support.fleet import Fleet, fleet_cluster
+from tests.support.prometheus import metric
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(420)]
@@ -173,6 +176,10 @@ def test_reassign_partitions_tool_execute_verify_cancel_and_admin_client(cluster
                  lambda: reassign_tool(cluster, tmp_path, "--reassignment-json-file", path, "--verify"),
                  timeout=120, interval=1.0, until=lambda o: all(line in o for line in done))
         wait_replicas(cluster, topic, plan)
+        if kafka_target != "apache":  # Kafka's ReassignmentBytesIn/OutPerSec, as Prometheus counters
+            moved = {name: sum(metric(b.metrics_url, name) for b in cluster.brokers)
+                     for name in ("flotilla_reassignment_bytes_in_total", "flotilla_reassignment_bytes_out_total")}
+            assert all(v > 0 for v in moved.values()), moved
         wait_for(f"broker {off} deleting the moved logs", lambda: logs_on(cluster.broker(off), topic),
                  timeout=60, until=lambda names: names == [])
 
@@ -199,6 +206,15 @@ def test_reassign_partitions_tool_execute_verify_cancel_and_admin_client(cluster
             states = partition_states(cluster, topic, cluster.broker(rest[0]))
             for p, r in plan.items():  # Metadata: the full replica set; `off` in no ISR
                 assert sorted(states[p][2]) == sorted(r + [off]) and off not in states[p][3], states
+            # kafka-topics.sh --describe (DescribeTopicPartitions, then ListPartitionReassignments):
+            # replicas as the target followed by the removing ones, and the adding/removing sets.
+            described = described_partitions(tmp_path, topic, others)
+            for p, r in plan.items():
+                assert described[p] == ([r[0], off, r[1]], [off], [r[1]]), described
+            if not throttled:  # Kafka's ReplicaManager ReassigningPartitions, summed over the leaders
+                wait_for("flotilla_reassigning_partitions summed over the leaders",
+                         lambda: sum(metric(cluster.broker(n).metrics_url, "flotilla_reassigning_partitions")
+                                     for n in rest), timeout=30, until=lambda n: n == PARTITIONS)
             # --preserve-throttles on Flotilla: clearing throttles calls every broker, the stopped one
             # too; on Kafka the throttle goes (else the next move onto `off` would crawl too).
             out = reassign_tool(cluster, tmp_path, "--reassignment-json-file", path2, "--cancel",
@@ -248,6 +264,23 @@ def test_reassign_partitions_tool_execute_verify_cancel_and_admin_client(cluster
     # batch of the producer succeeded (its "possibly persisted" messages): those by value.
     lost = [(p, o, v) for p, o, v in writer.acked if (stored.get((p, o)) != v if o is not None else (p, v) not in where)]
     assert not lost, f"{len(lost)} acknowledged records not read back at their offsets, e.g. {lost[:5]}"
+
+
+def described_partitions(tmp_path: Path, topic: str, bootstrap: str) -> dict[int, tuple]:
+    """`kafka-topics.sh --describe` of the topic: partition -> (replicas, adding, removing) as printed."""
+    config = tmp_path / "admin.properties"
+    out = subprocess.run(kafka_tools.command("TopicCommand", "--bootstrap-server", bootstrap, "--command-config",
+                                             str(config), "--describe", "--topic", topic),
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, f"kafka-topics --describe: {out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    found = {}
+    for line in out.stdout.splitlines():
+        part = re.search(r"\bPartition: (\d+)", line)
+        if part is None:
+            continue
+        sets = [re.search(rf"\t{key}: ([\d,]*)", line) for key in ("Replicas", "Adding Replicas", "Removing Replicas")]
+        found[int(part.group(1))] = tuple([int(x) for x in m.group(1).split(",") if x] if m else None for m in sets)
+    return found
 
 
 def listed(cluster: Fleet, tmp_path: Path, topic: str, bootstrap: str) -> dict[int, tuple]:

@@ -1,5 +1,6 @@
 """CreatePartitions (key 37): grow a topic's partition count (a CAS write of the topic's spec);
-the controller assigns the new partitions and the answer waits for that, bounded by the timeout."""
+the controller assigns the new partitions (or they go where the request's `assignments` put them,
+written with the new count) and the answer waits for that, bounded by the timeout."""
 
 from __future__ import annotations
 
@@ -23,10 +24,9 @@ class CreatePartitionsHandler(Handler):
             try:
                 if not ctx.authz.allowed(AclOperation.ALTER, ResourceType.TOPIC, t.name):
                     raise TopicError(ErrorCode.topic_authorization_failed, "Authorization failed.")
-                if t.assignments:
-                    raise TopicError(ErrorCode.invalid_replica_assignment, "manual replica assignments are not supported")
+                lists = None if t.assignments is None else [a.broker_ids for a in t.assignments]
                 await self.broker.topics.add_partitions(t.name, t.count, validate_only=request.validate_only,
-                                                       timeout_s=request_timeout(request))
+                                                       timeout_s=request_timeout(request), assignments=lists)
             except TopicError as e:
                 code, msg = e.code, e.message
             out.append(ctx.build("CreatePartitionsTopicResult", name=t.name, error_code=code, error_message=msg))

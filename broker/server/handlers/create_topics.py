@@ -29,6 +29,7 @@ class _Outcome:
     record: TopicRecord | None
     partitions: int
     replication_factor: int
+    requested_replicas: tuple[tuple[int, ...], ...] | None = None
 
 
 def request_timeout(request) -> float | None:
@@ -62,17 +63,22 @@ class CreateTopicsHandler(Handler):
                 seen.add(t.name)
                 if not may_create(t.name):
                     raise TopicError(ErrorCode.topic_authorization_failed, "Authorization failed.")
-                if t.assignments:
-                    raise TopicError(ErrorCode.invalid_request, "manual replica assignments are not supported")
-                o.partitions, o.replication_factor = b.topics.check_create(
-                    t.name, t.num_partitions, t.replication_factor, configs)
+                if t.assignments:  # placed by hand (kafka-topics.sh --replica-assignment)
+                    o.requested_replicas = b.topics.check_create_manual(
+                        t.name, [(a.partition_index, a.broker_ids) for a in t.assignments],
+                        t.num_partitions, t.replication_factor, configs)
+                    o.partitions, o.replication_factor = len(o.requested_replicas), len(o.requested_replicas[0])
+                else:
+                    o.partitions, o.replication_factor = b.topics.check_create(
+                        t.name, t.num_partitions, t.replication_factor, configs)
             except TopicError as e:
                 o.code, o.message = e.code, e.message
             outcomes.append(o)
         if not request.validate_only:
             # One create-if-absent write per topic, all in flight together.
             valid = [o for o in outcomes if o.code == ErrorCode.none]
-            made = await asyncio.gather(*(b.topics.create(o.topic.name, o.partitions, o.replication_factor, o.configs)
+            made = await asyncio.gather(*(b.topics.create(o.topic.name, o.partitions, o.replication_factor, o.configs,
+                                                          requested_replicas=o.requested_replicas)
                                           for o in valid), return_exceptions=True)
             for o, m in zip(valid, made):
                 if isinstance(m, TopicError):

@@ -23,7 +23,7 @@ from broker.network.response import Response
 from broker.protocol import fetch_response
 from broker.protocol.fetch_response import PartitionResult, TopicResult
 from broker.security.acl import AclOperation, ResourceType
-from broker.server import cluster_view, follower_identity
+from broker.server import cluster_view, follower_identity, reassignment_metrics
 from broker.server.delayed_fetch import DelayedFetch
 from broker.server.fetch_session import CachedPartition, FetchContext, IncrementalFetchContext, PartitionKey, topic_key
 from broker.server.handlers.base import Handler, RequestContext
@@ -335,6 +335,9 @@ class FetchHandler(Handler):
                 return throttled
         error_code, session_id, sent = context.respond(results)
         topics = self.topics(sent)
+        if follower:  # bytes to replicas a reassignment is adding (Kafka's ReassignmentBytesOutPerSec)
+            reassignment_metrics.count_out(self.broker.replicas.reassignment_bytes, self.broker.store.image,
+                                           topics, replica_id)
         for tr in topics:
             if tr.name is not None:
                 size = sum(p.records_size for p in tr.partitions)
