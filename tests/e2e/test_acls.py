@@ -531,3 +531,21 @@ def test_describe_topic_partitions_and_authorized_operations(acl, admin):
                .authorized_operations) == ALL_GROUP_OPERATIONS
     # Not asked for: not reported.
     assert admin.describe_consumer_groups([group])[group].result(30).authorized_operations is None
+
+
+def test_scram_credential_apis_need_cluster_rights(acl, admin):
+    """AlterUserScramCredentials needs ALTER and DescribeUserScramCredentials DESCRIBE on the cluster
+    (else CLUSTER_AUTHORIZATION_FAILED); a super user authenticated over SASL has both."""
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    user = _name("acl-scram")
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                          b"a-password", b"a-salt-of-32-bytes-0123456789abc")
+    bob, sasl_admin = AdminClient(acl.sasl("bob")), AdminClient(acl.sasl("admin"))
+    assert _refusal(bob.alter_user_scram_credentials([upsert])[user]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    sasl_admin.alter_user_scram_credentials([upsert])[user].result(30)
+    described = wait_for(f"{user}'s credential described",
+                         lambda: sasl_admin.describe_user_scram_credentials([user])[user].result(30), timeout=30)
+    assert [(c.mechanism, c.iterations) for c in described.scram_credential_infos] == \
+        [(ScramMechanism.SCRAM_SHA_512, 8192)]
+    assert _refusal(bob.describe_user_scram_credentials([user])[user]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
