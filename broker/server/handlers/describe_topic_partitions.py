@@ -23,6 +23,7 @@ from broker.server import topic_partitions_page
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, RequestRefused
 from broker.server.topics import TopicError, validate_topic_name
 
+
 def _name_error(name: str) -> ErrorCode:
     try:
         validate_topic_name(name)
