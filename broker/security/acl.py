@@ -68,6 +68,30 @@ AUTHORIZABLE = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, Re
 IMPLIES_DESCRIBE = frozenset({AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE,
                               AclOperation.DELETE, AclOperation.ALTER})
 IMPLIES_DESCRIBE_CONFIGS = frozenset({AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS})
+# What each resource type's *_authorized_operations bit set reports (Kafka's AclEntry.supportedOperations).
+SUPPORTED_OPERATIONS = {
+    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
+                         AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+                         AclOperation.ALTER_CONFIGS),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.DESCRIBE_CONFIGS,
+                         AclOperation.ALTER_CONFIGS),
+    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+                           AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+                           AclOperation.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE, AclOperation.TWO_PHASE_COMMIT),
+    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
+    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
+}
+# The *_authorized_operations value of a response whose request did not ask for it (Integer.MIN_VALUE).
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def operations_bits(ops) -> int:
+    """Operations as the bit set *_authorized_operations carries: bit n set for the operation of code n."""
+    bits = 0
+    for op in ops:
+        bits |= 1 << int(op)
+    return bits
 
 
 class InvalidAcl(ValueError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType, operations_bits
 
 if TYPE_CHECKING:
     from prometheus_client import Counter
@@ -41,6 +41,16 @@ class AllowAll:
 
     def quietly(self, op: AclOperation, rt: ResourceType, name: str) -> bool:
         return True
+
+    def operations(self, rt: ResourceType, name: str) -> int:
+        """The *_authorized_operations bit set of a resource (Kafka's AuthHelper.authorizedOperations):
+        each operation its type supports that the principal may do there; asking is not a denial."""
+        return operations_bits(op for op in SUPPORTED_OPERATIONS[rt] if self.quietly(op, rt, name))
+
+    def cluster_operations(self) -> int:
+        """The cluster's bit set as Metadata and DescribeCluster report it: 0 (and a denial) for a
+        principal that may not DESCRIBE the cluster."""
+        return self.operations(ResourceType.CLUSTER, CLUSTER_NAME) if self.cluster(AclOperation.DESCRIBE) else 0
 
 
 ALLOW_ALL = AllowAll()

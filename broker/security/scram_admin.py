@@ -124,14 +124,3 @@ def plan_alter(stored: dict[tuple[str, str], ScramCredential], deletions, upsert
     results = [UserResult(user) for user in deletes] + [UserResult(user) for user in upserts]
     results += [UserResult(user, code, message) for user, (code, message) in errors.items()]
     return changes, results
-
-
-def cluster_allowed(broker, ctx, operation: str) -> bool:
-    """The authorizer hook: Describe needs DESCRIBE and Alter needs ALTER on the CLUSTER resource
-    (Kafka's KafkaApis/ControllerApis), refused with CLUSTER_AUTHORIZATION_FAILED. No authorizer
-    configured (`broker.authorizer` absent or None): every principal may."""
-    authorizer = getattr(broker, "authorizer", None)
-    if authorizer is None:
-        return True
-    return authorizer.authorize(ctx.connection.principal, ctx.connection.peer.rsplit(":", 1)[0], operation,
-                                "CLUSTER", "kafka-cluster")

@@ -26,3 +26,13 @@ def refusal(authz, op: AclOperation, config_resource_type: int, name: str) -> tu
     if authz.allowed(op, ResourceType.CLUSTER, CLUSTER_NAME):
         return None
     return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+
+
+def refused_alteration(ctx, resource):
+    """The AlterConfigsResourceResponse refusing `resource` (AlterConfigs and IncrementalAlterConfigs
+    answer alike) when the principal may not ALTER_CONFIGS it; None when it may."""
+    refused = refusal(ctx.authz, AclOperation.ALTER_CONFIGS, int(resource.resource_type), resource.resource_name)
+    if refused is None:
+        return None
+    return ctx.build("AlterConfigsResourceResponse", error_code=refused[0], error_message=refused[1],
+                     resource_type=resource.resource_type, resource_name=resource.resource_name)

@@ -370,3 +370,190 @@ def test_configs_records_groups_and_elections_need_their_acls(acl, admin):
         KafkaError.CLUSTER_AUTHORIZATION_FAILED
     # The super user (PLAINTEXT) may do all of it.
     assert admin.describe_configs([resource])[resource].result(30)["retention.ms"] is not None
+
+
+# Operations' codes as bits of the *_authorized_operations fields (Kafka's AclOperation codes).
+def _bits(*ops: AclOperation) -> int:
+    return sum(1 << op.value for op in ops)
+
+
+NOT_REQUESTED = -(2**31)
+ALL_TOPIC_OPERATIONS = {AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
+                        AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+                        AclOperation.ALTER_CONFIGS}
+ALL_GROUP_OPERATIONS = {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.DESCRIBE_CONFIGS,
+                        AclOperation.ALTER_CONFIGS}
+
+
+def _kafka_python(acl: AclBroker, user: str | None = None):
+    """kafka-python's admin client (it has the admin APIs confluent-kafka lacks): `user` over
+    SASL, or the super user over PLAINTEXT."""
+    from kafka import KafkaAdminClient
+
+    if user is None:
+        return KafkaAdminClient(bootstrap_servers=acl.admin_bootstrap, request_timeout_ms=30000)
+    return KafkaAdminClient(**acl.kafka_python(user))
+
+
+def _log_dirs_error(client) -> int:
+    """DescribeLogDirs' top-level error code, which kafka-python's describe_log_dirs does not report."""
+    from kafka.protocol.admin import DescribeLogDirsRequest
+
+    return client._manager.run(client._manager.send, DescribeLogDirsRequest(topics=None)).error_code
+
+
+def _commit_offsets(su, group: str, tps: list) -> None:
+    """Give `group` committed offsets (0) for `tps`, as the super user; a new Kafka cluster answers
+    COORDINATOR_NOT_AVAILABLE until its offsets topic exists, hence the retries."""
+    from kafka.structs import OffsetAndMetadata
+
+    wait_for(f"{group}'s offsets committed",
+             lambda: su.alter_group_offsets(group, {tp: OffsetAndMetadata(0, "", -1) for tp in tps}),
+             until=lambda r: bool(r) and all(e.__name__ == "NoError" for e in r.values()), timeout=60)
+
+
+def _cluster_operations(conf: dict) -> set:
+    """The cluster's authorized operations as confluent-kafka's describe_cluster reports them."""
+    client = AdminClient(conf)  # kept until the answer is in: a collected client fails its futures
+    described = client.describe_cluster(include_authorized_operations=True, request_timeout=30)
+    return set(described.result(30).authorized_operations or ())
+
+
+def test_cluster_admin_apis_need_their_cluster_acls(acl, admin):
+    """DescribeLogDirs, DescribeQuorum and ListPartitionReassignments need DESCRIBE on the cluster,
+    ListConfigResources DESCRIBE_CONFIGS, AlterPartitionReassignments ALTER (else
+    CLUSTER_AUTHORIZATION_FAILED); the cluster's authorized operations (Metadata through
+    confluent-kafka, DescribeCluster through kafka-python) say what carol may do."""
+    import kafka.errors as kerr
+    from kafka import TopicPartition as KpTopicPartition
+
+    topic = _topic(admin, "acl-cluster-apis")
+    carol = _kafka_python(acl, "carol")
+    cancel = {KpTopicPartition(topic, 0): None}
+    try:
+        assert _log_dirs_error(carol) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        refused = carol.describe_log_dirs()
+        assert refused and all(answer["log_dirs"] == [] for answer in refused), refused
+        for call in (carol.describe_metadata_quorum, lambda: carol.list_config_resources(["TOPIC"]),
+                     carol.list_partition_reassignments, lambda: carol.alter_partition_reassignments(cancel)):
+            with pytest.raises(kerr.ClusterAuthorizationFailedError):
+                call()
+        assert _cluster_operations(acl.sasl("carol")) == set()
+        assert carol.describe_cluster()["authorized_operations"] == []
+
+        _grant(admin, _allow("User:carol", ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE,
+                             AclOperation.DESCRIBE_CONFIGS))
+        wait_for("carol may describe log dirs", lambda: _log_dirs_error(carol), until=lambda code: code == 0,
+                 timeout=30)
+        assert any(answer["log_dirs"] for answer in carol.describe_log_dirs())
+        assert carol.describe_metadata_quorum()["topics"][0]["partitions"][0]["leader_id"] >= 0
+        # Listed whether carol may describe the topic or not, as Kafka 4.1 does.
+        assert topic in wait_for("carol lists config resources", lambda: carol.list_config_resources(["TOPIC"]),
+                                 timeout=30)["topic"]
+        assert carol.list_partition_reassignments() == {}
+        with pytest.raises(kerr.ClusterAuthorizationFailedError):
+            carol.alter_partition_reassignments(cancel)
+        assert _cluster_operations(acl.sasl("carol")) == {AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS}
+        assert set(carol.describe_cluster()["authorized_operations"]) == {"DESCRIBE", "DESCRIBE_CONFIGS"}
+        assert len(_cluster_operations(acl.sasl("admin"))) == 7  # a super user: every cluster operation
+    finally:
+        carol.close()
+
+
+def test_offset_delete_needs_delete_on_the_group_and_read_on_each_topic(acl, admin):
+    """OffsetDelete (kafka-python's delete_group_offsets): GROUP_AUTHORIZATION_FAILED for the whole
+    request without DELETE on the group; then TOPIC_AUTHORIZATION_FAILED for each topic bob may not
+    READ, whether it exists or not."""
+    import kafka.errors as kerr
+    from kafka import TopicPartition as KpTopicPartition
+
+    readable, unreadable, group = _topic(admin, "acl-offdel-r"), _topic(admin, "acl-offdel-u"), _name("acl-offdel")
+    tps = [KpTopicPartition(readable, 0), KpTopicPartition(unreadable, 0), KpTopicPartition(_name("acl-none"), 0)]
+    su, bob = _kafka_python(acl), _kafka_python(acl, "bob")
+    try:
+        _commit_offsets(su, group, tps[:2])
+        coordinator = su.describe_cluster()["brokers"][0]["broker_id"]  # one broker: the coordinator
+        with pytest.raises(kerr.GroupAuthorizationFailedError):
+            bob.delete_group_offsets(group, tps, group_coordinator_id=coordinator)
+        _grant(admin, _allow("User:bob", ResourceType.GROUP, group, AclOperation.DELETE)
+               + _allow("User:bob", ResourceType.TOPIC, readable, AclOperation.READ))
+        result = wait_for("bob may delete the group's offsets",
+                          lambda: bob.delete_group_offsets(group, tps, group_coordinator_id=coordinator),
+                          until=lambda r: isinstance(r, dict) and r.get(tps[0]) is kerr.NoError, timeout=30)
+        assert result == {tps[0]: kerr.NoError, tps[1]: kerr.TopicAuthorizationFailedError,
+                          tps[2]: kerr.TopicAuthorizationFailedError}
+    finally:
+        su.close()
+        bob.close()
+
+
+def test_describe_topic_partitions_and_authorized_operations(acl, admin):
+    """DescribeTopicPartitions (kafka-python) answers TOPIC_AUTHORIZATION_FAILED for a topic asked
+    by name that alice may not describe (existing or not) and leaves it out of "all topics"; each
+    topic described, there and in Metadata (confluent-kafka's describe_topics), carries what alice
+    may do on it, and DescribeGroups (describe_consumer_groups) what she may do on her group."""
+    from confluent_kafka import TopicCollection
+    from kafka import TopicPartition as KpTopicPartition
+
+    seen, hidden, group = _topic(admin, "acl-ops-seen"), _topic(admin, "acl-ops-hidden"), _name("acl-ops-group")
+    never = _name("acl-ops-never")
+    _grant(admin, _allow("User:alice", ResourceType.TOPIC, seen, AclOperation.READ)
+           + _allow("User:alice", ResourceType.GROUP, group, AclOperation.READ))
+    su, alice = _kafka_python(acl), _kafka_python(acl, "alice")
+    try:
+        _commit_offsets(su, group, [KpTopicPartition(seen, 0)])
+        answer = wait_for("alice describes her topic", lambda: alice.describe_topic_partitions([seen, hidden, never]),
+                          until=lambda a: any(t["name"] == seen and t["error_code"] == 0 for t in a["topics"]),
+                          timeout=30)
+        by_name = {t["name"]: t for t in answer["topics"]}
+        assert sorted(by_name) == sorted([seen, hidden, never])
+        assert by_name[seen]["topic_authorized_operations"] == _bits(AclOperation.READ, AclOperation.DESCRIBE)
+        assert [p["partition_index"] for p in by_name[seen]["partitions"]] == [0]
+        for name in (hidden, never):
+            assert (by_name[name]["error_code"], by_name[name]["partitions"],
+                    by_name[name]["topic_authorized_operations"]) == (
+                        KafkaError.TOPIC_AUTHORIZATION_FAILED, [], NOT_REQUESTED), by_name[name]
+        every = {t["name"] for t in alice.describe_topic_partitions([])["topics"]}
+        assert seen in every and hidden not in every
+        assert su.describe_topic_partitions([seen])["topics"][0]["topic_authorized_operations"] == \
+            _bits(*ALL_TOPIC_OPERATIONS)
+    finally:
+        su.close()
+        alice.close()
+    topics, alice_admin = TopicCollection([seen]), AdminClient(acl.sasl("alice"))
+    described = alice_admin.describe_topics(topics, include_authorized_operations=True)
+    assert set(described[seen].result(30).authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    assert set(admin.describe_topics(topics, include_authorized_operations=True)[seen].result(30)
+               .authorized_operations) == ALL_TOPIC_OPERATIONS
+    groups = alice_admin.describe_consumer_groups([group], include_authorized_operations=True)
+    assert set(groups[group].result(30).authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    assert set(admin.describe_consumer_groups([group], include_authorized_operations=True)[group].result(30)
+               .authorized_operations) == ALL_GROUP_OPERATIONS
+    # Not asked for: not reported.
+    assert admin.describe_consumer_groups([group])[group].result(30).authorized_operations is None
+
+
+
+def test_scram_credential_apis_need_cluster_rights(acl, admin):
+    """AlterUserScramCredentials needs ALTER and DescribeUserScramCredentials DESCRIBE on the cluster
+    (else CLUSTER_AUTHORIZATION_FAILED); a super user authenticated over SASL has both. kafka-python's
+    calls: confluent-kafka 2.16 corrupts its heap on a refused alter_user_scram_credentials."""
+    import kafka.errors as kerr
+    from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
+
+    user = _name("acl-scram")
+    upsert = UserScramCredentialUpsertion(user, "SCRAM-SHA-512", b"a-password", iterations=8192)
+    bob, sasl_admin = _kafka_python(acl, "bob"), _kafka_python(acl, "admin")
+    try:
+        assert bob.alter_user_scram_credentials([upsert])[user] is not None  # the refusal's message
+        with pytest.raises(kerr.ClusterAuthorizationFailedError):
+            bob.describe_user_scram_credentials([user])
+        assert sasl_admin.describe_user_scram_credentials([user])[user]["credential_infos"] == []  # not stored
+        assert sasl_admin.alter_user_scram_credentials([upsert]) == {user: None}
+        described = wait_for(f"{user}'s credential described",
+                             lambda: sasl_admin.describe_user_scram_credentials([user])[user]["credential_infos"],
+                             timeout=30)
+        assert described == [{"mechanism": ScramMechanism.SCRAM_SHA_512, "iterations": 8192}]
+    finally:
+        bob.close()
+        sasl_admin.close()

@@ -3,8 +3,8 @@ tests/e2e/test_acls.py.
 
 Two listeners: PLAINTEXT, whose clients are User:ANONYMOUS, a super user (the tests' admin, the
 readiness checks, and the brokers' own inter-broker and controller traffic, as a Kafka broker on a
-PLAINTEXT inter-broker listener needs), and SASL_PLAINTEXT with PLAIN users: alice and bob (rights
-only from ACLs) and admin (a super user). `allow.everyone.if.no.acl.found` is false, Kafka's default.
+PLAINTEXT inter-broker listener needs), and SASL_PLAINTEXT with PLAIN users: alice, bob and carol
+(rights only from ACLs; carol is the one given rights on the cluster) and admin (a super user). `allow.everyone.if.no.acl.found` is false, Kafka's default.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tests.support.broker_process import FlotillaBroker, ServerProcess, free_port
 
-USERS = {"alice": "alice-secret", "bob": "bob-secret", "admin": "admin-secret"}
+USERS = {"alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret", "admin": "admin-secret"}
 PLAIN_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
               + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -34,6 +34,12 @@ class AclBroker:
         """librdkafka settings for `user` over SASL_PLAINTEXT/PLAIN."""
         return {"bootstrap.servers": f"127.0.0.1:{self.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
                 "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": USERS[user]}
+
+    def kafka_python(self, user: str) -> dict:
+        """kafka-python settings for `user` over SASL_PLAINTEXT/PLAIN."""
+        return {"bootstrap_servers": f"127.0.0.1:{self.sasl_port}", "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": "PLAIN", "sasl_plain_username": user, "sasl_plain_password": USERS[user],
+                "request_timeout_ms": 30000}
 
     def java_client_properties(self, user: str) -> str:
         """A Java client's --command-config for `user` over SASL_PLAINTEXT/PLAIN."""

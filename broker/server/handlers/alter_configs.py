@@ -3,7 +3,6 @@ to the broker's value), as Kafka's legacy API does; see broker/server/config_alt
 
 from __future__ import annotations
 
-from broker.security.acl import AclOperation
 from broker.server import config_alteration, config_authorization
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
@@ -17,11 +16,9 @@ class AlterConfigsHandler(Handler):
         out = []
         for r in request.resources:
             entries = [(c.name, c.value) for c in r.configs]
-            refused = config_authorization.refusal(ctx.authz, AclOperation.ALTER_CONFIGS, int(r.resource_type),
-                                                   r.resource_name)
-            if refused:
-                out.append(ctx.build("AlterConfigsResourceResponse", error_code=refused[0], error_message=refused[1],
-                                     resource_type=r.resource_type, resource_name=r.resource_name))
+            refused = config_authorization.refused_alteration(ctx, r)
+            if refused is not None:
+                out.append(refused)
                 continue
             outcome = await config_alteration.alter(
                 self.broker.topics, int(r.resource_type), r.resource_name,

@@ -7,14 +7,17 @@ the client retries against the controller Metadata names (as for ElectLeaders an
 Per partition: NONE once the reassignment is recorded (it then proceeds on its own),
 NO_REASSIGNMENT_IN_PROGRESS (a cancel of none), INVALID_REPLICA_ASSIGNMENT (empty, a broker
 twice, a broker not registered), INVALID_REPLICATION_FACTOR (v1 without leave to change it),
-UNKNOWN_TOPIC_OR_PARTITION.
+UNKNOWN_TOPIC_OR_PARTITION. It needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED, at
+the top and for every partition, checked before NOT_CONTROLLER: Kafka's brokers forward it to the
+controller, which checks).
 """
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 class AlterPartitionReassignmentsHandler(Handler):
@@ -23,6 +26,7 @@ class AlterPartitionReassignmentsHandler(Handler):
     max_version = 1
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed)
         b = self.broker
         wanted: dict[str, dict[int, list[int] | None]] = {}
         for t in request.topics:

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.metadata.store import Conflict, StoreUnavailable
 from broker.security import scram_admin
+from broker.security.acl import AclOperation
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 
@@ -18,7 +19,7 @@ class AlterUserScramCredentialsHandler(Handler):
     max_version = 0
 
     async def handle(self, ctx: RequestContext, request):
-        if not scram_admin.cluster_allowed(self.broker, ctx, "ALTER"):
+        if not ctx.authz.cluster(AclOperation.ALTER):
             return self.error_response(ctx, request, ErrorCode.cluster_authorization_failed,
                                        "Cluster authorization failed.")
         store = self.broker.scram_store

@@ -1,10 +1,12 @@
 """DescribeCluster (key 60): what the Java admin client asks for the broker list: every live
-broker of the cluster (endpoints of the request's listener) and the elected controller."""
+broker of the cluster (endpoints of the request's listener) and the elected controller. Asked, the
+operations the principal may do on the cluster (0 without DESCRIBE on it), as Kafka's AuthHelper."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from broker.security.acl import OPERATIONS_NOT_REQUESTED
 from broker.server import cluster_view
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
@@ -24,14 +26,16 @@ class DescribeClusterHandler(Handler):
                              error_code=ErrorCode.unsupported_endpoint_type,
                              error_message="only broker endpoints are served", endpoint_type=endpoint_type,
                              cluster_id=image.cluster_id, controller_id=-1, brokers=(),
-                             cluster_authorized_operations=-2147483648)
+                             cluster_authorized_operations=OPERATIONS_NOT_REQUESTED)
+        ops = (ctx.authz.cluster_operations() if request.include_cluster_authorized_operations
+               else OPERATIONS_NOT_REQUESTED)
         brokers = tuple(ctx.build("DescribeClusterBroker", broker_id=n.node_id, host=n.host, port=n.port,
                                   rack=n.rack, is_fenced=False)
                         for n in cluster_view.live_nodes(image, cluster_view.listener_of(ctx)))
         return ctx.build("DescribeClusterResponse", throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                          error_message=None, endpoint_type=endpoint_type, cluster_id=image.cluster_id,
                          controller_id=cluster_view.controller_id(image), brokers=brokers,
-                         cluster_authorized_operations=-2147483648)
+                         cluster_authorized_operations=ops)
 
 
 HANDLER = DescribeClusterHandler

@@ -1,14 +1,16 @@
 """DescribeLogDirs (key 35, v1-4; KIP-113, KIP-827): this broker's log dirs, the size of each
 partition held in them and the dirs' total/usable bytes (`kafka-log-dirs.sh --describe`, Admin
 describeLogDirs / describeReplicaLogDirs). Admin clients ask every broker. The answer comes from
-`server/log_dirs.py`; a null topic list means every partition held here."""
+`server/log_dirs.py`; a null topic list means every partition held here. As Kafka's KafkaApis, it
+needs DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED and no dirs)."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.server import log_dirs
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 class DescribeLogDirsHandler(Handler):
@@ -17,6 +19,7 @@ class DescribeLogDirsHandler(Handler):
     max_version = 4  # v5 (KIP-1176's cordoned dirs) is not stable in Kafka 4.1, which advertises 4
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed)
         rm = self.broker.replicas
         wanted = None if request.topics is None else {
             (t.topic, int(p)) for t in request.topics for p in t.partitions}

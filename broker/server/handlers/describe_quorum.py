@@ -9,6 +9,8 @@ epoch how many times the Lease was taken; every live broker campaigns for the Le
 is a voter and there are no observers. Log end offsets and the high watermark are -1 (no metadata
 log exists to have offsets); a voter's last fetch and last caught-up times are when this broker
 last saw its registration Lease renewed. docs/admin-apis.md says the same for users.
+
+As Kafka's controller, it needs DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED, top level).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from broker.server.handlers.base import Handler, RequestContext
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.server.handlers.base import Handler, RequestContext, require
 
 METADATA_TOPIC = "__cluster_metadata"
 NO_OFFSET = -1
@@ -30,6 +33,7 @@ class DescribeQuorumHandler(Handler):
     max_version = 2
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed)
         topics = request.topics
         if not (len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC and len(topics[0].partitions) == 1
                 and int(topics[0].partitions[0].partition_index) == 0):

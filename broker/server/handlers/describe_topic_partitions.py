@@ -6,6 +6,11 @@ topic list means every topic; a cursor whose topic is not in a given list, or wi
 partition, is INVALID_REQUEST for every topic asked; an unknown topic answers
 UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name). Eligible leader replicas
 (KIP-966's ELR) are empty: our controller elects from the ISR alone.
+
+ACLs, as Kafka's DescribeTopicPartitionsRequestHandler: a topic the principal may not DESCRIBE is
+left out of an all-topics answer; asked by name it answers TOPIC_AUTHORIZATION_FAILED (no id, not
+paged: every such topic at or after the cursor's, after the page). Each described topic carries its
+authorized operations (there is no flag to ask for them).
 """
 
 from __future__ import annotations
@@ -13,11 +18,10 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.metadata.store import NO_TOPIC_ID
+from broker.security.acl import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType
 from broker.server import topic_partitions_page
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, RequestRefused
 from broker.server.topics import TopicError, validate_topic_name
-
-NO_OPERATIONS = -2147483648
 
 
 def _name_error(name: str) -> ErrorCode:
@@ -46,8 +50,12 @@ class DescribeTopicPartitionsHandler(Handler):
             raise RequestRefused(ErrorCode.invalid_request, f"the cursor's partition must be valid: {cursor[1]}")
         limit = max(min(self.broker.config["max.request.partition.size.limit"],
                         int(request.response_partition_limit)), 1)
-        page = topic_partitions_page.page(image, names, cursor, limit, all_topics, _name_error)
+        visible = ctx.authz.filter(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        page = topic_partitions_page.page(image, visible, cursor, limit, all_topics, _name_error)
         topics = tuple(self._topic(ctx, row) for row in page.topics)
+        if not all_topics:
+            topics += tuple(_refused(ctx, name, ErrorCode.topic_authorization_failed)
+                            for name in sorted(set(names) - visible))
         next_cursor = None if page.next_cursor is None else ctx.build(
             "Cursor", topic_name=page.next_cursor[0], partition_index=page.next_cursor[1])
         return ctx.build("DescribeTopicPartitionsResponse", throttle_time=NO_THROTTLE, topics=topics,
@@ -64,15 +72,18 @@ class DescribeTopicPartitionsHandler(Handler):
         return ctx.build("DescribeTopicPartitionsResponseTopic", error_code=row.error, name=row.name,
                          topic_id=record.topic_id if record else NO_TOPIC_ID,
                          is_internal=bool(record and record.is_internal), partitions=parts,
-                         topic_authorized_operations=NO_OPERATIONS)
+                         topic_authorized_operations=ctx.authz.operations(ResourceType.TOPIC, row.name))
 
     def error_response(self, ctx: RequestContext, request, code: ErrorCode, message: str):
         """Kafka's DescribeTopicPartitionsRequest.getErrorResponse: each asked topic with the error."""
-        topics = tuple(ctx.build("DescribeTopicPartitionsResponseTopic", error_code=code, name=t.name,
-                                 topic_id=NO_TOPIC_ID, is_internal=False, partitions=(),
-                                 topic_authorized_operations=NO_OPERATIONS) for t in request.topics)
+        topics = tuple(_refused(ctx, t.name, code) for t in request.topics)
         return ctx.build("DescribeTopicPartitionsResponse", throttle_time=NO_THROTTLE, topics=topics,
                          next_cursor=None)
+
+
+def _refused(ctx: RequestContext, name: str, code: ErrorCode):
+    return ctx.build("DescribeTopicPartitionsResponseTopic", error_code=code, name=name, topic_id=NO_TOPIC_ID,
+                     is_internal=False, partitions=(), topic_authorized_operations=OPERATIONS_NOT_REQUESTED)
 
 
 HANDLER = DescribeTopicPartitionsHandler

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.security import scram_admin
+from broker.security.acl import AclOperation
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 
@@ -15,7 +16,7 @@ class DescribeUserScramCredentialsHandler(Handler):
     max_version = 0
 
     async def handle(self, ctx: RequestContext, request):
-        if not scram_admin.cluster_allowed(self.broker, ctx, "DESCRIBE"):
+        if not ctx.authz.cluster(AclOperation.DESCRIBE):
             return self.error_response(ctx, request, ErrorCode.cluster_authorization_failed,
                                        "Cluster authorization failed.")
         known = scram_admin.effective(self.broker.scram, self.broker.scram_store)

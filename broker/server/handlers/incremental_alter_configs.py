@@ -5,7 +5,6 @@ broker/server/config_alteration.py."""
 from __future__ import annotations
 
 from broker import topic_config
-from broker.security.acl import AclOperation
 from broker.server import config_alteration, config_authorization
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
@@ -20,11 +19,9 @@ class IncrementalAlterConfigsHandler(Handler):
         out = []
         for r in request.resources:
             entries = [(c.name, int(c.config_operation), c.value) for c in r.configs]
-            refused = config_authorization.refusal(ctx.authz, AclOperation.ALTER_CONFIGS, int(r.resource_type),
-                                                   r.resource_name)
-            if refused:
-                out.append(ctx.build("AlterConfigsResourceResponse", error_code=refused[0], error_message=refused[1],
-                                     resource_type=r.resource_type, resource_name=r.resource_name))
+            refused = config_authorization.refused_alteration(ctx, r)
+            if refused is not None:
+                out.append(refused)
                 continue
             if config_alteration.deletes_unset_broker_keys(int(r.resource_type), entries):
                 outcome = config_alteration.OK  # nothing to delete (reassignment tools clear throttles)

@@ -6,7 +6,8 @@ v1, as Kafka's KafkaApis: TOPIC (every topic), BROKER and BROKER_LOGGER (every l
 GROUP (groups with dynamic group configs) and CLIENT_METRICS (KIP-714 subscriptions); no types
 asked means all of them; another type is UNSUPPORTED_VERSION. We have neither group configs nor
 client-metrics subscriptions, so those two are always empty; v0 (client metrics only) answers an
-empty list.
+empty list. Both versions need DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED);
+the topics listed are then all of them, as in Kafka 4.1.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.server import cluster_view
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SUPPORTED = (TOPIC, BROKER, BROKER_LOGGER, GROUP, CLIENT_METRICS)
@@ -26,6 +28,8 @@ class ListConfigResourcesHandler(Handler):
     max_version = 1
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME,
+                ErrorCode.cluster_authorization_failed)
         if ctx.api_version == 0:
             return self._answer(ctx, ErrorCode.none, [])
         wanted = [int(t) for t in request.resource_types] or list(SUPPORTED)

@@ -2,7 +2,8 @@
 (`kafka-reassign-partitions.sh --verify`, Admin.listPartitionReassignments), read from the
 partition records (controller/reassignment.py). Served by the controller, like
 AlterPartitionReassignments; another broker answers NOT_CONTROLLER. As Kafka's controller, topics
-and partitions that do not exist, or are not being reassigned, are left out of the answer.
+and partitions that do not exist, or are not being reassigned, are left out of the answer. It needs DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED,
+checked before NOT_CONTROLLER as Kafka's controller does).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.controller import reassignment
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 class ListPartitionReassignmentsHandler(Handler):
@@ -19,6 +21,7 @@ class ListPartitionReassignmentsHandler(Handler):
     max_version = 0
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed)
         b = self.broker
         if not b.controller.active:
             return self.error_response(ctx, request, ErrorCode.not_controller,
@@ -41,8 +44,12 @@ class ListPartitionReassignmentsHandler(Handler):
                          error_message=None, topics=tuple(out))
 
     def error_response(self, ctx: RequestContext, request, code: ErrorCode, message: str):
+        """Kafka's ListPartitionReassignmentsRequest.getErrorResponse: the asked partitions, no replicas."""
+        topics = tuple(ctx.build("OngoingTopicReassignment", name=t.name, partitions=tuple(
+            ctx.build("OngoingPartitionReassignment", partition_index=i, replicas=(), adding_replicas=(),
+                      removing_replicas=()) for i in t.partition_indexes)) for t in request.topics or ())
         return ctx.build("ListPartitionReassignmentsResponse", throttle_time=NO_THROTTLE, error_code=code,
-                         error_message=message, topics=())
+                         error_message=message, topics=topics)
 
 
 HANDLER = ListPartitionReassignmentsHandler

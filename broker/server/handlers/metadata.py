@@ -8,6 +8,9 @@ LEADER_NOT_AVAILABLE (clients retry), as Kafka does.
 Unknown topics are created here when auto.create.topics.enable is on and the client allows it
 (v4+ asks explicitly), as Kafka does; the answer for them is LEADER_NOT_AVAILABLE until the
 controller has assigned them.
+
+Asked for (v8+), each topic described (not those refused) carries the operations the principal
+may do on it, and (v8-10) the cluster's (0 without DESCRIBE on the cluster), as Kafka computes them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from broker.metadata.store import NO_TOPIC_ID
 from broker.network.response import Response
 from broker.protocol import codec
 from broker.server import cluster_view
-from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.security.acl import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, RequestRefused
 from broker.server.topics import TopicError
 
@@ -51,8 +54,9 @@ class MetadataHandler(Handler):
         image = self.broker.store.image
         if image is not self._all_topics_image:
             self._all_topics_image, self._all_topics = image, {}
-        key = (ctx.api_version, cluster_view.listener_of(ctx))
-        if ctx.authz.enabled:  # what a principal may see: its own answer, until the ACLs change
+        key = (ctx.api_version, cluster_view.listener_of(ctx), _wants_topic_operations(request),
+               _wants_cluster_operations(request))
+        if ctx.authz.enabled:  # what a principal may see or do: its own answer, until the ACLs change
             key += (ctx.authz.principal, ctx.authz.host, ctx.authz.authorizer.version)
             if len(self._all_topics) >= MAX_CACHED_ANSWERS:
                 self._all_topics.clear()
@@ -85,6 +89,13 @@ class MetadataHandler(Handler):
                 raise RequestRefused(ErrorCode.invalid_request,
                                      f"Metadata v{ctx.api_version} takes topic names, not topic ids (v12+)")
         allow_auto = getattr(request, "allow_auto_topic_creation", True) and b.config["auto.create.topics.enable"]
+        with_operations = _wants_topic_operations(request)
+
+        def ops(name: str | None) -> int:
+            if with_operations and name is not None:
+                return authz.operations(ResourceType.TOPIC, name)
+            return OPERATIONS_NOT_REQUESTED
+
         topics = []
         for name, topic_id in wanted:
             record = image.topics.get(name) if name is not None else (
@@ -110,12 +121,14 @@ class MetadataHandler(Handler):
                 if error == ErrorCode.none:
                     error = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
                 topics.append(ctx.build("MetadataResponseTopic", error_code=error, name=name,
-                                        topic_id=topic_id or NO_TOPIC_ID, is_internal=False, partitions=()))
+                                        topic_id=topic_id or NO_TOPIC_ID, is_internal=False, partitions=(),
+                                        topic_authorized_operations=ops(name)))
                 continue
             if record.assignment is None:
                 topics.append(ctx.build("MetadataResponseTopic", error_code=ErrorCode.leader_not_available,
                                         name=record.name, topic_id=record.topic_id,
-                                        is_internal=record.is_internal, partitions=()))
+                                        is_internal=record.is_internal, partitions=(),
+                                        topic_authorized_operations=ops(record.name)))
                 continue
             live = image.brokers
             partitions = tuple(
@@ -127,10 +140,12 @@ class MetadataHandler(Handler):
                 for i, s in enumerate(record.assignment[:record.partitions]))
             topics.append(ctx.build("MetadataResponseTopic", error_code=ErrorCode.none, name=record.name,
                                     topic_id=record.topic_id, is_internal=record.is_internal,
-                                    partitions=partitions))
+                                    partitions=partitions, topic_authorized_operations=ops(record.name)))
         return ctx.build("MetadataResponse", throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=image.cluster_id,
                          controller_id=cluster_view.controller_id(image), topics=tuple(topics),
-                         error_code=ErrorCode.none)
+                         error_code=ErrorCode.none,
+                         cluster_authorized_operations=authz.cluster_operations()
+                         if _wants_cluster_operations(request) else OPERATIONS_NOT_REQUESTED)
 
     @staticmethod
     def may_see(authz, name: str | None, record, allow_auto: bool) -> bool:
@@ -152,6 +167,15 @@ class MetadataHandler(Handler):
                                  is_internal=False, partitions=()) for t in request.topics or ())
         return ctx.build("MetadataResponse", throttle_time=NO_THROTTLE, brokers=(), cluster_id=None,
                          controller_id=-1, topics=topics, error_code=code)
+
+
+def _wants_topic_operations(request) -> bool:
+    return bool(getattr(request, "include_topic_authorized_operations", False))
+
+
+def _wants_cluster_operations(request) -> bool:
+    """Only v8-10 have the field; Kafka answers it there alone."""
+    return bool(getattr(request, "include_cluster_authorized_operations", False))
 
 
 HANDLER = MetadataHandler

@@ -5,14 +5,17 @@ As Kafka's KafkaApis: a topic this cluster does not have, or a partition past it
 UNKNOWN_TOPIC_OR_PARTITION per partition; the rest go to the group coordinator
 (`GroupCoordinator.delete_offsets`): GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, NOT_COORDINATOR and the
 like answer the whole request (no topics), GROUP_SUBSCRIBED_TO_TOPIC a partition of a topic the
-active group consumes.
+active group consumes. It needs DELETE on the group (else GROUP_AUTHORIZATION_FAILED for the
+whole request) and READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions, before
+asking whether it exists).
 """
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
+from broker.security.acl import AclOperation, ResourceType
+from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 
 class OffsetDeleteHandler(Handler):
@@ -21,7 +24,9 @@ class OffsetDeleteHandler(Handler):
     max_version = 0
 
     async def handle(self, ctx: RequestContext, request):
+        require(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id, ErrorCode.group_authorization_failed)
         image = self.broker.store.image
+        readable = ctx.authz.filter(AclOperation.READ, ResourceType.TOPIC, {t.name for t in request.topics})
         results: dict[str, dict[int, ErrorCode]] = {}
         known: list[tuple[str, int]] = []
         for t in request.topics:
@@ -29,7 +34,9 @@ class OffsetDeleteHandler(Handler):
             per = results.setdefault(t.name, {})
             for p in t.partitions:
                 i = int(p.partition_index)
-                if record is None or not 0 <= i < record.partitions:
+                if t.name not in readable:
+                    per[i] = ErrorCode.topic_authorization_failed
+                elif record is None or not 0 <= i < record.partitions:
                     per[i] = ErrorCode.unknown_topic_or_partition
                 else:
                     known.append((t.name, i))

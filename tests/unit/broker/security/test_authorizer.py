@@ -157,3 +157,31 @@ def test_filters_any_and_match():
 def test_peer_host():
     assert peer_host("10.1.2.3:5555") == "10.1.2.3"
     assert peer_host("::1:5555") == "::1"
+
+
+def test_authorized_operations_bit_sets_as_kafka_computes_them():
+    """Kafka's AuthHelper.authorizedOperations: the type's supported operations the principal may
+    do (implied ones included), bit n for code n; not denials. The cluster's is 0 without DESCRIBE."""
+    from broker.security.authz_session import ALLOW_ALL
+
+    class Counter:
+        seen = 0
+
+        def labels(self, *labels):
+            return self
+
+        def inc(self):
+            Counter.seen += 1
+
+    a = authorizer(acl("t"), acl("g", Op.DELETE, rt=RT.GROUP), acl(CLUSTER_NAME, Op.IDEMPOTENT_WRITE, rt=RT.CLUSTER))
+    s = AuthzSession(a, ALICE, HOST, Counter())
+    assert s.operations(RT.TOPIC, "t") == (1 << Op.READ) | (1 << Op.DESCRIBE)
+    assert s.operations(RT.GROUP, "g") == (1 << Op.DELETE) | (1 << Op.DESCRIBE)
+    assert s.operations(RT.TOPIC, "other") == 0 and Counter.seen == 0
+    assert s.cluster_operations() == 0 and Counter.seen == 1  # the DESCRIBE check is a real one
+    a.update([acl(CLUSTER_NAME, Op.IDEMPOTENT_WRITE, rt=RT.CLUSTER), acl(CLUSTER_NAME, Op.DESCRIBE, rt=RT.CLUSTER)])
+    assert s.cluster_operations() == (1 << Op.DESCRIBE) | (1 << Op.IDEMPOTENT_WRITE)
+    assert ALLOW_ALL.operations(RT.GROUP, "g") == sum(1 << op for op in (
+        Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS))
+    assert ALLOW_ALL.cluster_operations() == sum(1 << op for op in (
+        Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE))
