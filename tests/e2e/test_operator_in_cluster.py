@@ -538,11 +538,11 @@ def test_the_persistent_example_keeps_acknowledged_records_across_a_pod_replacem
                               input=lines, capture_output=True, text=True, timeout=120)
         assert sent.returncode == 0, sent.stderr[-3000:]
 
-        old_uid = get_json(env, "pod", f"{NAME}-1", "-n", ns)["metadata"]["uid"]
-        env.kubectl("delete", "pod", f"{NAME}-1", "-n", ns, "--wait=true", "--timeout=150s", timeout=180)
+        old_uid = get_json(env, "pod", f"{NAME}-broker-1", "-n", ns)["metadata"]["uid"]
+        env.kubectl("delete", "pod", f"{NAME}-broker-1", "-n", ns, "--wait=true", "--timeout=150s", timeout=180)
         with explained(env):
             wait_for("the replaced broker pod Ready and the cluster Ready again",
-                     lambda: (get_json(env, "pod", f"{NAME}-1", "-n", ns, check=False) or {}).get("metadata", {})
+                     lambda: (get_json(env, "pod", f"{NAME}-broker-1", "-n", ns, check=False) or {}).get("metadata", {})
                      .get("uid") not in (None, old_uid) and cluster_ready(env, ns)(), timeout=READY_TIMEOUT)
         assert claims() == bound, "the replaced pod is back on its own claim"
         got = subprocess.run(cluster_dns.argv(env, ns, [kcat, "-b", bootstrap, "-t", "orders", "-C", "-o", "beginning",
