@@ -100,7 +100,8 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.store)
         from broker.coordinator.group.coordinator import GroupCoordinator
 
-        self.groups = GroupCoordinator(self)
+        self.groups = GroupCoordinator(config=config, node_id=self.node_id, store=self.store, topics=self.topics,
+                                       replicas=self.replicas, produce_purgatory=self.produce_purgatory)
         from broker.coordinator.transaction.coordinator import TransactionCoordinator
         from broker.coordinator.transaction.markers import MarkerSender
 
