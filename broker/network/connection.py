@@ -19,6 +19,8 @@ import os
 import struct
 from typing import TYPE_CHECKING, Protocol
 
+from prometheus_client import Counter, Gauge
+
 from broker.network.memory_pool import RequestMemoryPool
 from broker.network.response import Response
 from broker.protocol import codec
@@ -28,7 +30,6 @@ from broker.security.reauthentication import SessionExpired
 
 if TYPE_CHECKING:
     from broker.security.listeners import ListenerSecurity
-    from broker.server.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
@@ -36,11 +37,21 @@ _SIZE = struct.Struct(">i")
 _TLS_PIECE = 256 * 1024
 
 
+class NetworkMetrics(Protocol):
+    """What the network layer counts (broker/server/metrics.py's BrokerMetrics has it)."""
+
+    sendfile_bytes: Counter
+    connections: Gauge
+    request_memory_used: Gauge
+
+    def authentications(self, listener: str, mechanism: str, ok: bool) -> None: ...
+
+
 class Dispatcher(SaslDispatcher, Protocol):
     """What the network layer calls to have a request answered (broker/server/apis.py's
     RequestDispatcher is the one): declared here, so nothing of the network imports the server."""
 
-    metrics: "BrokerMetrics"
+    metrics: NetworkMetrics
 
     async def dispatch(self, conn: "Connection", frame: bytes) -> Response | None: ...
 
