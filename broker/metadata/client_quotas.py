@@ -171,3 +171,12 @@ class FileClientQuotaStore(ClientQuotaStore):
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
         self._publish(new)
+
+
+def open_quota_store(config, metadata_store, directory: Path) -> ClientQuotaStore:
+    """The quota store matching the metadata backend: a ConfigMap in a fleet, a file beside one broker."""
+    if type(metadata_store).__name__ == "KubernetesMetadataStore":
+        from broker.metadata.kube_quotas import KubernetesClientQuotaStore
+
+        return KubernetesClientQuotaStore(metadata_store)
+    return FileClientQuotaStore(directory)

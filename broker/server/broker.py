@@ -26,6 +26,7 @@ from broker.coordinator.transaction.markers import MarkerSender
 from broker.coordinator.transaction.metrics import TransactionCollector
 from broker.coordinator.transaction.verification import TxnVerifier
 from broker.metadata import open_store
+from broker.metadata.client_quotas import open_quota_store
 from broker.metadata.store import BrokerRegistration, ClusterIdMismatch, DuplicateBroker, Endpoint, StoreUnavailable
 from broker.metadata.meta_properties import ensure_meta_properties
 from broker.network.server import SocketServer
@@ -37,7 +38,7 @@ from broker.server.controlled_shutdown import hand_over
 from broker.server.fetch_session import FetchSessionCache
 from broker.server.handlers import all_handlers
 from broker.server.loop_errors import RateLimitedExceptionHandler
-from broker.server.metadata_backends import open_quota_store, open_scram_store
+from broker.server.metadata_backends import open_scram_store
 from broker.server.metrics import BrokerMetrics
 from broker.server.metrics_http import start_metrics_server
 from broker.server.readiness import NOT_STARTED, Readiness, replica_readiness
@@ -114,7 +115,7 @@ class Broker:
         self.quota_metrics = QuotaMetrics(self.metrics.registry)
         self.quotas = QuotaManagers(QuotaConfig.from_broker_config(config), on_throttle=self.quota_metrics.on_throttle)
         self.quota_metrics.watch(self.quotas)
-        self.client_quotas = open_quota_store(self.store, first_dir)
+        self.client_quotas = open_quota_store(config, self.store, first_dir)
         self.client_quotas.subscribe(self.quotas.update_quotas)
         self.quotas.update_quotas(self.client_quotas.quotas)
         self.dispatcher = RequestDispatcher([h(self) for h in all_handlers()], self.metrics)

@@ -1,14 +1,12 @@
-"""Where the cluster metadata beside topics and brokers lives (ACLs, client quotas, SCRAM
-credentials), matching the metadata store: in a fleet (the Kubernetes store) the cluster's own
-ConfigMap or Secret, watched by every broker; beside one broker, a file next to its metadata. The
-stores themselves do not know of each other."""
+"""Where the cluster metadata beside topics and brokers lives, matching the metadata store: in a
+fleet (the Kubernetes store) the cluster's own ConfigMap or Secret, watched by every broker; beside
+one broker, a file next to its metadata. The stores themselves do not know of each other."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from broker.metadata.acls import AclStore, FileAclStore
-from broker.metadata.client_quotas import ClientQuotaStore, FileClientQuotaStore
 from broker.security.scram_store import FileScramCredentialStore, ScramCredentialStore
 
 
@@ -23,15 +21,6 @@ def open_acl_store(metadata_store, directory: Path) -> AclStore:
 
         return KubernetesAclStore(metadata_store)
     return FileAclStore(directory)
-
-
-def open_quota_store(metadata_store, directory: Path) -> ClientQuotaStore:
-    """Client quotas (KIP-546): the fleet's ConfigMap of quotas (kube_quotas.py), or a file."""
-    if _in_a_fleet(metadata_store):
-        from broker.metadata.kube_quotas import KubernetesClientQuotaStore
-
-        return KubernetesClientQuotaStore(metadata_store)
-    return FileClientQuotaStore(directory)
 
 
 def open_scram_store(metadata_store, directory: Path) -> ScramCredentialStore:
