@@ -17,22 +17,43 @@ import itertools
 import logging
 import os
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from prometheus_client import Counter, Gauge
 
 from broker.network.memory_pool import RequestMemoryPool
 from broker.network.response import Response
 from broker.protocol import codec
+from broker.security.authenticator import SaslAuthenticator, SaslDispatcher, reauthenticator
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from broker.security.reauthentication import SessionExpired
 
 if TYPE_CHECKING:
     from broker.security.listeners import ListenerSecurity
-    from broker.server.apis import RequestDispatcher
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 _SIZE = struct.Struct(">i")
 _TLS_PIECE = 256 * 1024
+
+
+class NetworkMetrics(Protocol):
+    """What the network layer counts (broker/server/metrics.py's BrokerMetrics has it)."""
+
+    sendfile_bytes: Counter
+    connections: Gauge
+    request_memory_used: Gauge
+
+    def authentications(self, listener: str, mechanism: str, ok: bool) -> None: ...
+
+
+class Dispatcher(SaslDispatcher, Protocol):
+    """What the network layer calls to have a request answered (broker/server/apis.py's
+    RequestDispatcher is the one): declared here, so nothing of the network imports the server."""
+
+    metrics: NetworkMetrics
+
+    async def dispatch(self, conn: "Connection", frame: bytes) -> Response | None: ...
 
 
 class _FdFile:
@@ -55,7 +76,7 @@ class Connection:
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        dispatcher: "RequestDispatcher",
+        dispatcher: Dispatcher,
         max_request_bytes: int,
         idle_timeout_s: float,
         listener_name: str,
@@ -95,8 +116,6 @@ class Connection:
         self.sasl_session = None
         self._request_max_bytes = max_request_bytes
         if security is not None and security.sasl:
-            from broker.security.authenticator import SaslAuthenticator
-
             self.authenticator = SaslAuthenticator(security, dispatcher.metrics)
             self.max_request_bytes = min(max_request_bytes, security.max_receive_size)
 
@@ -115,8 +134,8 @@ class Connection:
                 self.busy = True
                 try:
                     try:
-                        if self.authenticator is None and self.sasl_session is not None:
-                            self.authenticator = self.sasl_session.check(self, frame)  # KIP-368
+                        if self.authenticator is None and self.sasl_session is not None:  # KIP-368
+                            self.authenticator = reauthenticator(self.sasl_session, frame, self.dispatcher.metrics)
                         if self.authenticator is not None:
                             response = await self.authenticator.receive(self, frame)
                         else:

@@ -5,24 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
-from broker.network.connection import Connection
+from broker.network.connection import Connection, Dispatcher, NetworkMetrics
 from broker.network.memory_pool import RequestMemoryPool
 from broker.security.listeners import listener_security
 from broker.security.principal import ANONYMOUS
 from broker.security.transport import TlsHandshakeFailed, start_tls, tls_principal
 
-if TYPE_CHECKING:
-    from broker.server.apis import RequestDispatcher
-    from broker.server.metrics import BrokerMetrics
-
 log = logging.getLogger(__name__)
 
 
 class SocketServer:
-    def __init__(self, config: BrokerConfig, dispatcher: "RequestDispatcher", metrics: "BrokerMetrics") -> None:
+    def __init__(self, config: BrokerConfig, dispatcher: Dispatcher, metrics: NetworkMetrics) -> None:
         self.config = config
         self.dispatcher = dispatcher
         self.metrics = metrics

@@ -24,7 +24,7 @@ import asyncio
 import datetime
 import logging
 import struct
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -32,11 +32,8 @@ from broker.network.response import Response
 from broker.protocol import codec
 from broker.security.listeners import ListenerSecurity
 from broker.security.mechanisms import SaslFailure, SaslServer, server_for
-from broker.security.principal import user
+from broker.security.principal import KafkaPrincipal, user
 from broker.security.reauthentication import SaslSession, reauthentication_refusal
-
-if TYPE_CHECKING:
-    from broker.network.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +41,29 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, codec.API_VERSIONS_KEY
 _API_KEY = struct.Struct(">h")
 _SIZE = struct.Struct(">i")
 _NO_REAUTH = datetime.timedelta(0)
+
+
+class SaslDispatcher(Protocol):
+    """What authentication asks of the request dispatcher (broker/server/apis.py): the versions it
+    serves, ApiVersions answered before the handshake, and an API's own answer carrying an error."""
+
+    supported: dict[int, tuple[int, int]]
+
+    async def dispatch(self, conn: Any, frame: bytes) -> Response | None: ...
+
+    def error_answer(self, conn: Any, header: codec.RequestHeader, body: Any, code: ErrorCode,
+                     message: str) -> Any: ...
+
+
+class SaslConnection(Protocol):
+    """What authentication uses of a connection (broker/network/connection.py's Connection)."""
+
+    id: int
+    peer: str
+    dispatcher: SaslDispatcher
+    sasl_session: SaslSession | None
+
+    def authenticated(self, principal: KafkaPrincipal) -> None: ...
 
 
 class AuthenticationClosed(Exception):
@@ -69,7 +89,7 @@ class SaslAuthenticator:
         self._server: SaslServer | None = None
         self._headers = True  # SaslHandshake v1+: tokens come in SaslAuthenticate requests
 
-    async def receive(self, conn: "Connection", frame: bytes) -> Response | None:
+    async def receive(self, conn: SaslConnection, frame: bytes) -> Response | None:
         try:
             if self._server is None:
                 return await self._handshake(conn, frame)
@@ -81,7 +101,7 @@ class SaslAuthenticator:
                      conn.id, conn.peer, self.security.name, e)
             return Response([], close_after=True)
 
-    async def _handshake(self, conn: "Connection", frame: bytes) -> Response | None:
+    async def _handshake(self, conn: SaslConnection, frame: bytes) -> Response | None:
         api_key = _API_KEY.unpack_from(frame)[0] if len(frame) >= 2 else -1
         if api_key == API_VERSIONS and not self._versions_seen:
             self._versions_seen = True
@@ -104,7 +124,7 @@ class SaslAuthenticator:
         answer = module.SaslHandshakeResponse(error_code=ErrorCode.none, mechanisms=enabled)
         return self._respond(header, answer)
 
-    async def _authenticate(self, conn: "Connection", frame: bytes) -> Response | None:
+    async def _authenticate(self, conn: SaslConnection, frame: bytes) -> Response | None:
         header, body = self._parse(conn, frame)
         assert self._server is not None
         if header.api_key != SASL_AUTHENTICATE:
@@ -140,7 +160,7 @@ class SaslAuthenticator:
                 raise SaslFailure(refusal, refusal)
         return answer
 
-    async def _raw_token(self, conn: "Connection", frame: bytes) -> Response | None:
+    async def _raw_token(self, conn: SaslConnection, frame: bytes) -> Response | None:
         assert self._server is not None
         try:
             token = self._evaluate(frame)
@@ -152,7 +172,7 @@ class SaslAuthenticator:
             self._succeeded(conn)  # no SaslAuthenticate to tell the lifetime in: the session still ends
         return Response([_SIZE.pack(len(token)) + token])
 
-    def _parse(self, conn: "Connection", frame: bytes):
+    def _parse(self, conn: SaslConnection, frame: bytes):
         try:
             header = codec.parse_header(frame, conn.dispatcher.supported)
             return header, codec.parse_body(frame, header)
@@ -164,21 +184,17 @@ class SaslAuthenticator:
         data = codec.encode_body(header.api_key, header.api_version, body)
         return Response([codec.frame_response(header, data)], close_after=close)
 
-    def _error_response(self, conn: "Connection", header, body, message: str) -> Response:
+    def _error_response(self, conn: SaslConnection, header, body, message: str) -> Response:
         """The requested API's own error answer with ILLEGAL_SASL_STATE, then close (Kafka's getErrorResponse)."""
-        from broker.server.handlers.base import RequestContext
-
-        handler = conn.dispatcher.handlers.get(header.api_key)
         try:
-            answer = handler.error_response(RequestContext(header, conn), body, ErrorCode.illegal_sasl_state, message) \
-                if handler is not None else None
+            answer = conn.dispatcher.error_answer(conn, header, body, ErrorCode.illegal_sasl_state, message)
         except Exception:  # an API whose error shape cannot be built: just close
             answer = None
         if answer is None:
             return Response([], close_after=True)
         return self._respond(header, answer, close=True)
 
-    def _succeeded(self, conn: "Connection") -> datetime.timedelta:
+    def _succeeded(self, conn: SaslConnection) -> datetime.timedelta:
         """Authenticated: the principal on the connection, a new session if sessions are limited;
         returns the session's lifetime for SaslAuthenticate (0: unlimited)."""
         assert self._server is not None and self._server.username is not None
@@ -197,7 +213,17 @@ class SaslAuthenticator:
                                         reauth_started_at=self.started_at)
         return datetime.timedelta(seconds=lifetime_s)
 
-    def _failed(self, conn: "Connection", mechanism: str, reason: str) -> None:
+    def _failed(self, conn: SaslConnection, mechanism: str, reason: str) -> None:
         self.metrics.authentications(self.security.name, mechanism, ok=False)
         log.info("failed authentication of connection %s from %s on listener %s with %s: %s",
                  conn.id, conn.peer, self.security.name, mechanism, reason)
+
+
+def reauthenticator(session: SaslSession, frame: bytes, metrics) -> SaslAuthenticator | None:
+    """KIP-368, before a request on a connection with a SASL session: the authenticator that takes
+    the request when it begins re-authentication, None to serve it as usual; SessionExpired when the
+    session ended (SaslSession.check)."""
+    now = asyncio.get_running_loop().time()
+    if session.check(frame, now):
+        return SaslAuthenticator(session.security, metrics, reauthenticating=session, started_at=now)
+    return None

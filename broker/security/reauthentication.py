@@ -19,7 +19,6 @@ starts a new session.
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,8 +26,6 @@ from typing import TYPE_CHECKING
 from broker.security.principal import KafkaPrincipal
 
 if TYPE_CHECKING:
-    from broker.network.connection import Connection
-    from broker.security.authenticator import SaslAuthenticator
     from broker.security.listeners import ListenerSecurity
 
 SASL_HANDSHAKE = 17
@@ -48,21 +45,19 @@ class SaslSession:
     expires_at: float  # event-loop time
     reauth_started_at: float | None = None  # when the re-authentication that made it began
 
-    def check(self, conn: "Connection", frame: bytes) -> "SaslAuthenticator | None":
-        """Before a request: the authenticator that takes it (re-authentication begins), None to
-        serve it as usual, or SessionExpired."""
-        now = asyncio.get_running_loop().time()
+    def check(self, frame: bytes, now: float) -> bool:
+        """Before a request arriving at loop time `now`: True when it begins re-authentication (a
+        fresh authenticator takes it, authenticator.reauthenticator), False to serve it as usual,
+        or SessionExpired."""
         api_key = _API_KEY.unpack_from(frame)[0] if len(frame) >= 2 else -1
         if api_key == SASL_HANDSHAKE and (
                 self.reauth_started_at is None or now - self.reauth_started_at >= MIN_REAUTH_INTERVAL_S):
-            from broker.security.authenticator import SaslAuthenticator
-
-            return SaslAuthenticator(self.security, conn.dispatcher.metrics, reauthenticating=self, started_at=now)
+            return True
         if now > self.expires_at:
             raise SessionExpired(f"its SASL session (User:{self.principal.name}, {self.mechanism}) ended "
                                  f"{now - self.expires_at:.1f}s ago without re-authentication "
                                  f"(connections.max.reauth.ms)")
-        return None
+        return False
 
 
 def reauthentication_refusal(session: SaslSession, mechanism: str, principal: KafkaPrincipal | None) -> str | None:

@@ -98,6 +98,13 @@ class RequestDispatcher:
             api_metrics.latency.observe(time.perf_counter() - started)
         return Response([codec.frame_response(header, body_bytes)])
 
+    def error_answer(self, conn: "Connection", header: codec.RequestHeader, body, code: ErrorCode, message: str):
+        """The API's own answer carrying `code` (Handler.error_response, Kafka's getErrorResponse), for
+        a request refused before it reached its handler (SASL authentication); None for an API not
+        served here or one that answers nothing."""
+        handler = self.handlers.get(header.api_key)
+        return None if handler is None else handler.error_response(RequestContext(header, conn), body, code, message)
+
     def _authz_session(self, conn: "Connection", principal) -> AuthzSession:
         """The connection's authorizer session, made at its first request (after SASL)."""
         session = getattr(conn, "authz", None)

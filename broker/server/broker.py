@@ -17,9 +17,14 @@ import uuid
 from pathlib import Path
 
 from broker.config import BrokerConfig
-from broker.coordinator.producer_ids import ProducerIdManager
 from broker.controller.controller import Controller
 from broker.controller.metrics import ControllerCollector
+from broker.coordinator.group.coordinator import GroupCoordinator
+from broker.coordinator.producer_ids import ProducerIdManager
+from broker.coordinator.transaction.coordinator import TransactionCoordinator
+from broker.coordinator.transaction.markers import MarkerSender
+from broker.coordinator.transaction.metrics import TransactionCollector
+from broker.coordinator.transaction.verification import TxnVerifier
 from broker.metadata import open_store
 from broker.metadata.store import BrokerRegistration, ClusterIdMismatch, DuplicateBroker, Endpoint, StoreUnavailable
 from broker.metadata.meta_properties import ensure_meta_properties
@@ -98,18 +103,12 @@ class Broker:
             if config["auto.leader.rebalance.enable"] else None)
         self.topics = TopicManager(config, self.store, self.replicas)
         self.producer_ids = ProducerIdManager(self.store)
-        from broker.coordinator.group.coordinator import GroupCoordinator
-
-        self.groups = GroupCoordinator(self)
-        from broker.coordinator.transaction.coordinator import TransactionCoordinator
-        from broker.coordinator.transaction.markers import MarkerSender
-
+        self.groups = GroupCoordinator(config=config, node_id=self.node_id, store=self.store, topics=self.topics,
+                                       replicas=self.replicas, produce_purgatory=self.produce_purgatory)
         self.transactions = TransactionCoordinator(
             config=config, store=self.store, topics=self.topics, replicas=self.replicas,
             produce_purgatory=self.produce_purgatory, producer_ids=self.producer_ids,
             markers=MarkerSender(self.store, self.node_id, self.replica_fetchers.listener))
-        from broker.coordinator.transaction.verification import TxnVerifier
-
         # KIP-890 part 1: partition leaders ask the coordinator before a transaction opens there.
         self.txn_verifier = TxnVerifier(self.transactions, self.store, self.node_id, self.replica_fetchers.listener)
         # KIP-13 quotas: static defaults from the config, dynamic ones from the cluster metadata.
@@ -134,8 +133,6 @@ class Broker:
         self.metrics.registry.register(ReplicationCollector(self.replicas, self.controller, self.replica_fetchers))
         self.metrics.registry.register(ReassignmentCollector(self.replicas))
         self.metrics.registry.register(ControllerCollector(self.controller))
-        from broker.coordinator.transaction.metrics import TransactionCollector
-
         self.metrics.registry.register(TransactionCollector(self.transactions))
         self.metrics.registry.register(StableOffsetCollector(self.replicas,
                                                              config["flotilla.transaction.metrics.max.partitions"]))

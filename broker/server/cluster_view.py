@@ -4,14 +4,18 @@ leaders, and the controller, all read from the metadata image (no I/O, cheap per
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from broker.metadata.store import MetadataImage, PartitionState
 
-if TYPE_CHECKING:
-    from broker.server.handlers.base import RequestContext
-
 NO_NODE = -1
+
+
+class Request(Protocol):
+    """What `listener_of` reads of a request (handlers' RequestContext): its connection. Declared
+    here so this module, which coordinators and fetchers use too, needs nothing from the handlers."""
+
+    connection: object
 
 
 @dataclass(frozen=True)
@@ -22,7 +26,7 @@ class NodeAddress:
     rack: str | None
 
 
-def listener_of(ctx: "RequestContext") -> str | None:
+def listener_of(ctx: Request) -> str | None:
     """The listener name the request came in on (brokers are advertised per listener)."""
     return getattr(ctx.connection, "listener_name", None)
 

@@ -29,10 +29,9 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Callable, Protocol
 
-if TYPE_CHECKING:
-    from .control_plane import ControlPlane
+from .ports import free_port
 
 NODE_NAME = "node-0"
 BRIDGE = "flotilla0"
@@ -55,6 +54,24 @@ STORAGE_CLASS = "local"
 
 class NodeError(RuntimeError):
     pass
+
+
+class Host(Protocol):
+    """What the node uses of its control plane (control_plane.py's ControlPlane): its directory,
+    binaries and kubeconfig, kubectl, and starting and awaiting the node's processes under it."""
+
+    directory: Path
+    bin_dir: Path
+
+    @property
+    def kubeconfig(self) -> Path: ...
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 60) -> subprocess.CompletedProcess: ...
+
+    def _start(self, name: str, argv: list[str]) -> None: ...
+
+    def _wait(self, what: str, check: Callable[[], bool], timeout: float = ...) -> None: ...
 
 
 def _run(*argv: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
@@ -260,7 +277,7 @@ def storage_manifests(node_dir: Path, count: int = LOCAL_VOLUMES) -> dict:
 class Node:
     """The real node of one control plane; its files under `<cp dir>/node`."""
 
-    def __init__(self, cp: ControlPlane) -> None:
+    def __init__(self, cp: Host) -> None:
         self.cp = cp
         self.dir = cp.directory / "node"
         self._lock = None
@@ -329,7 +346,7 @@ class Node:
         cp._wait("containerd", lambda: self.ctr("version", check=False).returncode == 0, timeout=60)
         for image in images:
             self.ctr("images", "import", str(image))
-        ports = {name: _free_port() for name in
+        ports = {name: free_port() for name in
                  ("kubelet", "kubelet_healthz", "proxy_healthz", "proxy_metrics", "dns_health")}
         ca = cp.directory / "certs" / "ca.crt"
         (self.dir / "Corefile").write_text(corefile(cp.kubeconfig, ports["dns_health"]))
@@ -371,11 +388,6 @@ class Node:
                 time.sleep(0.2)
         for container in self.ctr("containers", "ls", "-q", check=False).stdout.split():
             self.ctr("containers", "delete", container, check=False)
-
-
-def _free_port() -> int:
-    from .control_plane import free_port
-    return free_port()
 
 
 def running_kubelets() -> list[int]:

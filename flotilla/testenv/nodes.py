@@ -9,10 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .control_plane import ControlPlane
+
+class Cluster(Protocol):
+    """What fake nodes need of their control plane (control_plane.py's ControlPlane): kubectl."""
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 60) -> subprocess.CompletedProcess: ...
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_VALUE = "fake"
@@ -44,21 +48,19 @@ def node_names(count: int) -> list[str]:
     return [f"kwok-node-{i}" for i in range(count)]
 
 
-def create(cp: ControlPlane, count: int) -> None:
+def create(cp: Cluster, count: int) -> None:
     if count == 0:  # a real node instead (`up --kubelet`)
         return
     items = [node_manifest(n) for n in node_names(count)]
     cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 
 
-def all_ready(cp: ControlPlane, count: int) -> bool:
+def all_ready(cp: Cluster, count: int) -> bool:
     return not not_ready(cp, count)
 
 
-def not_ready(cluster, count: int) -> dict[str, str]:
-    """The fake nodes whose Ready condition is not True, with what it is ("absent" if no node).
-
-    `cluster` is anything with the ControlPlane's `kubectl(*args, check=...)`."""
+def not_ready(cluster: Cluster, count: int) -> dict[str, str]:
+    """The fake nodes whose Ready condition is not True, with what it is ("absent" if no node)."""
     out = cluster.kubectl("get", "nodes", "-o", "json").stdout
     seen = {node["metadata"]["name"]: node for node in json.loads(out)["items"]}
     missing = {}

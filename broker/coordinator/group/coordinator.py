@@ -40,7 +40,11 @@ from broker.coordinator.group.offsets_log import TOPIC, Appended, LoadedMarker, 
 from broker.server.delayed_produce import DelayedProduce
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
+    from broker.config import BrokerConfig
+    from broker.metadata.store import MetadataStore
+    from broker.server.purgatory import Purgatory
+    from broker.server.replica_manager import ReplicaManager
+    from broker.server.topics import TopicManager
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +142,9 @@ def _cancel(timer: Any) -> None:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        config = broker.config
+    def __init__(self, *, config: "BrokerConfig", node_id: int, store: "MetadataStore", topics: "TopicManager",
+                 replicas: "ReplicaManager", produce_purgatory: "Purgatory") -> None:
+        self.metadata, self.topics, self.replicas, self.purgatory = store, topics, replicas, produce_purgatory
         self.initial_rebalance_delay_ms: int = config["group.initial.rebalance.delay.ms"]
         self.min_session_timeout_ms: int = config["group.min.session.timeout.ms"]
         self.max_session_timeout_ms: int = config["group.max.session.timeout.ms"]
@@ -148,7 +152,7 @@ class GroupCoordinator:
         self.offsets_retention_check_ms: int = config["offsets.retention.check.interval.ms"]
         self.commit_timeout_ms: int = config["offsets.commit.timeout.ms"]
         self.groups: dict[str, GroupMetadata] = {}
-        self.store = OffsetsLog(broker)
+        self.store = OffsetsLog(config=config, node_id=node_id, store=store, topics=topics, replicas=replicas)
         # __consumer_offsets partitions this broker leads and has loaded: its coordinator shards.
         self.shards: set[int] = set()
         # Shards being loaded (replayed) in the background: their groups answer
@@ -158,7 +162,7 @@ class GroupCoordinator:
         self._expiry_task: asyncio.Task | None = None
         # Writes nobody waits on (an empty group's metadata), finished or cancelled at stop.
         self._writes: set[asyncio.Task] = set()
-        broker.replicas.on_leadership_change(self._on_leadership)
+        replicas.on_leadership_change(self._on_leadership)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -171,8 +175,7 @@ class GroupCoordinator:
         the shards led here are loaded (FindCoordinator does the first part lazily, as Kafka
         does; tests call this)."""
         await self.store.ensure_topic()
-        topics = self.broker.topics
-        await topics.wait_for_image(lambda img: self.store.all_led(img), timeout_s)
+        await self.topics.wait_for_image(lambda img: self.store.all_led(img), timeout_s)
         await asyncio.sleep(0)  # let leadership callbacks start their shard loads
         await asyncio.wait_for(asyncio.gather(*self._loading.values(), return_exceptions=True), timeout_s)
 
@@ -805,8 +808,8 @@ class GroupCoordinator:
         """NONE once the in-sync replicas hold `appended` (bounded by offsets.commit.timeout.ms),
         else the coordinator error Kafka answers for the failed write."""
         tp = (TOPIC, appended.part.index)
-        op = DelayedProduce(self.broker.replicas, {tp: (appended.part, appended.leader_epoch, appended.end_offset)})
-        await self.broker.produce_purgatory.wait(op, [tp], self.commit_timeout_ms / 1000)
+        op = DelayedProduce(self.replicas, {tp: (appended.part, appended.leader_epoch, appended.end_offset)})
+        await self.purgatory.wait(op, [tp], self.commit_timeout_ms / 1000)
         return coordinator_error(op.results.get(tp, ErrorCode.request_timed_out))
 
     async def _write(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
@@ -844,7 +847,7 @@ class GroupCoordinator:
 
         if (error := self.not_here(group_id)) is not None:
             return all_(error)
-        image = self.broker.store.image
+        image = self.metadata.image
         # Partitions led by other brokers are accepted: only unknown ones are refused.
         unknown = {tp: ErrorCode.unknown_topic_or_partition for tp in offsets
                    if tp[0] not in image.topics or not 0 <= tp[1] < image.topics[tp[0]].partitions}

@@ -29,8 +29,10 @@ from broker.log.log import LogError, ProducerFenced, StorageError
 from broker.protocol import records as batch_records
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
-    from broker.server.replica_manager import Partition
+    from broker.config import BrokerConfig
+    from broker.metadata.store import MetadataStore
+    from broker.server.replica_manager import Partition, ReplicaManager
+    from broker.server.topics import TopicManager
 
 log = logging.getLogger(__name__)
 
@@ -117,20 +119,21 @@ class Appended:
 
 
 class OffsetsLog:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.num_partitions: int = broker.config["offsets.topic.num.partitions"]
+    def __init__(self, *, config: "BrokerConfig", node_id: int, store: "MetadataStore", topics: "TopicManager",
+                 replicas: "ReplicaManager") -> None:
+        self.config, self.node_id, self.store, self.topics, self.replicas = config, node_id, store, topics, replicas
+        self.num_partitions: int = config["offsets.topic.num.partitions"]
 
     async def ensure_topic(self) -> None:
         """Create the topic (the controller assigns its partitions across the live brokers)."""
-        await self.broker.topics.ensure(TOPIC, self.num_partitions, replication_factor=self.broker.config[
+        await self.topics.ensure(TOPIC, self.num_partitions, replication_factor=self.config[
             "offsets.topic.replication.factor"], configs={
-            "cleanup.policy": "compact", "segment.bytes": str(self.broker.config["offsets.topic.segment.bytes"])})
+            "cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])})
         self.refresh_partition_count()
 
     def refresh_partition_count(self) -> None:
         # An existing topic keeps its partition count, whatever the config says now.
-        record = self.broker.store.image.topics.get(TOPIC)
+        record = self.store.image.topics.get(TOPIC)
         if record is not None:
             self.num_partitions = record.partitions
 
@@ -139,15 +142,15 @@ class OffsetsLog:
         record = image.topics.get(TOPIC)
         if record is None or record.assignment is None or len(record.assignment) < record.partitions:
             return False
-        me = self.broker.node_id
-        return all(s.leader >= 0 and (s.leader != me or self.broker.replicas.get(TOPIC, i) is not None)
+        me = self.node_id
+        return all(s.leader >= 0 and (s.leader != me or self.replicas.get(TOPIC, i) is not None)
                    for i, s in enumerate(record.assignment))
 
     def partition_for(self, group_id: str) -> int:
         return codec.partition_for(group_id, self.num_partitions)
 
     def _partition(self, index: int) -> "Partition":
-        part = self.broker.replicas.get(TOPIC, index)
+        part = self.replicas.get(TOPIC, index)
         if part is None:
             raise StoreError(ErrorCode.not_coordinator, f"{TOPIC}-{index} is not led by this broker")
         return part
@@ -172,7 +175,7 @@ class OffsetsLog:
         except batch_records.RecordTooLargeError as e:
             raise StoreError(ErrorCode.invalid_commit_offset_size, str(e)) from None
         try:
-            self.broker.replicas.append(part, payload, headers, from_coordinator=True)
+            self.replicas.append(part, payload, headers, from_coordinator=True)
         except ProducerFenced as e:  # a TxnOffsetCommit from an epoch its markers have fenced
             raise StoreError(ErrorCode.invalid_producer_epoch, str(e)) from None
         except StorageError as e:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -14,10 +14,53 @@ from broker.protocol.codec import RequestHeader
 from broker.security.authz_session import ALLOW_ALL
 
 if TYPE_CHECKING:
-    from broker.network.connection import Connection
-    from broker.server.broker import Broker
+    from broker.config import BrokerConfig
+    from broker.controller.controller import Controller
+    from broker.coordinator.group.coordinator import GroupCoordinator
+    from broker.coordinator.producer_ids import ProducerIdManager
+    from broker.coordinator.transaction.coordinator import TransactionCoordinator
+    from broker.coordinator.transaction.verification import TxnVerifier
+    from broker.metadata.acls import AclStore
+    from broker.metadata.client_quotas import ClientQuotaStore
+    from broker.metadata.store import MetadataStore
+    from broker.network.connection import Connection, Dispatcher
+    from broker.security.authorizer import StandardAuthorizer
+    from broker.security.credentials import ScramCredentials
+    from broker.security.scram_store import ScramCredentialStore
+    from broker.server.fetch_session import FetchSessionCache
+    from broker.server.metrics import BrokerMetrics
+    from broker.server.purgatory import Purgatory
+    from broker.server.quota_manager import QuotaManagers
+    from broker.server.replica_manager import ReplicaManager
+    from broker.server.topics import TopicManager
 
 NO_THROTTLE = datetime.timedelta(0)
+
+class BrokerServices(Protocol):
+    """What handlers use of the broker (broker/server/broker.py's Broker is the one), declared here
+    so that nothing under handlers/ imports the module that wires them."""
+
+    config: "BrokerConfig"
+    store: "MetadataStore"
+    replicas: "ReplicaManager"
+    topics: "TopicManager"
+    controller: "Controller"
+    groups: "GroupCoordinator"
+    transactions: "TransactionCoordinator"
+    txn_verifier: "TxnVerifier"
+    producer_ids: "ProducerIdManager"
+    fetch_sessions: "FetchSessionCache"
+    fetch_purgatory: "Purgatory"
+    produce_purgatory: "Purgatory"
+    quotas: "QuotaManagers"
+    client_quotas: "ClientQuotaStore"
+    acls: "AclStore | None"
+    authorizer: "StandardAuthorizer | None"
+    scram_store: "ScramCredentialStore"
+    scram: "ScramCredentials"
+    metrics: "BrokerMetrics"
+    dispatcher: "Dispatcher"
+
 
 class RequestRefused(Exception):
     """A handler refuses the whole request with one error code (Kafka: an ApiException thrown by
@@ -80,7 +123,7 @@ class Handler:
     min_version: ClassVar[int]
     max_version: ClassVar[int]
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
 
     async def handle(self, ctx: RequestContext, request: Any) -> Any:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from types import SimpleNamespace as NS
-
 import pytest
 
+from broker.security.authenticator import reauthenticator
 from broker.security.listeners import ListenerSecurity
 from broker.security.principal import user
 from broker.security.reauthentication import SaslSession, SessionExpired, reauthentication_refusal
@@ -25,14 +24,26 @@ def _session(expires_in: float, reauth_ago: float | None = None) -> SaslSession:
 
 def test_when_requests_pass_reauthenticate_or_close():
     async def scenario():
-        conn = NS(dispatcher=NS(metrics=None))
-        assert _session(5).check(conn, METADATA) is None
+        now = asyncio.get_running_loop().time()
+        assert _session(5).check(METADATA, now) is False
         with pytest.raises(SessionExpired, match="User:bob, PLAIN"):
-            _session(-0.1).check(conn, METADATA)
-        started = _session(-0.1).check(conn, HANDSHAKE)  # even after the end: re-authentication begins
-        assert started is not None and started.reauthenticating.principal == user("bob")
-        assert _session(5, reauth_ago=0.5).check(conn, HANDSHAKE) is None  # < 1 s: served as usual
-        assert _session(5, reauth_ago=1.5).check(conn, HANDSHAKE) is not None
+            _session(-0.1).check(METADATA, now)
+        assert _session(-0.1).check(HANDSHAKE, now) is True  # even after the end: re-authentication begins
+        assert _session(5, reauth_ago=0.5).check(HANDSHAKE, now) is False  # < 1 s: served as usual
+        assert _session(5, reauth_ago=1.5).check(HANDSHAKE, now) is True
+
+    asyncio.run(scenario())
+
+
+def test_a_handshake_hands_the_connection_to_a_reauthenticator():
+    async def scenario():
+        session = _session(-0.1)
+        started = reauthenticator(session, HANDSHAKE, metrics=None)
+        assert started is not None and started.reauthenticating is session
+        assert started.reauthenticating.principal == user("bob")
+        assert reauthenticator(_session(5), METADATA, metrics=None) is None
+        with pytest.raises(SessionExpired):
+            reauthenticator(session, METADATA, metrics=None)
 
     asyncio.run(scenario())
 
