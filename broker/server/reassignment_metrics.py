@@ -17,14 +17,24 @@ totals since the broker started.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from broker.metadata.store import MetadataImage
-    from broker.server.replica_manager import ReplicaManager
+
+
+class ReplicaView(Protocol):
+    """What the collector reads of the replica manager (declared here, so this module, which the
+    replica manager imports, does not import it back)."""
+
+    store: Any
+    partitions: Mapping[tuple[str, int], Any]
+    reassignment_bytes: "ReassignmentBytes"
+    stray_logs_deleted: int
+    stray_logs_kept: int
 
 
 class ReassignmentBytes:
@@ -59,7 +69,7 @@ def count_out(counters: ReassignmentBytes, image: "MetadataImage", topics, repli
                 counters.bytes_out += size
 
 
-def reassigning_led(rm: "ReplicaManager") -> int:
+def reassigning_led(rm: ReplicaView) -> int:
     """Partitions this broker leads whose image state has a reassignment in progress."""
     image = rm.store.image
     n = 0
@@ -74,7 +84,7 @@ def reassigning_led(rm: "ReplicaManager") -> int:
 
 
 class ReassignmentCollector(Collector):
-    def __init__(self, replicas: "ReplicaManager") -> None:
+    def __init__(self, replicas: ReplicaView) -> None:
         self.replicas = replicas
 
     def collect(self) -> Iterable:
