@@ -28,7 +28,10 @@ def installed(kube_env):
     """The user's one command, on a control plane without our CRDs; removed again afterwards (the
     Helm chart's test installs the same cluster-wide names)."""
     remove_crds(kube_env)  # a fresh install, as a user's cluster would be
-    first = kube_env.kubectl("apply", "--server-side", "-f", str(MANIFEST))
+    # The admission policies outlive remove_crds (deleting and re-creating one left it unenforced
+    # for a while), and the chart's test may have applied them under Helm's field manager: take
+    # them over, as a user moving from the chart to the manifest would. Later applies do not force.
+    first = kube_env.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(MANIFEST))
     yield first
     for kind, name in CLUSTER_SCOPED:
         kube_env.kubectl("delete", kind.lower(), name, "--ignore-not-found", check=False)
