@@ -18,8 +18,7 @@ from tests.e2e.test_quotas import kafka_configs
 from tests.e2e.test_security import _confluent_produce
 from tests.support import kafka_wire
 from tests.support.interop_suite import make_topic
-from tests.support.secure_broker import SecureBroker, make_secure_broker
-from tests.support.tls_certs import make_pki
+from tests.support.secure_broker import SecureBroker, running_secure_broker
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -29,13 +28,8 @@ SHA256, SHA512 = 1, 2
 
 @pytest.fixture(scope="module")
 def secure(kafka_target, tmp_path_factory) -> SecureBroker:
-    base = tmp_path_factory.mktemp("scram")
-    sb = make_secure_broker(kafka_target, base / "broker", make_pki(base / "pki"))
-    sb.broker.start()
-    try:
+    with running_secure_broker(kafka_target, tmp_path_factory.mktemp("scram")) as sb:
         yield sb
-    finally:
-        sb.broker.close()
 
 
 def _admin(secure: SecureBroker):

@@ -21,8 +21,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from tests.support import kafka_wire
 from tests.support.interop_suite import make_topic
 from tests.support.prometheus import metric
-from tests.support.secure_broker import SecureBroker, make_secure_broker
-from tests.support.tls_certs import make_pki
+from tests.support.secure_broker import SecureBroker, running_secure_broker
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -34,13 +33,8 @@ MTLS_PRINCIPAL_NAME = "CN=alice,OU=clients,O=Flotilla Tests"
 
 @pytest.fixture(scope="module")
 def secure(kafka_target, tmp_path_factory) -> SecureBroker:
-    base = tmp_path_factory.mktemp("secure")
-    sb = make_secure_broker(kafka_target, base / "broker", make_pki(base / "pki"))
-    sb.broker.start()
-    try:
+    with running_secure_broker(kafka_target, tmp_path_factory.mktemp("secure")) as sb:
         yield sb
-    finally:
-        sb.broker.close()
 
 
 def _mech(mechanism):

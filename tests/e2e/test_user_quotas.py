@@ -11,8 +11,7 @@ import pytest
 
 from tests.e2e.test_quotas import alter_quotas, kafka_configs
 from tests.support.interop_suite import make_topic
-from tests.support.secure_broker import SecureBroker, make_secure_broker
-from tests.support.tls_certs import make_pki
+from tests.support.secure_broker import SecureBroker, running_secure_broker
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -23,13 +22,8 @@ BATCH = 256 * 1024
 
 @pytest.fixture(scope="module")
 def secure(kafka_target, tmp_path_factory) -> SecureBroker:
-    base = tmp_path_factory.mktemp("user-quotas")
-    sb = make_secure_broker(kafka_target, base / "broker", make_pki(base / "pki"))
-    sb.broker.start()
-    try:
+    with running_secure_broker(kafka_target, tmp_path_factory.mktemp("user-quotas")) as sb:
         yield sb
-    finally:
-        sb.broker.close()
 
 
 def produce_throttle_ms(conf: dict, topic: str, client_id: str) -> float:

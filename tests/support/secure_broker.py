@@ -10,6 +10,9 @@ credentials go to Flotilla as a file and to Apache Kafka through kafka-storage -
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,3 +118,17 @@ def make_secure_broker(target: str, workdir: Path, pki: TestPki, extra: dict[str
                          "flotilla.sasl.scram.credentials.file": str(credentials)})
         broker = FlotillaBroker(workdir, port=port, overrides=settings)
     return SecureBroker(broker, ports, pki)
+
+
+@contextlib.contextmanager
+def running_secure_broker(target: str, base: Path) -> Iterator[SecureBroker]:
+    """A started secure broker of `target` under `base` (its own test PKI), closed on exit: the
+    module fixture of every suite that talks TLS and SASL to one broker."""
+    from tests.support.tls_certs import make_pki
+
+    sb = make_secure_broker(target, base / "broker", make_pki(base / "pki"))
+    sb.broker.start()
+    try:
+        yield sb
+    finally:
+        sb.broker.close()
