@@ -326,9 +326,16 @@ def failover(cluster: Any, rate: float, p: Params, workdir: Path) -> dict[str, A
 
     def kill(start_at: float) -> dict[str, Any]:
         broker = cluster.broker(victim)
+        # Flotilla's Metadata names its controller (the Lease holder); Kafka's names a random
+        # live broker, so for Kafka this says nothing about which voter was the active controller.
+        try:
+            controller = int(cluster.metadata(broker, []).controller_id)
+        except Exception:
+            controller = None
         killed_at = time.monotonic()
         broker.kill9()
         return {"victim": victim, "victim_led": counts[victim], "killed_at": killed_at,
+                "metadata_controller_id": controller,
                 "killed_after_s": killed_at - start_at,
                 "leaderless_s": leaderless_until(cluster, topic, victim, p.partitions)}
 
@@ -342,9 +349,10 @@ def failover(cluster: Any, rate: float, p: Params, workdir: Path) -> dict[str, A
     return load
 
 
-def one_target(cluster: Any, p: Params, rates: dict[str, float], workdir: Path, target: str) -> dict[str, Any]:
-    """Every case on one fleet; `rates` carries Kafka's measured peaks to the other target."""
-    out: dict[str, Any] = {}
+def one_target(cluster: Any, p: Params, rates: dict[str, float], workdir: Path, target: str,
+               out: dict[str, Any], errors: list[str]) -> None:
+    """Every case on one fleet, into `out`; `rates` carries Kafka's measured peaks to the other
+    target. A case that fails is recorded in `errors` and the next one still runs."""
     step = 0
 
     def wd(name: str) -> Path:
@@ -355,42 +363,46 @@ def one_target(cluster: Any, p: Params, rates: dict[str, float], workdir: Path, 
     def say(what: str) -> None:
         print(f"omb: {LABELS[target]}: {what} ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
 
+    def load(case: str, rate: float, **kw: Any) -> None:
+        if case.endswith("-rate") and not rate:
+            errors.append(f"{case}: not run, no peak was measured to take half of")
+            return
+        say(case + (f" at {rate:,.0f} records/s" if rate else ""))
+        try:
+            topic, _ = new_topic(cluster, case, p)
+            out[case] = run_load(cluster, topic, wd(case), rate=rate, p=p, **kw)
+        except Exception as e:  # recorded with the results; the next case still runs
+            errors.append(f"{case}: {type(e).__name__}: {e}")
+            say(f"{case} failed: {e}")
+
+    def half_peak(key: str, case: str) -> float:
+        peak = (out.get(case) or {}).get("produce_records_per_sec") or 0
+        if target == "apache" and peak:
+            rates[key] = peak / 2
+        return rates.get(key) or peak / 2
+
+    omb = dict(producers=p.producers, consumers=p.consumers)
     if p.warmup_seconds:
-        say("warm-up")
-        topic, _ = new_topic(cluster, "warmup", p)
-        w = run_load(cluster, topic, wd("warmup"), producers=p.producers, consumers=p.consumers,
-                     seconds=p.warmup_seconds, rate=0, p=p)
-        out["warmup"] = {k: w[k] for k in ("produce_records_per_sec", "broker_cpu_s", "acked")}
+        load("warmup", 0, seconds=p.warmup_seconds, **omb)
+        w = out.pop("warmup", None)
+        if w:
+            out["warmup"] = {k: w[k] for k in ("produce_records_per_sec", "broker_cpu_s", "acked")}
     if "omb" in p.cases:
-        say("omb-max")
-        topic, _ = new_topic(cluster, "omb-max", p)
-        out["omb-max"] = run_load(cluster, topic, wd("omb-max"), producers=p.producers, consumers=p.consumers,
-                                  seconds=p.max_seconds, rate=0, p=p)
-        if target == "apache" and not p.rate:
-            rates["omb"] = out["omb-max"]["produce_records_per_sec"] / 2
-        rate = p.rate or rates.get("omb") or out["omb-max"]["produce_records_per_sec"] / 2
-        say(f"omb-rate at {rate:,.0f} records/s")
-        topic, _ = new_topic(cluster, "omb-rate", p)
-        out["omb-rate"] = run_load(cluster, topic, wd("omb-rate"), producers=p.producers, consumers=p.consumers,
-                                   seconds=p.rate_seconds, rate=rate, p=p)
+        load("omb-max", 0, seconds=p.max_seconds, **omb)
+        load("omb-rate", p.rate or half_peak("omb", "omb-max"), seconds=p.rate_seconds, **omb)
+    txn = dict(producers=p.txn_producers, consumers=1, per_txn=p.per_txn, isolation="read_committed",
+               seconds=p.txn_seconds)
     if "txn" in p.cases:
-        say("txn-max")
-        topic, _ = new_topic(cluster, "txn-max", p)
-        out["txn-max"] = run_load(cluster, topic, wd("txn-max"), producers=p.txn_producers, consumers=1,
-                                  seconds=p.txn_seconds, rate=0, p=p, per_txn=p.per_txn, isolation="read_committed")
-        if target == "apache" and not p.txn_rate:
-            rates["txn"] = out["txn-max"]["produce_records_per_sec"] / 2
-        rate = p.txn_rate or rates.get("txn") or out["txn-max"]["produce_records_per_sec"] / 2
-        say(f"txn-rate at {rate:,.0f} records/s")
-        topic, _ = new_topic(cluster, "txn-rate", p)
-        out["txn-rate"] = run_load(cluster, topic, wd("txn-rate"), producers=p.txn_producers, consumers=1,
-                                   seconds=p.txn_seconds, rate=rate, p=p, per_txn=p.per_txn,
-                                   isolation="read_committed")
+        load("txn-max", 0, **txn)
+        load("txn-rate", p.txn_rate or half_peak("txn", "txn-max"), **txn)
     if "failover" in p.cases:
-        rate = p.rate or rates.get("omb") or (out.get("omb-max") or {}).get("produce_records_per_sec", 0) / 2 or 1000
+        rate = p.rate or half_peak("omb", "omb-max") or 1000
         say(f"failover at {rate:,.0f} records/s")
-        out["failover"] = failover(cluster, rate, p, wd("failover"))
-    return out
+        try:
+            out["failover"] = failover(cluster, rate, p, wd("failover"))
+        except Exception as e:
+            errors.append(f"failover: {type(e).__name__}: {e}")
+            say(f"failover failed: {e}")
 
 
 def run(targets: list[str], p: Params, workdir: Path) -> dict[str, Any]:
@@ -412,7 +424,8 @@ def run(targets: list[str], p: Params, workdir: Path) -> dict[str, Any]:
         print(f"omb: starting {LABELS[target]}", file=sys.stderr, flush=True)
         try:
             with FLEETS[target](workdir / target) as cluster:
-                entry["cases"] = one_target(cluster, p, result["rates"], workdir / target / "cases", target)
+                one_target(cluster, p, result["rates"], workdir / target / "cases", target, entry["cases"],
+                           entry["errors"])
         except TargetUnavailable as e:
             entry["unavailable"] = str(e)
             print(f"omb: {LABELS[target]} cannot run: {e}", file=sys.stderr, flush=True)
@@ -525,8 +538,12 @@ def render(result: dict[str, Any]) -> str:
         fo = entry.get("cases", {}).get("failover")
         if fo:
             ev = fo.get("event", {})
+            ctl = ""
+            if t == "flotilla" and ev.get("metadata_controller_id") is not None:
+                ctl = (", the controller" if ev["metadata_controller_id"] == ev.get("victim")
+                       else f", not the controller (broker {ev['metadata_controller_id']})")
             notes.append(f"{LABELS[t]}: killed broker {ev.get('victim')} (led {ev.get('victim_led')} of "
-                         f"{s['partitions']} partitions) {_num(ev.get('killed_after_s'))} s into the load; "
+                         f"{s['partitions']} partitions{ctl}) {_num(ev.get('killed_after_s'))} s into the load; "
                          f"{fo['acked']:,} records acknowledged, {fo['verify']['records_read']:,} read back "
                          f"({fo['verify']['duplicates']:,} duplicates), {fo['lost']} lost; "
                          f"{fo['delivery_errors']} failed deliveries, {fo['undelivered']} undelivered"
