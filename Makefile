@@ -1,7 +1,7 @@
 # Two commands a newcomer needs:
 #   make broker   set up a virtualenv and start one local broker (127.0.0.1:9092)
 #   make test     set up everything the tests need and run every test
-.PHONY: setup broker test unit interop-apache bench pipeline clean
+.PHONY: setup broker test unit interop-apache bench bench-omb pipeline clean
 
 setup:
 	bash scripts/setup.sh
@@ -22,6 +22,10 @@ interop-apache:
 
 bench: setup
 	.venv/bin/python -m bench
+
+# Three brokers each side: the OMB-shaped load, transactions and a kill -9 failover (bench/README.md).
+bench-omb: setup
+	.venv/bin/python -m bench omb
 
 # The PySpark pipeline against `make broker` (docs/pipeline.md): installs PySpark and the Kafka
 # connector (cached), writes 20 000 events (about 2 % malformed), then streams until Ctrl-C.

@@ -54,6 +54,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["omb"]:  # the three-broker, OMB-shaped cases (bench/omb.py)
+        from bench import omb
+
+        return omb.main(argv[1:])
     args = parser().parse_args(argv)
     if args.workloads is None:
         args.workloads = [w for w in REGISTRY if not (args.smoke and REGISTRY[w].slow_start)]
