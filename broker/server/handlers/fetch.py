@@ -327,7 +327,7 @@ class FetchHandler(Handler):
             keys, lookup = self.watcher(context, partitions)
             if keys:
                 op = DelayedFetch(self.broker.replicas, lookup, available, request.min_bytes, replica=follower,
-                                  read_committed=read_committed)
+                                  read_committed=read_committed, held_back=self.held_back(replica_id) if follower else None)
                 parked = time.perf_counter_ns()
                 await self.broker.fetch_purgatory.wait(op, keys, max_wait_s)
                 ctx.waited_ns += time.perf_counter_ns() - parked  # not handler time (request quota)
@@ -350,6 +350,19 @@ class FetchHandler(Handler):
             ctx.api_version, ctx.header.correlation_id, throttle_time_ms=ctx.throttle_ms, error_code=error_code,
             session_id=session_id, topics=topics, node_endpoints=self.leader_endpoints(ctx, topics))
         return Response(chunks)
+
+    def held_back(self, replica_id: int) -> Callable[[tuple[str, int]], bool] | None:
+        """For a parked follower fetch: whether the leader throttle holds a partition back now."""
+        quotas = getattr(self.broker, "replication_quotas", None)
+        if quotas is None or not quotas.leader.partitions:
+            return None
+        held = self.broker.replicas.partitions
+
+        def check(tp: tuple[str, int]) -> bool:
+            part = held.get(tp)
+            return (part is not None and part.is_leader and quotas.leader.is_throttled(tp)
+                    and replica_id not in part.replica_state.isr and quotas.leader.is_exceeded())
+        return check
 
     def record_throttled(self, sent) -> None:
         """KIP-73: the bytes of throttled partitions sent to a follower count against the leader quota."""
