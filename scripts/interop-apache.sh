@@ -18,6 +18,7 @@ suites=(
   tests/e2e/test_record_deletion_client.py
   tests/e2e/test_delete_records_fleet.py
   tests/e2e/test_reassignment.py
+  tests/e2e/test_replication_throttle.py
   tests/e2e/test_transactions_end_to_end.py
   tests/e2e/test_transactions_clients.py
   tests/e2e/test_transactions_system.py
