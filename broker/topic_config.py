@@ -85,6 +85,14 @@ def _only(fixed: str, why: str) -> Callable[[str], str]:
     return parse
 
 
+def _throttled_replicas(value: str) -> str:
+    """`*` or `partition:broker,...` (server/replication_quota.py reads it), normalised."""
+    from broker.server.replication_quota import ALL, parse_replicas
+
+    parsed = parse_replicas(value)
+    return ALL if parsed == ALL else ",".join(f"{p}:{b}" for p, b in parsed)
+
+
 @dataclass(frozen=True)
 class TopicKey:
     name: str
@@ -144,6 +152,12 @@ KEYS: tuple[TopicKey, ...] = (
     TopicKey("unclean.leader.election.enable", BOOLEAN, _one_of("true", "false"),
              "Whether a live replica outside the ISR may become leader when no in-sync replica is alive "
              "(it loses what that replica lacks).", ("unclean.leader.election.enable",)),
+    TopicKey("leader.replication.throttled.replicas", LIST, _throttled_replicas,
+             "Replicas (partition:broker, or * for all) whose leader-side replication is throttled by "
+             "leader.replication.throttled.rate on that broker (KIP-73).", fixed_default=""),
+    TopicKey("follower.replication.throttled.replicas", LIST, _throttled_replicas,
+             "Replicas (partition:broker, or * for all) whose follower fetching is throttled by "
+             "follower.replication.throttled.rate on that broker (KIP-73).", fixed_default=""),
 )
 BY_NAME = {k.name: k for k in KEYS}
 

@@ -37,7 +37,7 @@ from broker.server.controlled_shutdown import hand_over
 from broker.server.fetch_session import FetchSessionCache
 from broker.server.handlers import all_handlers
 from broker.server.loop_errors import RateLimitedExceptionHandler
-from broker.server.metadata_backends import open_quota_store, open_scram_store
+from broker.server.metadata_backends import open_broker_config_store, open_quota_store, open_scram_store
 from broker.server.metrics import BrokerMetrics
 from broker.server.metrics_http import start_metrics_server
 from broker.server.readiness import NOT_STARTED, Readiness, replica_readiness
@@ -48,6 +48,8 @@ from broker.server.replication_metrics import ReplicationCollector
 from broker.server.stable_offset_metrics import StableOffsetCollector
 from broker.server.quota_manager import QuotaConfig, QuotaManagers
 from broker.server.quota_metrics import QuotaMetrics
+from broker.server.replication_quota import ReplicationQuotas
+from broker.server.replication_quota_metrics import ReplicationQuotaMetrics
 from broker.server.replica_manager import ReplicaManager
 from broker.server.restart_fencing import fence_previous_leaderships
 from broker.server.store_wait import until_available
@@ -118,6 +120,14 @@ class Broker:
         self.client_quotas = open_quota_store(self.store, first_dir)
         self.client_quotas.subscribe(self.quotas.update_quotas)
         self.quotas.update_quotas(self.client_quotas.quotas)
+        # KIP-73 replication throttles: rates from the dynamic broker configs, replicas from topic configs.
+        self.replication_quotas = ReplicationQuotas(self.node_id)
+        ReplicationQuotaMetrics(self.metrics.registry, self.replication_quotas)
+        self.broker_configs = open_broker_config_store(self.store, first_dir)
+        self.broker_configs.subscribe(self.replication_quotas.update_rates)
+        self.replication_quotas.update_rates(self.broker_configs.configs)
+        self.store.subscribe(self.replication_quotas.on_image)
+        self.replica_fetchers.quotas = self.replication_quotas
         self.dispatcher = RequestDispatcher([h(self) for h in all_handlers()], self.metrics)
         self.dispatcher.quotas = self.quotas
         # authorizer.class.name: ACLs from the metadata store, enforced by the handlers (docs/security.md)
@@ -215,6 +225,9 @@ class Broker:
         await until_available("reading client quotas", self.client_quotas.start,
                               after_failure=self.client_quotas.close, on_wait=self._waiting_for_store)
         self.quotas.update_quotas(self.client_quotas.quotas)
+        await until_available("reading dynamic broker configs", self.broker_configs.start,
+                              after_failure=self.broker_configs.close, on_wait=self._waiting_for_store)
+        self.replication_quotas.update_topics(self.store.image)
         if self.acls is not None:
             await until_available("reading ACLs", self.acls.start, after_failure=self.acls.close,
                                   on_wait=self._waiting_for_store)
@@ -261,6 +274,7 @@ class Broker:
             await self.replica_fetchers.stop()
             await self.controller.stop()
             await self.client_quotas.close()
+            await self.broker_configs.close()
             if self.acls is not None:
                 await self.acls.close()
             await self.scram_store.close()
@@ -322,6 +336,7 @@ class Broker:
         for problem in not_done:
             log.error("shutdown could not finish: %s", problem)
         await _bounded("closing the client quota store", self.client_quotas.close(), STEP_TIMEOUT_S)
+        await _bounded("closing the dynamic broker config store", self.broker_configs.close(), STEP_TIMEOUT_S)
         if self.acls is not None:
             await _bounded("closing the ACL store", self.acls.close(), STEP_TIMEOUT_S)
         await _bounded("closing the SCRAM credential store", self.scram_store.close(), STEP_TIMEOUT_S)

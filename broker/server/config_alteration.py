@@ -4,11 +4,11 @@ AlterConfigs; SET / DELETE / APPEND / SUBTRACT for the incremental API, APPEND a
 list keys only), the refusals Kafka gives (duplicate keys, null values, resource types), and the
 topic write through `Topics.alter_configs` (validated there, so only keys in force are stored).
 
-Brokers have no dynamic configuration: a BROKER or BROKER_LOGGER resource is refused with
-INVALID_REQUEST saying to set the key in the broker's properties, except an incremental DELETE of
-the reassignment throttle rates alone (`kafka-reassign-partitions.sh --verify` clears them on
-every broker once a move is done): they can never be set here, so deleting them succeeds, as Kafka
-answers the deletion of a key that is not set.
+A BROKER resource (a broker id, or "" for the cluster default) changes the dynamic broker configs
+(metadata/broker_configs.py): only the replication throttle rates may be set, anything else is
+INVALID_CONFIG saying to set it in the broker's properties. Deleting
+`replica.alter.log.dirs.io.max.bytes.per.second` (which `kafka-reassign-partitions.sh --verify`
+deletes with the rates) succeeds as the deletion of a key that is not set. BROKER_LOGGER is refused.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Callable, Iterable
 from kio.schema.errors import ErrorCode
 
 from broker import topic_config
+from broker.metadata import broker_configs
 from broker.server.topics import TopicError, TopicManager
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -42,9 +43,8 @@ class AlterationError(Exception):
         self.code = code
 
 
-# Dynamic broker keys Kafka's reassignment tool deletes (BROKER_LEVEL_THROTTLES); never set here.
-UNSET_BROKER_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
-                               "replica.alter.log.dirs.io.max.bytes.per.second"})
+# A dynamic broker key Kafka's reassignment tool deletes (BROKER_LEVEL_THROTTLES); never set here.
+UNSET_BROKER_KEYS = frozenset({"replica.alter.log.dirs.io.max.bytes.per.second"})
 
 
 def deletes_unset_broker_keys(resource_type: int, entries: list[tuple[str, int, str | None]]) -> bool:
@@ -112,13 +112,44 @@ def incremental(entries: list[tuple[str, int, str | None]],
     return change
 
 
+def _broker_entity(resource_name: str) -> str:
+    """The entity of a BROKER resource: "" (cluster default) or a broker id, as Kafka accepts them."""
+    if resource_name == broker_configs.DEFAULT_ENTITY:
+        return resource_name
+    try:
+        if int(resource_name) < 0:
+            raise ValueError
+    except ValueError:
+        raise AlterationError(ErrorCode.invalid_request,
+                              f"broker resource name must be a broker id or empty, not {resource_name!r}") from None
+    return str(int(resource_name))
+
+
+async def _alter_broker(store: "broker_configs.BrokerConfigStore | None", resource_name: str,
+                        transform: Callable[[dict[str, str]], dict[str, str]], validate_only: bool) -> None:
+    entity = _broker_entity(resource_name)
+    if store is None:
+        raise AlterationError(ErrorCode.invalid_request, "this broker keeps no dynamic broker configs")
+    try:  # a DELETE of a key that is not set changes nothing; broker_configs.validate refuses other keys
+        if validate_only:
+            broker_configs.apply_change(store.configs, entity, transform)
+        else:
+            await store.alter(entity, transform)
+    except broker_configs.InvalidBrokerConfig as e:
+        raise AlterationError(ErrorCode.invalid_config, str(e)) from None
+
+
 async def alter(topics: TopicManager, resource_type: int, resource_name: str,
-                change: Callable[[], Callable[[dict[str, str]], dict[str, str]]], validate_only: bool) -> Outcome:
+                change: Callable[[], Callable[[dict[str, str]], dict[str, str]]], validate_only: bool,
+                broker_store: "broker_configs.BrokerConfigStore | None" = None) -> Outcome:
     """One resource of either request; `change` builds the config transformation (it may refuse)."""
     try:
-        if resource_type in (BROKER, BROKER_LOGGER):
+        if resource_type == BROKER:
+            await _alter_broker(broker_store, resource_name, change(), validate_only)
+            return OK
+        if resource_type == BROKER_LOGGER:
             raise AlterationError(ErrorCode.invalid_request,
-                                  "Flotilla brokers have no dynamic configuration: set the key in each broker's "
+                                  "Flotilla has no dynamic broker loggers: set log levels in each broker's "
                                   "properties (KafkaCluster spec.config) and restart")
         if resource_type != TOPIC:
             raise AlterationError(ErrorCode.invalid_request, f"resource type {resource_type} is not supported")

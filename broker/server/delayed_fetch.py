@@ -24,8 +24,10 @@ class DelayedFetch(DelayedOperation):
 
     def __init__(self, replicas: "ReplicaManager", lookup: Callable[[tuple[str, int]], "CachedPartition | None"],
                  available: dict[tuple[str, int], int], min_bytes: int, replica: bool = False,
-                 read_committed: bool = False) -> None:
+                 read_committed: bool = False, held_back: Callable[[tuple[str, int]], bool] | None = None) -> None:
         super().__init__()
+        # A follower's partition the leader's replication throttle holds back counts no bytes (KIP-73).
+        self.held_back = held_back
         self.read_committed = read_committed  # readable up to the last stable offset (KIP-98)
         self.replica = replica  # a follower's fetch: readable up to the log end, not the high watermark
         self.replicas = replicas
@@ -52,7 +54,7 @@ class DelayedFetch(DelayedOperation):
         size = 0
         upper = (log.log_end_offset if self.replica else
                  log.last_stable_offset if self.read_committed else log.high_watermark)
-        if upper > cp.fetch_offset:
+        if upper > cp.fetch_offset and not (self.held_back is not None and self.held_back(key)):
             if self.replica or self.read_committed:
                 region = self.replicas.read(part, cp.fetch_offset, cp.max_bytes, min_one=True, upper_bound=upper)
             else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker.metadata.acls import AclStore, FileAclStore
+from broker.metadata.broker_configs import BrokerConfigStore, FileBrokerConfigStore
 from broker.metadata.client_quotas import ClientQuotaStore, FileClientQuotaStore
 from broker.security.scram_store import FileScramCredentialStore, ScramCredentialStore
 
@@ -40,3 +41,13 @@ def open_quota_store(metadata_store, directory: Path) -> ClientQuotaStore:
 
         return KubernetesClientQuotaStore(metadata_store)
     return FileClientQuotaStore(directory)
+
+
+def open_broker_config_store(metadata_store, directory: Path) -> BrokerConfigStore:
+    """Dynamic broker configs (the replication throttle rates): the ConfigMap
+    `<cluster>-broker-configs`, or flotilla-broker-configs.json."""
+    if _in_a_fleet(metadata_store):
+        from broker.metadata.kube_broker_configs import KubernetesBrokerConfigStore
+
+        return KubernetesBrokerConfigStore(metadata_store)
+    return FileBrokerConfigStore(directory)

@@ -302,12 +302,15 @@ class ReplicaFetcher:
         """One Fetch round trip; False if nothing could be fetched (all truncating or backing off)."""
         now = time.monotonic()
         want: dict[TopicPartition, tuple[int, int, int]] = {}
+        quota = self.manager.quotas.follower if self.manager.quotas is not None else None
         for tp, f in self.partitions.items():
             if not f.truncated or f.out_of_range or f.retry_at > now:
                 continue
             part = rm.follower(tp[0], tp[1], f.leader_epoch)
             if part is None:
                 continue
+            if quota is not None and quota.should_throttle(tp, self._in_sync(rm, tp)):
+                continue  # KIP-73: not fetched while the follower throttle is exceeded
             want[tp] = (part.log.log_end_offset, f.leader_epoch, part.log.log_start_offset)
             self.topic_ids[tp[0]] = part.topic_id
         if not want:
@@ -370,6 +373,13 @@ class ReplicaFetcher:
                     self._apply(rm, (name, int(p.partition_index)), p, want)
         return True
 
+    def _in_sync(self, rm: ReplicaManager, tp: TopicPartition) -> bool:
+        """Whether this broker is in the partition's ISR (the metadata's view, as Kafka's fetch state)."""
+        rec = rm.store.image.topics.get(tp[0])
+        if rec is None or rec.assignment is None or tp[1] >= len(rec.assignment):
+            return False
+        return self.manager.node_id in rec.assignment[tp[1]].isr
+
     def _apply(self, rm: ReplicaManager, tp: TopicPartition, p, want) -> None:
         f = self.partitions.get(tp)
         if f is None or tp not in want:
@@ -391,6 +401,9 @@ class ReplicaFetcher:
         records = p.records
         if records and lg.log_end_offset == want[tp][0]:
             size = whole_batches_size(records)
+            quota = self.manager.quotas.follower if self.manager.quotas is not None else None
+            if size and quota is not None and quota.is_throttled(tp):
+                quota.record(size)
             if size:
                 try:
                     rm.append_as_follower(part, bytes(records[:size]) if size < len(records) else bytes(records))
@@ -418,6 +431,7 @@ class ReplicaFetcherManager:
         self.listener = inter or config.listeners[0].name
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.running = False
+        self.quotas = None  # server/replication_quota.ReplicationQuotas (its follower side), set by the broker
 
     def start(self) -> None:
         self.running = True

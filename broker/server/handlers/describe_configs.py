@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from broker import topic_config
 from broker.config import KEYS
+from broker.metadata import broker_configs
 from broker.security.acl import AclOperation
 from broker.server import config_authorization
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
@@ -16,6 +17,13 @@ from broker.topic_config import BOOLEAN, DEFAULT_CONFIG, DOUBLE, INT, LIST, LONG
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
+_THROTTLE_DOC = {
+    broker_configs.LEADER_RATE: "Bytes/s this broker sends as a leader for the replicas its topics list in "
+                                "leader.replication.throttled.replicas (KIP-73; unset: unlimited).",
+    broker_configs.FOLLOWER_RATE: "Bytes/s this broker fetches as a follower for the replicas its topics list in "
+                                  "follower.replication.throttled.replicas (KIP-73; unset: unlimited).",
+}
 
 # Broker keys Kafka types as LONG; other integer keys are INT.
 _LONG_BROKER_KEYS = {
@@ -58,6 +66,26 @@ def broker_entries(config) -> list[Entry]:
     return out
 
 
+def dynamic_entries(configs, resource_name: str) -> list[Entry]:
+    """The replication throttle rates (dynamic broker configs) as Kafka reports them: a broker's own
+    value (DYNAMIC_BROKER_CONFIG) over the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), else
+    Kafka's default, Long.MAX_VALUE; the cluster-default resource ("") reports only what it sets."""
+    out = []
+    own = configs.get(resource_name, {}) if resource_name else {}
+    default = configs.get(broker_configs.DEFAULT_ENTITY, {})
+    for key in broker_configs.DYNAMIC_KEYS:
+        synonyms = []
+        if key in own:
+            synonyms.append((key, own[key], DYNAMIC_BROKER_CONFIG))
+        if key in default:
+            synonyms.append((key, default[key], DYNAMIC_DEFAULT_BROKER_CONFIG))
+        if not resource_name and not synonyms:
+            continue
+        value, source = synonyms[0][1:] if synonyms else (str(broker_configs.LONG_MAX), DEFAULT_CONFIG)
+        out.append(Entry(key, value, source, LONG, _THROTTLE_DOC[key], tuple(synonyms)))
+    return out
+
+
 class DescribeConfigsHandler(Handler):
     api_key = 32
     min_version = 1
@@ -74,8 +102,12 @@ class DescribeConfigsHandler(Handler):
         if resource.resource_type == BROKER:
             if resource.resource_name not in ("", str(b.node_id)):
                 return [], True, ErrorCode.invalid_request, f"this is broker {b.node_id}, not {resource.resource_name}"
-            # No dynamic broker configs (AlterConfigs refuses BROKER resources): every key is read-only.
-            return broker_entries(b.config), True, ErrorCode.none, None
+            # Every key is read-only but the replication throttle rates (metadata/broker_configs.py).
+            store = getattr(b, "broker_configs", None)
+            dynamic = dynamic_entries(store.configs if store is not None else {}, resource.resource_name)
+            if not resource.resource_name:
+                return dynamic, True, ErrorCode.none, None
+            return broker_entries(b.config) + dynamic, True, ErrorCode.none, None
         return [], True, ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported"
 
     async def handle(self, ctx: RequestContext, request):
@@ -88,7 +120,8 @@ class DescribeConfigsHandler(Handler):
             entries, read_only, code, msg = ([], False, *refused) if refused else self._entries(r)
             keys = r.configuration_keys
             configs = tuple(
-                ctx.build("DescribeConfigsResourceResult", name=e.name, value=e.value, read_only=read_only,
+                ctx.build("DescribeConfigsResourceResult", name=e.name, value=e.value,
+                          read_only=read_only and e.name not in broker_configs.DYNAMIC_KEYS,
                           config_source=e.source, is_default=e.source == DEFAULT_CONFIG, is_sensitive=False,
                           synonyms=tuple(ctx.build("DescribeConfigsSynonym", name=n, value=v, source=s)
                                          for n, v, s in e.synonyms) if with_synonyms else (),

@@ -139,6 +139,8 @@ class FetchHandler(Handler):
         """
         rm = self.broker.replicas
         held = rm.partitions
+        quotas = getattr(self.broker, "replication_quotas", None)
+        leader_quota = quotas.leader if quotas is not None and replica_id >= 0 else None
         results: list[tuple[CachedPartition, PartitionResult]] = []
         available: dict[tuple[str, int], int] = {}
         total = 0
@@ -166,6 +168,8 @@ class FetchHandler(Handler):
                     errors = True
                     continue
                 upper = lg.log_end_offset
+                if leader_quota is not None and leader_quota.should_throttle(cp.tp, replica_id in part.replica_state.isr):
+                    upper = cp.fetch_offset  # KIP-73: nothing for a throttled replica out of the ISR
             else:
                 code = check_current_leader_epoch(max(cp.current_leader_epoch, -1), part.leader_epoch)
                 if code != ErrorCode.none:  # KIP-320: the consumer's leader is not this one
@@ -323,7 +327,7 @@ class FetchHandler(Handler):
             keys, lookup = self.watcher(context, partitions)
             if keys:
                 op = DelayedFetch(self.broker.replicas, lookup, available, request.min_bytes, replica=follower,
-                                  read_committed=read_committed)
+                                  read_committed=read_committed, held_back=self.held_back(replica_id) if follower else None)
                 parked = time.perf_counter_ns()
                 await self.broker.fetch_purgatory.wait(op, keys, max_wait_s)
                 ctx.waited_ns += time.perf_counter_ns() - parked  # not handler time (request quota)
@@ -334,6 +338,8 @@ class FetchHandler(Handler):
             if throttled is not None:
                 return throttled
         error_code, session_id, sent = context.respond(results)
+        if follower:
+            self.record_throttled(sent)
         topics = self.topics(sent)
         if follower:  # bytes to replicas a reassignment is adding (Kafka's ReassignmentBytesOutPerSec)
             reassignment_metrics.count_out(self.broker.replicas.reassignment_bytes, self.broker.store.image,
@@ -347,6 +353,28 @@ class FetchHandler(Handler):
             ctx.api_version, ctx.header.correlation_id, throttle_time_ms=ctx.throttle_ms, error_code=error_code,
             session_id=session_id, topics=topics, node_endpoints=self.leader_endpoints(ctx, topics))
         return Response(chunks)
+
+    def held_back(self, replica_id: int) -> Callable[[tuple[str, int]], bool] | None:
+        """For a parked follower fetch: whether the leader throttle holds a partition back now."""
+        quotas = getattr(self.broker, "replication_quotas", None)
+        if quotas is None or not quotas.leader.partitions:
+            return None
+        held = self.broker.replicas.partitions
+
+        def check(tp: tuple[str, int]) -> bool:
+            part = held.get(tp)
+            return (part is not None and part.is_leader and quotas.leader.is_throttled(tp)
+                    and replica_id not in part.replica_state.isr and quotas.leader.is_exceeded())
+        return check
+
+    def record_throttled(self, sent) -> None:
+        """KIP-73: the bytes of throttled partitions sent to a follower count against the leader quota."""
+        quotas = getattr(self.broker, "replication_quotas", None)
+        if quotas is None or not quotas.leader.partitions:
+            return
+        size = sum(pr.records_size for cp, pr in sent
+                   if pr.records and cp.topic is not None and quotas.leader.is_throttled((cp.topic, cp.partition)))
+        quotas.leader.record(size)
 
     # -- quotas (KIP-13) ------------------------------------------------------------------------
 

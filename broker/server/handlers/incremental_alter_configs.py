@@ -30,7 +30,8 @@ class IncrementalAlterConfigsHandler(Handler):
                     self.broker.topics, int(r.resource_type), r.resource_name,
                     lambda entries=entries: config_alteration.incremental(
                         entries, lambda current: topic_config.in_force(config, current)),
-                    bool(request.validate_only))
+                    bool(request.validate_only),
+                broker_store=getattr(self.broker, "broker_configs", None))
             out.append(ctx.build("AlterConfigsResourceResponse", error_code=outcome.error_code,
                                  error_message=outcome.error_message, resource_type=r.resource_type,
                                  resource_name=r.resource_name))

@@ -92,6 +92,14 @@ def acl_rules(owner: Owner) -> list[dict[str, Any]]:
              "verbs": ["get", "list", "watch", "update"]}]
 
 
+def broker_config_rules(owner: Owner) -> list[dict[str, Any]]:
+    """Dynamic broker configs (the KIP-73 replication throttle rates) live in one ConfigMap per
+    cluster (broker/metadata/kube_broker_configs.py): read, watched and updated by name (create is
+    granted by client_quota_rules); no other ConfigMap, and no delete."""
+    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [f"{owner.name}-broker-configs"],
+             "verbs": ["get", "list", "watch", "update"]}]
+
+
 def scram_credential_rules(owner: Owner) -> list[dict[str, Any]]:
     """SCRAM credentials (KIP-554: salted keys, never passwords) live in one Secret per cluster
     (broker/security/kube_scram_store.py): the brokers read, watch and update that one Secret by
@@ -117,7 +125,8 @@ def build_role(owner: Owner) -> dict[str, Any]:
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": metadata(owner, role_name(owner)),
-        "rules": [*client_quota_rules(owner), *acl_rules(owner), *scram_credential_rules(owner), *owner_rules(owner)],
+        "rules": [*client_quota_rules(owner), *acl_rules(owner), *broker_config_rules(owner),
+                  *scram_credential_rules(owner), *owner_rules(owner)],
     }
 
 

@@ -44,13 +44,43 @@ def test_alter_configs_replaces_everything():
         replace_all([("retention.ms", None)])
 
 
-def test_only_deleting_the_reassignment_throttle_rates_of_a_broker_is_answered_as_done():
+def test_only_deleting_the_never_set_log_dir_throttle_of_a_broker_is_answered_without_the_store():
     from broker.server.config_alteration import BROKER, TOPIC, deletes_unset_broker_keys
 
-    clear = [("leader.replication.throttled.rate", DELETE, None), ("follower.replication.throttled.rate", DELETE, None),
-             ("replica.alter.log.dirs.io.max.bytes.per.second", DELETE, None)]
+    clear = [("replica.alter.log.dirs.io.max.bytes.per.second", DELETE, None)]
     assert deletes_unset_broker_keys(BROKER, clear)
     assert not deletes_unset_broker_keys(TOPIC, clear)
-    assert not deletes_unset_broker_keys(BROKER, [("leader.replication.throttled.rate", SET, "100")])
-    assert not deletes_unset_broker_keys(BROKER, clear + [("log.cleaner.threads", DELETE, None)])
+    assert not deletes_unset_broker_keys(BROKER, clear + [("leader.replication.throttled.rate", DELETE, None)])
     assert not deletes_unset_broker_keys(BROKER, [])
+
+
+async def test_broker_throttle_rates_are_set_per_broker_and_default_and_cleared_as_the_reassign_tool_does(tmp_path):
+    from broker.metadata.broker_configs import FileBrokerConfigStore
+    from broker.server.config_alteration import BROKER, BROKER_LOGGER, alter
+
+    store = FileBrokerConfigStore(tmp_path)
+
+    def inc(entries):
+        return lambda: incremental(entries, lambda current: current)
+    assert (await alter(None, BROKER, "2", inc([("leader.replication.throttled.rate", SET, "50000"),
+                                                ("follower.replication.throttled.rate", SET, "60000")]),
+                        False, store)).error_code == ErrorCode.none
+    assert (await alter(None, BROKER, "", inc([("leader.replication.throttled.rate", SET, "7")]), False, store)
+            ).error_code == ErrorCode.none
+    assert store.configs["2"] == {"leader.replication.throttled.rate": "50000",
+                                  "follower.replication.throttled.rate": "60000"}
+    assert FileBrokerConfigStore(tmp_path).configs == store.configs  # survives a restart
+    bad = await alter(None, BROKER, "2", inc([("log.cleaner.threads", SET, "2")]), False, store)
+    assert bad.error_code == ErrorCode.invalid_config and "log.cleaner.threads" in bad.error_message
+    bad = await alter(None, BROKER, "2", inc([("leader.replication.throttled.rate", SET, "fast")]), False, store)
+    assert bad.error_code == ErrorCode.invalid_config
+    assert (await alter(None, BROKER, "x", inc([]), False, store)).error_code == ErrorCode.invalid_request
+    assert (await alter(None, BROKER_LOGGER, "2", inc([]), False, store)).error_code == ErrorCode.invalid_request
+    assert (await alter(None, BROKER, "1", inc([("leader.replication.throttled.rate", SET, "1")]), True, store)
+            ).error_code == ErrorCode.none
+    assert "1" not in store.configs  # validate_only writes nothing
+    clear = [("leader.replication.throttled.rate", DELETE, None), ("follower.replication.throttled.rate", DELETE, None),
+             ("replica.alter.log.dirs.io.max.bytes.per.second", DELETE, None)]
+    for entity in ("2", "", "3"):
+        assert (await alter(None, BROKER, entity, inc(clear), False, store)).error_code == ErrorCode.none
+    assert dict(store.configs) == {}

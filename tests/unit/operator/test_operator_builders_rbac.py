@@ -27,6 +27,8 @@ def test_role_is_least_privilege(owner):
                    "verbs": ["get", "list", "watch", "update"]},
                   {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
                   {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["demo-acls"],
+                   "verbs": ["get", "list", "watch", "update"]},
+                  {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["demo-broker-configs"],
                    "verbs": ["get", "list", "watch", "update"]}]
     # Secrets: only the cluster's SCRAM credentials by name, plus create; never delete
     assert [r for r in role["rules"] if r["resources"] == ["secrets"]] == [

@@ -11,7 +11,7 @@ import yaml
 
 from flotilla_operator.apply import KINDS
 from flotilla_operator.models import RESOURCES
-from flotilla_operator.builders.rbac import (BROKER_CLUSTER_ROLE, BROKER_RULES, acl_rules, client_quota_rules, owner_rules,
+from flotilla_operator.builders.rbac import (BROKER_CLUSTER_ROLE, BROKER_RULES, acl_rules, broker_config_rules, client_quota_rules, owner_rules,
                                              scram_credential_rules)
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -89,7 +89,7 @@ def test_rbac_holds_what_brokers_are_granted():
     assert any(r["apiGroups"] == ["rbac.authorization.k8s.io"] and r["resources"] == ["clusterroles"]
                and r.get("resourceNames") == [BROKER_CLUSTER_ROLE] and r["verbs"] == ["bind"] for r in rules)
     demo = SimpleNamespace(name="demo")
-    for rule in [*client_quota_rules(demo), *acl_rules(demo), *scram_credential_rules(demo), *owner_rules(demo)]:
+    for rule in [*client_quota_rules(demo), *acl_rules(demo), *broker_config_rules(demo), *scram_credential_rules(demo), *owner_rules(demo)]:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:

@@ -1,0 +1,88 @@
+"""KIP-73 replication throttles (server/replication_quota.py): which partitions a topic config
+throttles on which broker, the rate against the bound, and Kafka's rule that a replica in the ISR
+is never held back."""
+
+import pytest
+
+from broker import topic_config
+from broker.metadata.broker_configs import FOLLOWER_RATE, LEADER_RATE, InvalidBrokerConfig, effective, validate
+from broker.metadata.store import MetadataImage, new_topic
+from broker.server.handlers.describe_configs import (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                                     dynamic_entries)
+from broker.server.replication_quota import ReplicationQuota, ReplicationQuotas, parse_replicas, throttled_partitions
+
+LEADER_KEY = "leader.replication.throttled.replicas"
+FOLLOWER_KEY = "follower.replication.throttled.replicas"
+
+
+def image(**topics):
+    return MetadataImage.build("c", {}, None, {name: new_topic(name, n, configs=c) for name, (n, c) in topics.items()})
+
+
+def test_throttled_replicas_lists_parse_and_refuse_what_kafka_refuses():
+    assert parse_replicas(" * ") == "*"
+    assert parse_replicas("0:1, 1:2,") == [(0, 1), (1, 2)]
+    assert parse_replicas("") == []
+    for bad in ("0", "a:1", "0:b", "0:-1"):
+        with pytest.raises(ValueError):
+            parse_replicas(bad)
+    assert topic_config.validate({LEADER_KEY: "0:1 ,1:2"}) == {LEADER_KEY: "0:1,1:2"}
+    with pytest.raises(topic_config.TopicConfigError):
+        topic_config.validate({FOLLOWER_KEY: "0-1"})
+
+
+def test_a_partition_is_throttled_on_the_brokers_its_topic_lists_or_everywhere_with_a_star():
+    img = image(a=(3, {LEADER_KEY: "0:1,2:1,1:2"}), b=(2, {LEADER_KEY: "*"}), c=(2, {FOLLOWER_KEY: "0:1"}))
+    assert throttled_partitions(img, LEADER_KEY, 1) == {("a", 0), ("a", 2), ("b", 0), ("b", 1)}
+    assert throttled_partitions(img, LEADER_KEY, 2) == {("a", 1), ("b", 0), ("b", 1)}
+    assert throttled_partitions(img, FOLLOWER_KEY, 1) == {("c", 0)}
+    q = ReplicationQuotas(1)
+    q.update_topics(img)
+    assert q.leader.is_throttled(("a", 0)) and not q.leader.is_throttled(("a", 1))
+    assert q.follower.partitions == {("c", 0)}
+
+
+def test_a_broker_value_wins_over_the_cluster_default_and_unset_is_unlimited():
+    configs = {"": {LEADER_RATE: "100", FOLLOWER_RATE: "200"}, "1": {LEADER_RATE: "10"}}
+    assert effective(configs, 1, LEADER_RATE) == ("10", False)
+    assert effective(configs, 1, FOLLOWER_RATE) == ("200", True)
+    assert effective({}, 1, LEADER_RATE) is None
+    q = ReplicationQuotas(1)
+    q.update_rates(configs)
+    assert (q.leader.bound, q.follower.bound) == (10.0, 200.0)
+    q.update_rates({})
+    assert q.leader.bound is None and not q.leader.is_exceeded()
+    with pytest.raises(InvalidBrokerConfig):
+        validate("num.io.threads", "8")
+    with pytest.raises(InvalidBrokerConfig):
+        validate(LEADER_RATE, "-1")
+
+
+def test_only_a_replica_out_of_the_isr_is_held_back_once_the_rate_is_over_the_bound():
+    q = ReplicationQuota("leader")
+    q.bound = 1000.0
+    q.partitions = frozenset({("t", 0)})
+    now = 1_000_000
+    q.record(5_000, now)  # 5000 B over Kafka's minimum 10 s of windows: 500 B/s, under the bound
+    assert not q.is_exceeded(now)
+    q.record(20_000, now)  # 2500 B/s
+    assert q.is_exceeded(now)
+    assert q.throttled_bytes == 25_000
+    # The rule reads the clock; pin the measurement to test the decision alone.
+    q.is_exceeded = lambda now_ms=None: True
+    assert q.should_throttle(("t", 0), in_sync=False)
+    assert not q.should_throttle(("t", 0), in_sync=True)
+    assert not q.should_throttle(("t", 1), in_sync=False)
+    assert q.held_back == 1
+    q.is_exceeded = lambda now_ms=None: False
+    assert not q.should_throttle(("t", 0), in_sync=False)
+
+
+def test_describe_reports_the_broker_value_over_the_default_and_the_default_resource_alone():
+    configs = {"": {LEADER_RATE: "100"}, "1": {FOLLOWER_RATE: "5"}}
+    by_name = {e.name: e for e in dynamic_entries(configs, "1")}
+    assert (by_name[LEADER_RATE].value, by_name[LEADER_RATE].source) == ("100", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert (by_name[FOLLOWER_RATE].value, by_name[FOLLOWER_RATE].source) == ("5", DYNAMIC_BROKER_CONFIG)
+    unset = {e.name: e for e in dynamic_entries({}, "2")}
+    assert unset[LEADER_RATE].value == str(2**63 - 1)
+    assert [e.name for e in dynamic_entries(configs, "")] == [LEADER_RATE]
