@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from bench import machine, report, runner
-from bench.workloads import REGISTRY, Sizes
+from bench.catalog import REGISTRY
+from bench.workloads import Sizes
 
 BENCH_DIR = Path(__file__).resolve().parent
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from bench import javatools, machine
 from bench.targets import LABELS, Session, apache_available, broker_settings
-from bench.workloads import REGISTRY, Case, Config, Context, warm_up
+from bench.catalog import REGISTRY
+from bench.workloads import Case, Config, Context, warm_up
 
 
 class Progress:

@@ -697,9 +697,3 @@ class BrokerMemory(Workload):
             raise RuntimeError("no load case ran in this session, nothing to report")
         return {"rss_idle_mb": ctx.session.idle_rss_mb, "rss_peak_mb": max(peaks), "samples_from_cases": len(peaks)}
 
-
-# Workloads in modules of their own register themselves on import.
-from bench import fetch_sessions  # noqa: E402,F401
-from bench import quotas  # noqa: E402,F401
-from bench import transactions  # noqa: E402,F401
-from bench import catchup  # noqa: E402,F401
