@@ -494,6 +494,15 @@ def _num(x: float | None) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
 
 
+def versions_line(machine: dict[str, Any]) -> str:
+    """What ran: Flotilla's commit, Kafka's version, the clients, Python and Java."""
+    clients = ", ".join(f"{k} {v}" for k, v in (machine.get("clients") or {}).items())
+    java = str(machine.get("java", "")).split(" Runtime")[0]
+    return (f"Versions: Flotilla {machine.get('flotilla_commit', '?')}, Apache Kafka {machine.get('apache_kafka', '?')}, "
+            f"{clients}; Python {machine.get('python', '?')}, {java}; kernel {machine.get('kernel', '?')}, "
+            f"{machine.get('memory_gb', '?')} GB memory.")
+
+
 def render(result: dict[str, Any]) -> str:
     s = result["settings"]
     lines = [
@@ -501,6 +510,7 @@ def render(result: dict[str, Any]) -> str:
         f"Run {result['when']}, `{result.get('command', 'python -m bench omb')}`, on "
         f"{result['machine'].get('cores')} cores ({result['machine'].get('cpu_model')}), clients and all brokers on "
         "the same machine, one round per target (Kafka first: its peaks set the fixed rates both are offered).", "",
+        versions_line(result["machine"]), "",
         f"Shape of OMB's `1-topic-100-partitions-1kb-4p-4c`: one topic of {s['partitions']} partitions, replication "
         f"factor 3, min.insync.replicas 2, {s['producers']} producers and {s['consumers']} consumers in one group, "
         f"{s['size']}-byte records (random payloads), acks=all, idempotent, linger.ms {s['linger_ms']}, batch.size "
