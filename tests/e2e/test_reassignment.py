@@ -6,7 +6,8 @@ producer keeps writing:
   (--verify); afterwards every partition has exactly the planned replicas and ISR, and the broker
   moved off holds no log of the topic any more;
 - a move onto a broker that cannot catch up (Flotilla: SIGSTOPped, still registered: long Leases;
-  Kafka: a 1 B/s reassignment throttle, which Flotilla does not have yet) stays in progress: ListPartitionReassignments (the tool's --list) shows the adding and removing replicas, Metadata the full replica set, `kafka-topics.sh --describe` (DescribeTopicPartitions) the full set with the adding and removing ones, the broker is not in any ISR; --cancel reverts to the
+  Kafka: a 1 B/s reassignment throttle; Flotilla's throttles came later and are tested in
+  test_replication_throttle.py) stays in progress: ListPartitionReassignments (the tool's --list) shows the adding and removing replicas, Metadata the full replica set, `kafka-topics.sh --describe` (DescribeTopicPartitions) the full set with the adding and removing ones, the broker is not in any ISR; --cancel reverts to the
   original replicas, and the resumed broker deletes what it may have started;
 - kafka-python's alter_partition_reassignments moves a leader's partition onto that broker (and
   list_partition_reassignments shows nothing left afterwards) and answers Kafka's errors (a broker twice, an unknown broker, an unknown partition, cancelling
@@ -184,7 +185,7 @@ def test_reassign_partitions_tool_execute_verify_cancel_and_admin_client(cluster
                  timeout=60, until=lambda names: names == [])
 
         # A move onto a broker that cannot catch up stays in progress, and --cancel reverts it.
-        # Flotilla: that broker is SIGSTOPped (throttles are not built yet). Kafka: a 1 B/s
+        # Flotilla: that broker is SIGSTOPped (written before Flotilla had throttles). Kafka: a 1 B/s
         # throttle over more than one fetch's worth of data (Kafka's Metadata names a random broker
         # as controller, so its admin client would wait on a stopped one).
         back = {p: [r[0], off] for p, r in plan.items()}  # each partition's second replica moves to `off`
