@@ -49,7 +49,7 @@ def test_kafka_log_dirs_tool_reports_partition_sizes(shared_broker):
     b = shared_broker.bootstrap
     full = make_topic(b, "logdirs", partitions=2)
     with kafka_wire.connect(b) as conn:
-        assert conn.produce(full, 0, kafka_wire.build_batch([(None, b"v" * 100)] * 20)).error_code == ErrorCode.none
+        assert conn.produce_when_led(full, 0, kafka_wire.build_batch([(None, b"v" * 100)] * 20)).error_code == ErrorCode.none
     out = run_tool("LogDirsCommand", "--bootstrap-server", b, "--describe", "--topic-list", full)
     listing = json.loads(out.strip().splitlines()[-1])
     [broker] = listing["brokers"]

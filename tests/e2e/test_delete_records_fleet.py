@@ -73,18 +73,13 @@ def wait_checkpoints(cluster: Fleet, topic: str, want: dict[int, int]) -> None:
              until=lambda s: all(v == want for v in s.values()))
 
 
-#: Not appended, try again (as every client does): a Kafka broker named leader by another broker's
-#: Metadata may not have applied its own leadership yet (seen in CI right after wait_isr).
-RETRIABLE = {ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available}
-
-
 def write(broker, topic: str, partition: int, count: int, acks: int = -1) -> None:
+    """`count` records in batches of 10; NOT_LEADER_OR_FOLLOWER is tried again (CI: a Kafka broker
+    named leader by another's Metadata had not applied its leadership yet)."""
     with kafka_wire.connect(broker.bootstrap) as conn:
         for start in range(0, count, 10):
             batch = records_batch([b"r-%06d" % i for i in range(start, min(count, start + 10))])
-            r = wait_for(f"broker {broker.node_id} to take offsets {start}.. of {topic}-{partition}",
-                         lambda: conn.produce(topic, partition, batch, acks=acks), timeout=30, interval=0.2,
-                         until=lambda r: r.error_code not in RETRIABLE)
+            r = conn.produce_when_led(topic, partition, batch, acks=acks)
             assert int(r.error_code) == 0, r
 
 

@@ -306,6 +306,18 @@ class KafkaConnection:
         resp = self.request(req)
         return resp.responses[0].partition_responses[0]
 
+    def produce_when_led(self, topic: str, partition: int, records: bytes, acks: int = -1,
+                         timeout: float = 30.0) -> Any:
+        """`produce`, tried again while the answer is NOT_LEADER_OR_FOLLOWER or
+        LEADER_NOT_AVAILABLE (nothing was appended), as clients do: right after CreateTopics a
+        Kafka broker's Metadata can name it leader before its replica manager has applied that."""
+        from tests.support.waiting import wait_for
+
+        retriable = {ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available}
+        return wait_for(f"a leader of {topic}-{partition} to take a produce",
+                        lambda: self.produce(topic, partition, records, acks=acks), timeout=timeout,
+                        interval=0.2, until=lambda r: r.error_code not in retriable)
+
     def list_offsets(self, topic: str, partition: int, timestamp: int = -1, isolation_level: int = 0) -> int:
         """Offset for a timestamp (-1 latest: the high watermark, or the last stable offset with
         isolation_level=1; -2 earliest)."""
