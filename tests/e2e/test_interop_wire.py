@@ -72,7 +72,7 @@ def test_sequence_gap_is_out_of_order(shared_broker: ServerProcess) -> None:
     with kafka_wire.connect(shared_broker.bootstrap) as conn:
         topic = new_topic(conn)
         pid, epoch = conn.init_producer_id()
-        assert conn.produce(topic, 0, batch(pid, epoch, 0, 2, "ok")).error_code == ErrorCode.none
+        assert conn.produce_when_led(topic, 0, batch(pid, epoch, 0, 2, "ok")).error_code == ErrorCode.none
         gap = conn.produce(topic, 0, batch(pid, epoch, 5, 1, "gap"))
         assert int(gap.error_code) == OUT_OF_ORDER_SEQUENCE_NUMBER
         assert conn.list_offsets(topic, 0) == 2, "an out-of-order batch was appended"
@@ -88,7 +88,7 @@ def test_producers_are_independent(shared_broker: ServerProcess) -> None:
         p1, e1 = conn.init_producer_id()
         p2, e2 = conn.init_producer_id()
         assert p1 != p2, "two InitProducerId calls returned the same producer id"
-        assert conn.produce(topic, 0, batch(p1, e1, 0, 1, "p1")).error_code == ErrorCode.none
+        assert conn.produce_when_led(topic, 0, batch(p1, e1, 0, 1, "p1")).error_code == ErrorCode.none
         # Same sequence number from another producer is not a duplicate.
         r = conn.produce(topic, 0, batch(p2, e2, 0, 1, "p2"))
         assert r.error_code == ErrorCode.none and int(r.base_offset) == 1
