@@ -109,10 +109,7 @@ def test_every_client_family_and_every_replicas_log_start(cluster, tmp_path):
         kp.close()
     assert (result[KTP(topic, 0)]["error_code"], result[KTP(topic, 0)]["low_watermark"]) == (0, 200)
 
-    try:
-        kafka_tools.ensure_libs()
-    except kafka_tools.ToolsMissing as e:
-        pytest.skip(str(e))
+    kafka_tools.libs_or_skip()
     offsets = tmp_path / "offsets.json"
     offsets.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 1, "offset": 150}]}))
     out = subprocess.run(kafka_tools.command("DeleteRecordsCommand", "--bootstrap-server", bootstrap,

@@ -32,10 +32,7 @@ INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST = 39, 42
 
 @pytest.fixture
 def cluster(kafka_target, tmp_path, request):
-    try:
-        kafka_tools.ensure_libs()
-    except kafka_tools.ToolsMissing as e:
-        pytest.skip(str(e))
+    kafka_tools.libs_or_skip()
     with fleet_cluster(kafka_target, tmp_path, request, overrides={"offsets.topic.replication.factor": "1"}) as c:
         yield c
 

@@ -52,10 +52,7 @@ APACHE_OVERRIDES = {"broker.session.timeout.ms": "60000", "file.delete.delay.ms"
 
 @pytest.fixture
 def cluster(kafka_target, tmp_path, request):
-    try:
-        kafka_tools.ensure_libs()
-    except kafka_tools.ToolsMissing as e:
-        pytest.skip(str(e))
+    kafka_tools.libs_or_skip()
     with fleet_cluster(kafka_target, tmp_path, request, overrides=OVERRIDES, apache_overrides=APACHE_OVERRIDES) as c:
         yield c
 

@@ -38,10 +38,7 @@ OVERRIDES = {"offsets.topic.replication.factor": "1", "replica.fetch.backoff.ms"
 
 @pytest.fixture
 def cluster(kafka_target, tmp_path, request):
-    try:
-        kafka_tools.ensure_libs()
-    except kafka_tools.ToolsMissing as e:
-        pytest.skip(str(e))
+    kafka_tools.libs_or_skip()
     with fleet_cluster(kafka_target, tmp_path, request, overrides=OVERRIDES) as c:
         yield c
 
