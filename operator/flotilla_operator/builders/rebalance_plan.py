@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 
 Partition = tuple[str, int]                        # (topic, partition index)
@@ -105,11 +106,11 @@ def target_assignment(current: Assignment, brokers: Collection[int],
     limit = _rack_limits(now, rack_of)
     topics = _partitions_by_topic(now)
     kept = {p: _kept_replicas(now[p], rack_of, limit[p]) for p in now}
-    ceiling = _ceiling_brokers(topics, now, kept, live)
+    quotas = _quotas(topics, now, kept, live, rack_of, limit, racked=any(b in (racks or {}) for b in live))
     replicas: dict[Partition, list[int]] = {}
     placed = Counter[int]()
     for topic in sorted(topics):
-        replicas.update(_place_topic(topics[topic], now, kept, ceiling[topic], live, rack_of, limit, placed))
+        replicas.update(_place_topic(topics[topic], now, kept, quotas[topic], live, rack_of, limit, placed))
     leaders = _choose_leaders(topics, now, replicas, live)
     return {p: _ordered(now[p], replicas[p], leaders.get(p)) for p in sorted(now)}
 
@@ -198,39 +199,89 @@ def _even_shares(total: int, live: Sequence[int], weight: Mapping[int, int]) -> 
     return {b: base + (b in favoured) for b in live}
 
 
-def _ceiling_brokers(topics: Mapping[str, list[Partition]], now: Mapping[Partition, tuple[int, ...]],
-                     kept: Mapping[Partition, list[int]], live: Sequence[int]) -> dict[str, frozenset[int]]:
-    """Step 2: per topic, the brokers that take ceil (not floor) of its replicas, chosen so that
-    brokers already holding more than the floor keep them and every broker takes about the same
-    number of ceilings over all topics (so the fleet's totals are balanced too)."""
-    n = len(live)
-    need: dict[str, int] = {}
-    wanted: dict[str, list[int]] = {}
+def _quota_groups(live: Sequence[int], rack_of: Mapping[int, tuple], racked: bool) -> dict[tuple, list[int]]:
+    """The brokers that share out a topic's replicas evenly among themselves: all of them, or with
+    racks each rack (a rack's share of a topic is fixed first, as racks limit what it can hold)."""
+    if not racked:
+        return {("fleet",): list(live)}
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for broker in live:
+        groups[rack_of[broker]].append(broker)
+    return dict(groups)
+
+
+def _group_totals(topics: Mapping[str, list[Partition]], now: Mapping[Partition, tuple[int, ...]],
+                  kept: Mapping[Partition, list[int]], groups: Mapping[tuple, list[int]],
+                  rack_of: Mapping[int, tuple], limit: Mapping[Partition, int]) -> dict[str, dict[tuple, int]]:
+    """Each topic's replicas per group: one at a time to the group whose brokers would then hold
+    fewest (of this topic, then of the fleet so far; then one that holds more of them now), within
+    what its racks allow a partition."""
+    group_of = {b: g for g, members in groups.items() for b in members}
+    fleet = Counter[tuple]()
+    out: dict[str, dict[tuple, int]] = {}
+    for topic in sorted(topics):
+        partitions = topics[topic]
+        held = Counter(group_of[b] for p in partitions for b in kept[p])
+        racks = {g: len({rack_of[b] for b in members}) for g, members in groups.items()}
+        room = {g: sum(min(len(now[p]), len(members), limit[p] * racks[g]) for p in partitions)
+                for g, members in groups.items()}
+        hard = {g: sum(min(len(now[p]), len(members)) for p in partitions) for g, members in groups.items()}
+        total = {g: 0 for g in groups}
+        for _ in range(sum(len(now[p]) for p in partitions)):
+            open_ = [g for g in groups if total[g] < room[g]] or [g for g in groups if total[g] < hard[g]]
+            g = min(open_, key=lambda g: (Fraction(total[g] + 1, len(groups[g])),
+                                         Fraction(fleet[g], len(groups[g])), total[g] >= held[g], g))
+            total[g] += 1
+        fleet.update(total)
+        out[topic] = total
+    return out
+
+
+def _quotas(topics: Mapping[str, list[Partition]], now: Mapping[Partition, tuple[int, ...]],
+            kept: Mapping[Partition, list[int]], live: Sequence[int], rack_of: Mapping[int, tuple],
+            limit: Mapping[Partition, int], racked: bool) -> dict[str, dict[int, int]]:
+    """Step 2: per topic, how many replicas each broker holds: floor or ceil of its group's share,
+    the ceilings ("extras") going to brokers that already hold more than the floor, but no broker
+    taking more than its even share of all topics' extras in its group."""
+    groups = _quota_groups(live, rack_of, racked)
+    group_of = {b: g for g, members in groups.items() for b in members}
+    totals = _group_totals(topics, now, kept, groups, rack_of, limit)
+    floors: dict[tuple, int] = {}
+    need: dict[tuple, int] = {}
+    wanted: dict[tuple, list[int]] = {}
     for topic, partitions in topics.items():
-        floor, need[topic] = divmod(sum(len(now[p]) for p in partitions), n)
         held = Counter(b for p in partitions for b in kept[p])
-        above = sorted((b for b in live if held[b] > floor), key=lambda b: (-held[b], b))
-        wanted[topic] = above[:need[topic]]
-    shares = _even_shares(sum(need.values()), live, Counter(b for bs in wanted.values() for b in bs))
-    packing = _Packing(cells={t: list(bs) for t, bs in wanted.items()}, need=need, quota=shares,
-                       allowed=lambda row, col, others: True, kept={t: set(bs) for t, bs in wanted.items()})
-    packing.trim(lambda topic, broker: (topic,))
-    for topic in packing.fill(lambda load, col: (load[col] - shares[col], col)):
-        _fill_anyhow(packing, topic, lambda col: (packing.load[col], col), lambda *_: True)
-    return {t: frozenset(bs) for t, bs in packing.cells.items()}
+        for g, members in groups.items():
+            row = (topic, g)
+            floors[row], need[row] = divmod(totals[topic][g], len(members))
+            above = sorted((b for b in members if held[b] > floors[row]), key=lambda b: (-held[b], b))
+            wanted[row] = above[:need[row]]
+    shares: dict[int, int] = {}
+    for g, members in groups.items():
+        mine = [row for row in wanted if row[1] == g]
+        weight = Counter(b for row in mine for b in wanted[row])
+        shares.update(_even_shares(sum(need[row] for row in mine), members, weight))
+
+    def in_group(row: Row, col: int, others: Sequence[int]) -> bool:
+        return group_of[col] == row[1]
+
+    packing = _Packing(cells={row: list(bs) for row, bs in wanted.items()}, need=need, quota=shares,
+                       allowed=in_group, kept={row: set(bs) for row, bs in wanted.items()})
+    packing.trim(lambda row, col: (row,))
+    for row in packing.fill(lambda load, col: (load[col] - shares[col], col)):
+        _fill_anyhow(packing, row, lambda col: (packing.load[col], col), in_group)
+    return {t: {b: floors[(t, group_of[b])] + (b in packing.cells[(t, group_of[b])]) for b in live}
+            for t in topics}
 
 
 # --- step 3: replicas -------------------------------------------------------------------------
 
 def _place_topic(partitions: Sequence[Partition], now: Mapping[Partition, tuple[int, ...]],
-                 kept: Mapping[Partition, list[int]], ceiling: frozenset[int], live: Sequence[int],
+                 kept: Mapping[Partition, list[int]], quota: Mapping[int, int], live: Sequence[int],
                  rack_of: Mapping[int, tuple], limit: Mapping[Partition, int],
                  placed: Counter[int]) -> dict[Partition, list[int]]:
     """Step 3 for one topic; `placed` (the fleet's replicas per broker so far) breaks ties and is
     updated with this topic's replicas."""
-    floor = sum(len(now[p]) for p in partitions) // len(live)
-    quota = {b: floor + (b in ceiling) for b in live}
-
     def rack_ok(row: Row, col: int, others: Sequence[int]) -> bool:
         return _rack_room(col, others, rack_of, limit[row])
 
