@@ -381,26 +381,47 @@ def _pull_leadership(taker: int, partitions: Sequence[Partition], members: Mappi
 def _even_fleet_leaders(topics: Mapping[str, list[Partition]], replicas: Mapping[Partition, list[int]],
                         leaders: dict[Partition, int], bounds: Mapping[str, tuple[int, int]],
                         led: Counter[int]) -> None:
-    """Move leadership from brokers leading more than others in the fleet, by single transfers that
-    keep each topic within its bounds, until no transfer narrows the gap (each lowers the sum of
-    squares of the fleet's counts, so this ends)."""
+    """Even out the fleet's leaders per broker: pass leadership along chains of transfers from a
+    broker to one leading at least two fewer, each transfer keeping its topic within bounds. Each
+    chain lowers the sum of squares of the fleet's counts, so this ends; it stops when no chain is
+    left (a local optimum: best-effort)."""
     per_topic = {t: Counter(leaders[p] for p in topics[t] if p in leaders) for t in topics}
-    changed = True
-    while changed:
-        changed = False
-        for p in sorted(leaders):
-            topic, giver = p[0], leaders[p]
-            floor, ceil = bounds[topic]
-            if per_topic[topic][giver] <= floor:
+    while any(_pass_leadership(giver, replicas, leaders, bounds, led, per_topic)
+              for giver in sorted(led, key=lambda b: (-led[b], b))):
+        pass
+
+
+def _pass_leadership(start: int, replicas: Mapping[Partition, list[int]], leaders: dict[Partition, int],
+                     bounds: Mapping[str, tuple[int, int]], led: Counter[int],
+                     per_topic: Mapping[str, Counter[int]]) -> bool:
+    """One chain of leadership transfers from `start` to a broker leading at least two fewer."""
+    led_by: dict[int, list[Partition]] = defaultdict(list)
+    for p in sorted(leaders):
+        led_by[leaders[p]].append(p)
+    via: dict[int, tuple[int, Partition]] = {}  # taker -> (the broker it takes from, partition)
+    queue = deque([start])
+    while queue:
+        giver = queue.popleft()
+        for p in led_by[giver]:
+            floor, ceil = bounds[p[0]]
+            if per_topic[p[0]][giver] <= floor:
                 continue
-            takers = [b for b in replicas[p] if b != giver and per_topic[topic][b] < ceil]
-            taker = min(takers, key=lambda b: (led[b], b), default=giver)
-            if led[giver] > led[taker] + 1:
-                leaders[p] = taker
-                for counts in (led, per_topic[topic]):
-                    counts[giver] -= 1
-                    counts[taker] += 1
-                changed = True
+            for taker in sorted(replicas[p]):
+                if taker == start or taker in via or per_topic[p[0]][taker] >= ceil:
+                    continue
+                via[taker] = (giver, p)
+                if led[taker] <= led[start] - 2:
+                    led[start] -= 1
+                    led[taker] += 1
+                    while taker != start:
+                        giver, p = via[taker]
+                        leaders[p] = taker
+                        per_topic[p[0]][giver] -= 1
+                        per_topic[p[0]][taker] += 1
+                        taker = giver
+                    return True
+                queue.append(taker)
+    return False
 
 
 def _ordered(current: Sequence[int], replicas: Sequence[int], leader: int | None) -> tuple[int, ...]:
