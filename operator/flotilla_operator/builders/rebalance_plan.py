@@ -290,7 +290,7 @@ def _place_topic(partitions: Sequence[Partition], now: Mapping[Partition, tuple[
 
     def give_up_first(p: Row, broker: int) -> tuple:
         holes = packing.need[p] - len(packing.cells[p])
-        return (holes, now[p][:1] == (broker,), p)
+        return (now[p][:1] == (broker,), holes, p)
 
     packing.trim(give_up_first)
     short = packing.fill(lambda load, col: (load[col] - quota[col], placed[col] + load[col], col))
