@@ -16,8 +16,8 @@ The steps, and why they are these:
    topics' extras. Without the second rule, many small topics would all pile onto broker 0;
    with it, the fleet's total per broker is balanced as well as each topic.
 3. Fill each topic to its quotas (a b-matching of partitions to brokers). Brokers over quota give
-   up replicas (followers before the preferred leader, spread so a partition loses as few replicas
-   as possible); the holes go to the least loaded eligible brokers. When a hole has no eligible
+   up replicas (where a broker short of replicas can take the hole, followers before the preferred
+   leader, spread so a partition loses as few replicas as possible); the holes go to the least loaded eligible brokers. When a hole has no eligible
    broker left with room, an augmenting path shifts replicas along a chain of brokers (preferring
    replicas placed in this plan, which cost nothing to shift) - the classic step that makes a
    greedy matching complete, so the quotas are always met when racks do not forbid it.
@@ -288,9 +288,14 @@ def _place_topic(partitions: Sequence[Partition], now: Mapping[Partition, tuple[
     packing = _Packing(cells={p: list(kept[p]) for p in partitions}, need={p: len(now[p]) for p in partitions},
                        quota=quota, allowed=rack_ok, kept={p: set(now[p]) for p in partitions})
 
+    short_of = [b for b in live if packing.load[b] < quota[b]]  # they will take the holes
+
     def give_up_first(p: Row, broker: int) -> tuple:
-        holes = packing.need[p] - len(packing.cells[p])
-        return (now[p][:1] == (broker,), holes, p)
+        """Partitions a broker short of replicas can take directly (else filling the hole would
+        shift other replicas), then followers (else the leader changes), then fewest holes."""
+        cells = packing.cells[p]
+        direct = any(b not in cells and rack_ok(p, b, [c for c in cells if c != broker]) for b in short_of)
+        return (not direct, now[p][:1] == (broker,), packing.need[p] - len(cells), p)
 
     packing.trim(give_up_first)
     short = packing.fill(lambda load, col: (load[col] - quota[col], placed[col] + load[col], col))
