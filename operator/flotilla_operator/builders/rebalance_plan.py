@@ -18,9 +18,10 @@ The steps, and why they are these:
 3. Fill each topic to its quotas (a b-matching of partitions to brokers). Brokers over quota give
    up replicas (where a broker short of replicas can take the hole, followers before the preferred
    leader, spread so a partition loses as few replicas as possible); the holes go to the least loaded eligible brokers. When a hole has no eligible
-   broker left with room, an augmenting path shifts replicas along a chain of brokers (preferring
-   replicas placed in this plan, which cost nothing to shift) - the classic step that makes a
-   greedy matching complete, so the quotas are always met when racks do not forbid it.
+   broker left with room, an augmenting path shifts replicas along a chain of brokers (the chain
+   that shifts fewest replicas kept from the current assignment: one placed by this plan shifts
+   free) - the classic step that makes a greedy matching complete, so the quotas are always met
+   when racks do not forbid it.
 4. Choose preferred leaders per topic the same way among each partition's replicas, keeping the
    current leader where balance allows (a leadership change moves no data, but disturbs clients),
    then even out the fleet's total leaders by transfers that keep every topic balanced.
@@ -506,30 +507,38 @@ class _Packing:
         return bool(room)
 
     def _augment(self, row: Row, rank: Callable[[Counter[int], int], tuple]) -> bool:
-        """Breadth-first over columns: `row` takes a full column c0, a row holding c0 shifts to c1,
-        ... until a column with room. Returns False when no such chain exists."""
+        """`row` takes a full column c0, a row holding c0 shifts to c1, ... until a column with
+        room. Of such chains, one that shifts fewest rows off columns they keep (a 0-1 breadth-first
+        search: shifting a replica placed in this plan is free). False when no chain exists."""
         order = sorted(self.columns, key=lambda c: rank(self.load, c))
         parent: dict[int, tuple[int | None, Row]] = {}
+        cost: dict[int, int] = {}
         queue: deque[int] = deque()
         for col in order:
             if self._fits(row, col, self.cells[row]):
-                parent[col] = (None, row)
+                parent[col], cost[col] = (None, row), 0
                 queue.append(col)
+        done: set[int] = set()
         while queue:
             col = queue.popleft()
+            if col in done:
+                continue
+            done.add(col)
+            if self.load[col] < self.quota[col]:
+                self._apply(col, parent)
+                return True
             on_path = self._rows_on_path(col, parent)
             for other in sorted(self.holders[col], key=lambda r: (col in self.kept.get(r, ()), r)):
                 if other in on_path:
                     continue
+                step = int(col in self.kept.get(other, ()))
                 rest = [c for c in self.cells[other] if c != col]
                 for nxt in order:
-                    if nxt in parent or not self._fits(other, nxt, rest):
+                    if nxt in done or cost.get(nxt, cost[col] + step + 1) <= cost[col] + step:
                         continue
-                    parent[nxt] = (col, other)
-                    if self.load[nxt] < self.quota[nxt]:
-                        self._apply(nxt, parent)
-                        return True
-                    queue.append(nxt)
+                    if self._fits(other, nxt, rest):
+                        parent[nxt], cost[nxt] = (col, other), cost[col] + step
+                        queue.appendleft(nxt) if step == 0 else queue.append(nxt)
         return False
 
     @staticmethod

@@ -107,7 +107,7 @@ def fleets(draw):
     return current, live
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(fleets())
 def test_random_fleets_without_racks_are_valid_balanced_stable_and_deterministic(fleet):
     current, live = fleet
@@ -119,7 +119,7 @@ def test_random_fleets_without_racks_are_valid_balanced_stable_and_deterministic
     assert target_assignment(shuffled, set(reversed(live))) == target
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(fleets(), st.lists(st.sampled_from("abc"), min_size=7, max_size=7))
 def test_random_fleets_with_racks_spread_every_partition_over_racks(fleet, rack_names):
     current, live = fleet
