@@ -17,27 +17,28 @@ The steps, and why they are these:
    with it, the fleet's total per broker is balanced as well as each topic.
 3. Fill each topic to its quotas (a b-matching of partitions to brokers). Brokers over quota give
    up replicas (where a broker short of replicas can take the hole, followers before the preferred
-   leader, spread so a partition loses as few replicas as possible); the holes go to the least loaded eligible brokers. When a hole has no eligible
-   broker left with room, an augmenting path shifts replicas along a chain of brokers (the chain
-   that shifts fewest replicas kept from the current assignment: one placed by this plan shifts
-   free) - the classic step that makes a greedy matching complete, so the quotas are always met
-   when racks do not forbid it.
+   leader); the holes go to the least loaded eligible brokers. When a hole has no eligible broker
+   left with room, an augmenting path shifts replicas along a chain of brokers (the chain that
+   shifts fewest replicas kept from the current assignment: one placed by this plan shifts free),
+   the classic step that makes a greedy matching complete, so the quotas are always met when racks
+   do not forbid it.
 4. Choose preferred leaders per topic the same way among each partition's replicas, keeping the
    current leader where balance allows (a leadership change moves no data, but disturbs clients),
-   then even out the fleet's total leaders by transfers that keep every topic balanced.
+   then even out the fleet's total leaders by chains of transfers that keep every topic balanced.
 
 Guaranteed: every partition keeps its replication factor (the length of its replica list), on
 distinct brokers from `brokers` only; with racks, no two replicas of a partition share a rack when
-its replication factor is at most the number of racks (racks of the brokers that stay; a broker
-missing from `racks` is a rack of its own). Without racks, also: every topic's replicas and the
-fleet's total replicas per broker are within floor..ceil, and an already balanced assignment is
-returned unchanged. Each topic's preferred leaders are within floor..ceil per broker whenever the
-replica sets allow it (they do for the balanced placements above in practice; the search is
-complete, so when it fails no balanced choice exists).
+its replication factor is at most the number of racks among `brokers` (a broker missing from
+`racks` is a rack of its own). Without racks, also: each topic's replicas per broker and the fleet's
+total replicas per broker are within floor..ceil; each topic's preferred leaders per broker are
+within floor..ceil whenever its partitions' replica sets allow any such choice (the search is
+complete); an assignment already balanced in all four ways is returned unchanged.
 
 Best-effort: balance with racks (rack spread wins: a rack with few brokers may have to hold more
-than an even share); the fleet's total leaders per broker; the fewest moves (replicas move only to
-meet the quotas, and augmenting paths take the shortest chain, but the plan is not proven optimal).
+than an even share; with the same number of brokers in every rack it is met in practice); the
+fleet's total leaders per broker (chains stop at a local optimum); the fewest copies (replicas move
+only to meet the quotas, but which broker takes a topic's ceiling is chosen before the partitions
+are placed, so a plan can copy one replica more than the optimum).
 """
 
 from __future__ import annotations
@@ -378,7 +379,8 @@ def _pull_leadership(taker: int, partitions: Sequence[Partition], members: Mappi
                 count[taker] += 1
                 while giver != taker:
                     broker, p = via[giver]
-                    leader[p] = giver = broker
+                    leader[p] = broker
+                    giver = broker
                 return True
             queue.append(giver)
     return False
@@ -480,10 +482,13 @@ class _Packing:
         self.holders[new].add(row)
 
     def trim(self, give_up_first: Callable[[Row, int], tuple]) -> None:
-        """Take rows off every column over its quota, smallest `give_up_first(row, col)` first."""
+        """Take rows off every column over its quota, smallest `give_up_first(row, col)` first (the
+        key of a row may change as other columns are trimmed, not as its own column is)."""
         for col in self.columns:
-            while self.load[col] > self.quota[col]:
-                self.remove(min(self.holders[col], key=lambda row: give_up_first(row, col)), col)
+            excess = self.load[col] - self.quota[col]
+            if excess > 0:
+                for row in sorted(self.holders[col], key=lambda row: give_up_first(row, col))[:excess]:
+                    self.remove(row, col)
 
     def fill(self, rank: Callable[[Counter[int], int], tuple]) -> list[Row]:
         """Fill every row within quotas, preferring the smallest `rank(load, col)`; the rows that
