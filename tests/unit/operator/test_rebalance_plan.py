@@ -98,7 +98,8 @@ def test_three_to_five_to_three_brokers_balances_a_30_partition_topic():
 
 @st.composite
 def fleets(draw):
-    start, live = draw(st.sampled_from([GROW, SHRINK, ((0, 1, 2, 3, 4), (0, 2, 4)), ((1, 2, 3), (1, 2, 3, 4, 5, 6))]))
+    start, live = draw(st.sampled_from([GROW, SHRINK, ((0, 1, 2, 3, 4), (0, 2, 4)),
+                                        ((1, 2, 3), (1, 2, 3, 4, 5, 6))]))
     current = {}
     for t in range(draw(st.integers(1, 6))):
         rf = draw(st.integers(1, 3))
@@ -280,6 +281,22 @@ def test_a_leadership_only_rebalance_moves_no_data():
     assert Counter(r[0] for r in target.values()) == {0: 1, 1: 1, 2: 1}
     assert all(set(target[p]) == {0, 1, 2} for p in target)
     assert [m.moves_data for m in moves(current, target)] == [False, False]
+
+
+def test_the_same_input_in_another_order_gives_the_same_plan():
+    rng = random.Random(8)
+    current = random_fleet(rng, range(5), topics=6)
+    racks = {b: "xy"[b % 2] for b in range(5)}
+    target = target_assignment(current, [0, 1, 2], racks)
+    items = list(current.items())
+    rng.shuffle(items)
+    again = target_assignment(dict(items), [2, 1, 0, 1], dict(reversed(list(racks.items()))))
+    assert list(again.items()) == list(target.items())  # the same plan, in the same (sorted) order
+
+
+def test_a_replica_list_naming_a_broker_twice_gets_distinct_brokers():
+    target = target_assignment({("t", 0): [1, 1, 2]}, range(4))
+    assert len(set(target[("t", 0)])) == 3 and target[("t", 0)][:2] == (1, 2)
 
 
 # --- property 6: unsatisfiable ------------------------------------------------------------------
