@@ -49,6 +49,7 @@ from . import kafka_admin
 from . import record_admin
 from . import events as ev
 from .admin_address import admin_address
+from .operator_credentials import CredentialsError, ensure_admin_auth
 from .annotations import acknowledge_patch, live_restart_token, paused, restart_token
 from .apply import ApiError, Kube, load_api_client
 from .builders import client_quota as cq
@@ -594,10 +595,18 @@ async def _resync_loop(memo: kopf.Memo) -> None:
 
 
 async def _admin_address(memo: kopf.Memo, namespace: str, cluster: str, *,
-                         require_ready: bool) -> tuple[str | None, str]:
-    """The cluster's own bootstrap address (admin_address.py), or None and why not."""
+                         require_ready: bool) -> tuple[str | None, kafka_admin.AdminAuth, str]:
+    """The cluster's own bootstrap address (admin_address.py) and how to authenticate there
+    (operator_credentials.py: SCRAM as the operator's user when the bootstrap listener is SASL),
+    or None and why not."""
     kc = await memo["kube"].get(KAFKA_CLUSTER.kind, namespace, cluster)
-    return admin_address(kc, cluster, require_ready=require_ready)
+    bootstrap, why = admin_address(kc, cluster, require_ready=require_ready)
+    if bootstrap is None:
+        return None, kafka_admin.PLAINTEXT, why
+    try:
+        return bootstrap, await ensure_admin_auth(memo["kube"], kc), ""
+    except CredentialsError as exc:
+        return None, kafka_admin.PLAINTEXT, str(exc)
 
 
 async def _quota_status(memo: kopf.Memo, body: kopf.Body, ready: bool, reason: str, message: str,
@@ -642,21 +651,21 @@ async def reconcile_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
                                 f"ClientQuota {owner['metadata']['name']} already sets the quota of {entity} in "
                                 f"cluster {cluster}; this one is not applied", None)
             return
-        bootstrap, why = await _admin_address(memo, meta["namespace"], cluster, require_ready=False)
+        bootstrap, auth, why = await _admin_address(memo, meta["namespace"], cluster, require_ready=False)
         if not bootstrap:
             await _quota_status(memo, body, False, "Pending", why, None)
             return
         desired = cq.desired_ops(spec)
         try:
-            await kafka_admin.alter_client_quota(bootstrap, entity, desired)
-            brokers = await kafka_admin.brokers(bootstrap)
+            await kafka_admin.alter_client_quota(bootstrap, entity, desired, auth)
+            brokers = await kafka_admin.brokers(bootstrap, auth)
         except kafka_admin.AdminError as exc:
             await _quota_status(memo, body, False, "Unreachable", str(exc), None)
             return
         rows, applied = [], 0
         for b in brokers:
             try:
-                held = await kafka_admin.describe_client_quota(b.address, entity)
+                held = await kafka_admin.describe_client_quota(b.address, entity, auth)
                 rows.append(cq.broker_status(b.node_id, held, None))
                 applied += cq.applied_matches(desired, held)
             except kafka_admin.AdminError as exc:
@@ -718,12 +727,13 @@ async def clientquota_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf
         peers = await memo["kube"].list(CLIENT_QUOTA.kind, meta["namespace"])
         if cq.owner_of(dict(body), peers)["metadata"]["name"] != meta["name"]:
             return
-        bootstrap, _ = await _admin_address(memo, meta["namespace"], spec["clusterRef"]["name"], require_ready=False)
+        bootstrap, auth, _ = await _admin_address(memo, meta["namespace"], spec["clusterRef"]["name"],
+                                                  require_ready=False)
         if not bootstrap:
             return  # no cluster to hold it
         for attempt in range(QUOTA_REMOVAL_ATTEMPTS):  # the cluster may be briefly unreachable
             try:
-                await kafka_admin.alter_client_quota(bootstrap, cq.entity_of(spec), cq.removal_ops())
+                await kafka_admin.alter_client_quota(bootstrap, cq.entity_of(spec), cq.removal_ops(), auth)
                 return
             except kafka_admin.AdminError:
                 if attempt == QUOTA_REMOVAL_ATTEMPTS - 1:
@@ -779,11 +789,11 @@ async def run_record_deletion(memo: kopf.Memo, namespace: str, name: str, now: d
             error = None
         result, ran = record_admin.RunResult(), False
         if error is None:
-            bootstrap, why = await _admin_address(memo, namespace, spec.cluster_ref.name, require_ready=True)
+            bootstrap, auth, why = await _admin_address(memo, namespace, spec.cluster_ref.name, require_ready=True)
             if bootstrap is None:
                 error = rd.PlanError("ClusterNotReady", why)
             else:
-                result = await asyncio.to_thread(record_admin.run, bootstrap, spec, now)
+                result = await asyncio.to_thread(record_admin.run, bootstrap, spec, now, auth)
                 error, ran = result.error, True
         failures: dict[tuple[str, str], int] = memo.setdefault("rd_failures", {})
         key = (namespace, name)

@@ -286,9 +286,11 @@ class Listener(ApiModel):
     port: int = Field(
         default=BROKER_PORT, ge=1024, le=65535, description="Port the brokers listen on and the Services expose."
     )
-    protocol: Literal["PLAINTEXT"] = Field(
+    protocol: Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         default="PLAINTEXT",
-        description="Security protocol. Only PLAINTEXT for now.",
+        description="Security protocol. SASL_* listeners offer SCRAM-SHA-512 unless spec.config sets "
+        "sasl.enabled.mechanisms (SASL_SSL also needs the ssl.keystore.* keys in spec.config); when the "
+        "first listener is SASL_*, the operator authenticates there as User:flotilla-operator, a super user.",
     )
 
     @field_validator("port")
