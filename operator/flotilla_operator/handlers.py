@@ -53,14 +53,15 @@ from .operator_credentials import CredentialsError, ensure_admin_auth
 from .annotations import acknowledge_patch, live_restart_token, paused, restart_token
 from .apply import ApiError, Kube, load_api_client
 from .builders import client_quota as cq
+from .builders import kafka_user as ku
 from .builders import record_deletion as rd
 from .builders import Desired, build_all
 from .builders import cluster_id as cid
-from .builders.common import MANAGED_BY, Owner, cluster_of, foreign, selector_string, statefulset_name
+from .builders.common import MANAGED_BY, OPERATOR_USER, Owner, cluster_of, foreign, selector_string, statefulset_name
 from .builders.roll import TEMPLATE_HASH_ANNOTATION, RollDecision, roll_partition, roll_state
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
-from .models import CLIENT_QUOTA, KAFKA_CLUSTER, RECORD_DELETION, KafkaClusterSpec, RecordDeletionSpec, parse_spec
+from .models import CLIENT_QUOTA, KAFKA_CLUSTER, KAFKA_USER, RECORD_DELETION, KafkaClusterSpec, RecordDeletionSpec, parse_spec
 from .preflight import check_server_properties
 from .schedules import Schedule, Schedules
 from .settings import Settings
@@ -705,6 +706,27 @@ async def _quota_resync_loop(memo: kopf.Memo) -> None:
             except Exception as exc:
                 log.warning("resync of ClientQuota %s/%s failed: %s", quota["metadata"].get("namespace"),
                             quota["metadata"]["name"], exc)
+        await _user_resync(memo, op)
+
+
+async def _user_resync(memo: kopf.Memo, op: Settings) -> None:
+    """Re-apply every KafkaUser (ACLs or a credential changed behind the operator's back, a cluster
+    that became reachable), on the ClientQuotas' loop and for the same reason: no finalizers."""
+    try:
+        users: list[dict[str, Any]] = []
+        for ns in op.namespaces or (None,):
+            users += await memo["kube"].list(KAFKA_USER.kind, ns)
+    except Exception as exc:  # keep the loop alive through API hiccups
+        log.warning("resync: listing KafkaUsers failed: %s", exc)
+        return
+    for user in users:
+        if user["metadata"].get("deletionTimestamp"):
+            continue
+        try:
+            await reconcile_kafka_user(memo, user["metadata"]["namespace"], user["metadata"]["name"])
+        except Exception as exc:
+            log.warning("resync of KafkaUser %s/%s failed: %s", user["metadata"].get("namespace"),
+                        user["metadata"]["name"], exc)
 
 
 @kopf.on.event(GROUP, VERSION, CLIENT_QUOTA.plural)
@@ -741,6 +763,150 @@ async def clientquota_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf
                 await asyncio.sleep(RETRY_DELAY / 2)
     except (ApiError, kafka_admin.AdminError) as exc:
         logger.warning(f"ClientQuota {meta['namespace']}/{meta['name']} deleted; removing its quota failed: {exc}")
+
+
+# ------------------------------------------------------------------------------------------
+# KafkaUser: a Secret with the password, the SCRAM credential, ACLs and quotas; removed from the
+# cluster when the deletion is seen (no finalizer, as ClientQuota).
+
+
+async def _user_status(memo: kopf.Memo, body: dict[str, Any], ready: bool, reason: str, message: str,
+                       extra: dict[str, Any] | None = None) -> None:
+    meta = body["metadata"]
+    previous = dict(body.get("status") or {})
+    gen = int(meta.get("generation") or 1)
+    now = datetime.now(timezone.utc)
+    status: dict[str, Any] = {"observedGeneration": gen, "username": meta["name"], "conditions": [
+        condition("Ready", ready, reason, message, generation=gen, now=now, previous=previous.get("conditions")),
+        stalled_condition(None if ready else reason, message, generation=gen, now=now,
+                          previous=previous.get("conditions")),
+    ]}
+    status.update(extra or {})
+    if not same_status(previous, status):
+        await memo["kube"].patch_status(KAFKA_USER.kind, meta["namespace"], meta["name"], status)
+    await _emit(memo["kube"], body, ev.user_events(previous, status))
+
+
+async def _user_secret(kube: Kube, body: dict[str, Any]) -> tuple[str | None, bool, str]:
+    """(password, new?, "") from the user's Secret, created once with a random password; or
+    (None, False, why) when a Secret of that name is not this KafkaUser's."""
+    meta = body["metadata"]
+    current = await kube.get("Secret", meta["namespace"], ku.secret_name(body))
+    why = ku.foreign_secret(current, body)
+    if why:
+        return None, False, why
+    if current is not None and ku.password_of(current):
+        return ku.password_of(current), False, ""
+    created = await kube.create(ku.build_secret(body, ku.new_password()))
+    if created is None:  # someone created it in between: read it again next time
+        return None, False, f"Secret {ku.secret_name(body)} appeared while being created; retrying"
+    return ku.password_of(created), True, ""
+
+
+async def reconcile_kafka_user(memo: kopf.Memo, namespace: str, name: str) -> None:
+    """One run at a time per KafkaUser, on the latest object: the resync's listing can never apply
+    an ACL an edit has just removed."""
+    locks: dict[tuple, asyncio.Lock] = memo["locks"]
+    async with locks.setdefault((KAFKA_USER.kind, namespace, name), asyncio.Lock()):
+        body = await memo["kube"].get(KAFKA_USER.kind, namespace, name)
+        if body is not None and not body["metadata"].get("deletionTimestamp"):
+            await _reconcile_kafka_user(memo, body)
+
+
+async def _reconcile_kafka_user(memo: kopf.Memo, body: dict[str, Any]) -> None:
+    """Secret, SCRAM credential, ACLs (diffed against DescribeAcls) and quotas, then the status."""
+    meta, spec = body["metadata"], dict(body.get("spec") or {})
+    kube: Kube = memo["kube"]
+    if paused(meta):
+        previous = dict(body.get("status") or {})
+        status = paused_status(previous, generation=int(meta.get("generation") or 1))
+        if not same_status(previous, status):
+            await kube.patch_status(KAFKA_USER.kind, meta["namespace"], meta["name"], status)
+        await _emit(kube, body, ev.pause_events(previous, status))
+        return
+    with metrics.observe(KAFKA_USER.kind):
+        try:
+            parse_spec(KAFKA_USER, spec)
+            if meta["name"] == OPERATOR_USER:  # the CRD refuses it too
+                raise ValueError(f"metadata.name: {OPERATOR_USER} is the operator's own user")
+        except ValueError as exc:
+            await _user_status(memo, body, False, "Invalid", str(exc))
+            return
+        user, previous = meta["name"], dict(body.get("status") or {})
+        bootstrap, auth, why = await _admin_address(memo, meta["namespace"], spec["clusterRef"]["name"],
+                                                    require_ready=False)
+        if not bootstrap:
+            await _user_status(memo, body, False, "Pending", why)
+            return
+        password, new, why = await _user_secret(kube, body)
+        if password is None:
+            await _user_status(memo, body, False, "Conflict", why)
+            return
+        extra: dict[str, Any] = {"secret": ku.secret_name(body)}
+        try:
+            if new or ku.MECHANISM_CODE not in await kafka_admin.scram_mechanisms(bootstrap, user, auth):
+                await kafka_admin.alter_scram_credential(bootstrap, user, ku.MECHANISM_CODE,
+                                                         ku.salted_upsertion(password), auth)
+            desired = ku.desired_acls(user, spec)
+            create, delete = ku.acl_changes(desired, map(ku.AclBinding._make,
+                                                          await kafka_admin.describe_acls(bootstrap, ku.principal(user), auth)))
+            await kafka_admin.delete_acls(bootstrap, delete, auth)
+            await kafka_admin.create_acls(bootstrap, create, auth)
+            ops = ku.quota_ops(spec, previously_managed=bool(previous.get("quotas")))
+            if ops is not None:
+                await kafka_admin.alter_client_quota(bootstrap, {"user": user}, ops, auth)
+        except kafka_admin.AdminError as exc:
+            await _user_status(memo, body, False, "Unreachable", str(exc), extra)
+            return
+        extra.update({"acls": len(desired), "quotas": ku.applied_quotas(ops)})
+        changes = f"; {len(create)} ACL(s) created, {len(delete)} deleted" if create or delete else ""
+        await _user_status(memo, body, True, "Applied",
+                           f"SCRAM-SHA-512 user {user} with {len(desired)} ACL(s){changes}", extra)
+
+
+@kopf.on.resume(GROUP, VERSION, KAFKA_USER.plural)
+@kopf.on.create(GROUP, VERSION, KAFKA_USER.plural)
+@kopf.on.update(GROUP, VERSION, KAFKA_USER.plural)
+async def kafkauser_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    await reconcile_kafka_user(memo, namespace, name)
+
+
+@kopf.on.event(GROUP, VERSION, KAFKA_USER.plural)
+async def kafkauser_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
+                            **_: Any) -> None:
+    """Deleting the resource removes the user's credential, ACLs and quotas from the cluster once
+    the deletion is seen; the garbage collector deletes its Secret. No finalizer (see
+    clientquota_deleted): a KafkaUser deleted while the operator is down keeps its credential and
+    ACLs in the brokers (docs/operator.md says how to remove them)."""
+    if event.get("type") != "DELETED" or "kube" not in memo:
+        return
+    meta, spec = body["metadata"], dict(body.get("spec") or {})
+    user = meta["name"]
+    try:
+        parse_spec(KAFKA_USER, spec)
+    except ValueError:
+        return
+    try:
+        bootstrap, auth, _ = await _admin_address(memo, meta["namespace"], spec["clusterRef"]["name"],
+                                                  require_ready=False)
+        if not bootstrap:
+            return  # no cluster to hold it
+        for attempt in range(QUOTA_REMOVAL_ATTEMPTS):  # the cluster may be briefly unreachable
+            try:
+                await kafka_admin.alter_scram_credential(bootstrap, user, ku.MECHANISM_CODE, None, auth)
+                held = await kafka_admin.describe_acls(bootstrap, ku.principal(user), auth)
+                await kafka_admin.delete_acls(bootstrap, held, auth)
+                if spec.get("quotas") or (body.get("status") or {}).get("quotas"):
+                    await kafka_admin.alter_client_quota(bootstrap, {"user": user}, cq.removal_ops(), auth)
+                break
+            except kafka_admin.AdminError:
+                if attempt == QUOTA_REMOVAL_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(RETRY_DELAY / 2)
+        await _emit(memo["kube"], dict(body), [ev.Event(ev.NORMAL, ev.USER_REMOVED,
+                                                        f"credential, {len(held)} ACL(s) and quotas of {user} removed")])
+    except (ApiError, kafka_admin.AdminError) as exc:
+        logger.warning(f"KafkaUser {meta['namespace']}/{user} deleted; removing it from the cluster failed: {exc}")
 
 
 # ------------------------------------------------------------------------------------------

@@ -206,3 +206,86 @@ async def describe_client_quota(address: str, entity: Mapping[str, str | None],
         if {e.entity_type: e.entity_name for e in entry.entity} == dict(entity):
             return {v.key: float(v.value) for v in entry.values}
     return {}
+
+
+# -- KafkaUser: SCRAM credentials (KIP-554) and ACLs (KIP-140) ---------------------------------
+
+RESOURCE_NOT_FOUND = 91  # DescribeUserScramCredentials: the user has no credential
+
+
+async def scram_mechanisms(bootstrap: str, user: str, auth: AdminAuth = PLAINTEXT) -> set[int]:
+    """The SCRAM mechanisms (Kafka's codes) `user` has a credential for."""
+    from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest, UserName
+
+    resp = await bootstrap_request(bootstrap, DescribeUserScramCredentialsRequest(users=(UserName(name=user),)), auth)
+    if int(resp.error_code) != 0:
+        raise AdminError(f"DescribeUserScramCredentials: error {int(resp.error_code)}: {resp.error_message}")
+    out: set[int] = set()
+    for r in resp.results:
+        if int(r.error_code) not in (0, RESOURCE_NOT_FOUND):
+            raise AdminError(f"DescribeUserScramCredentials {user}: error {int(r.error_code)}: {r.error_message}")
+        out |= {int(c.mechanism) for c in r.credential_infos}
+    return out
+
+
+async def alter_scram_credential(bootstrap: str, user: str, mechanism: int,
+                                 upsert: tuple[bytes, bytes, int] | None, auth: AdminAuth = PLAINTEXT) -> None:
+    """Upsert (salt, salted password, iterations) or delete (None) one credential of `user`."""
+    from kio.schema.alter_user_scram_credentials.v0.request import (AlterUserScramCredentialsRequest,
+                                                                    ScramCredentialDeletion, ScramCredentialUpsertion)
+
+    if upsert is None:
+        req = AlterUserScramCredentialsRequest(
+            deletions=(ScramCredentialDeletion(name=user, mechanism=i8(mechanism)),), upsertions=())
+    else:
+        salt, salted, iterations = upsert
+        req = AlterUserScramCredentialsRequest(deletions=(), upsertions=(ScramCredentialUpsertion(
+            name=user, mechanism=i8(mechanism), iterations=i32(iterations), salt=salt, salted_password=salted),))
+    resp = await bootstrap_request(bootstrap, req, auth)
+    for r in resp.results:
+        if int(r.error_code) != 0 and not (upsert is None and int(r.error_code) == RESOURCE_NOT_FOUND):
+            raise AdminError(f"AlterUserScramCredentials {user}: error {int(r.error_code)}: {r.error_message}")
+
+
+async def describe_acls(bootstrap: str, principal: str, auth: AdminAuth = PLAINTEXT) -> list[tuple]:
+    """Every ACL of `principal`: (resource type, name, pattern type, principal, host, operation,
+    permission) in Kafka's codes."""
+    from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+
+    # ANY (1) for the type, pattern, operation and permission: the principal is the filter.
+    req = DescribeAclsRequest(resource_type_filter=i8(1), resource_name_filter=None, pattern_type_filter=i8(1),
+                              principal_filter=principal, host_filter=None, operation=i8(1), permission_type=i8(1))
+    resp = await bootstrap_request(bootstrap, req, auth)
+    if int(resp.error_code) != 0:
+        raise AdminError(f"DescribeAcls: error {int(resp.error_code)}: {resp.error_message}")
+    return [(int(r.resource_type), r.resource_name, int(r.pattern_type), a.principal, a.host, int(a.operation),
+             int(a.permission_type)) for r in resp.resources for a in r.acls]
+
+
+async def create_acls(bootstrap: str, bindings: list[tuple], auth: AdminAuth = PLAINTEXT) -> None:
+    from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
+
+    if not bindings:
+        return
+    req = CreateAclsRequest(creations=tuple(AclCreation(
+        resource_type=i8(b[0]), resource_name=b[1], resource_pattern_type=i8(b[2]), principal=b[3], host=b[4],
+        operation=i8(b[5]), permission_type=i8(b[6])) for b in bindings))
+    resp = await bootstrap_request(bootstrap, req, auth)
+    for b, r in zip(bindings, resp.results):
+        if int(r.error_code) != 0:
+            raise AdminError(f"CreateAcls {b}: error {int(r.error_code)}: {r.error_message}")
+
+
+async def delete_acls(bootstrap: str, bindings: list[tuple], auth: AdminAuth = PLAINTEXT) -> None:
+    """Delete exactly these bindings (each filter matches one)."""
+    from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
+
+    if not bindings:
+        return
+    req = DeleteAclsRequest(filters=tuple(DeleteAclsFilter(
+        resource_type_filter=i8(b[0]), resource_name_filter=b[1], pattern_type_filter=i8(b[2]), principal_filter=b[3],
+        host_filter=b[4], operation=i8(b[5]), permission_type=i8(b[6])) for b in bindings))
+    resp = await bootstrap_request(bootstrap, req, auth)
+    for b, r in zip(bindings, resp.filter_results):
+        if int(r.error_code) != 0:
+            raise AdminError(f"DeleteAcls {b}: error {int(r.error_code)}: {r.error_message}")
