@@ -131,3 +131,14 @@ async def test_the_handler_creates_the_secret_once_and_converges_acls(monkeypatc
     assert len(creds["upserts"]) == 1
     assert kube.objects[("Secret", "ns", "app")]["data"]["password"] == secret["data"]["password"]
     assert held_acls == ku.desired_acls("app", {"authorization": {"acls": SPEC["authorization"]["acls"][:1]}})
+
+
+def test_the_example_is_valid():
+    from pathlib import Path
+
+    import yaml
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[3] / "examples" / "kafkauser.yaml").read_text())
+    parse_spec(KAFKA_USER, doc["spec"])
+    bindings = ku.desired_acls(doc["metadata"]["name"], doc["spec"])
+    assert len(bindings) == 5 and {b.permission for b in bindings} == {2, 3}
