@@ -105,7 +105,7 @@ def build_secret(body: dict[str, Any], password: str) -> dict[str, Any]:
                          "labels": {**labels_for(cluster), LABEL_USER: user},
                          "ownerReferences": [{"apiVersion": body.get("apiVersion", "flotilla.io/v1alpha1"),
                                               "kind": "KafkaUser", "name": user, "uid": meta["uid"],
-                                              "controller": True, "blockOwnerDeletion": True}]},
+                                              "controller": True}]},
             "data": {"username": b64(user), "password": b64(password), "sasl.jaas.config": b64(jaas_config(user, password))}}
 
 

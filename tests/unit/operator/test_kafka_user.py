@@ -142,3 +142,16 @@ def test_the_example_is_valid():
     parse_spec(KAFKA_USER, doc["spec"])
     bindings = ku.desired_acls(doc["metadata"]["name"], doc["spec"])
     assert len(bindings) == 5 and {b.permission for b in bindings} == {2, 3}
+
+
+def test_no_finalizer_on_kafka_users():
+    """Deletion is handled on the DELETED event: kopf would put a finalizer on every KafkaUser for
+    a deletion handler, timer or daemon, holding namespace deletions while the operator is away."""
+    import kopf
+
+    registry = kopf.get_default_registry()
+    resource = kopf.Resource("flotilla.io", "v1alpha1", "kafkausers")
+    needing = [h for reg in (registry._changing, registry._spawning) for h in reg._handlers
+               if h.requires_finalizer and h.selector is not None and h.selector.check(resource)]
+    assert needing == []
+    assert any(h.selector is not None and h.selector.check(resource) for h in registry._watching._handlers)
