@@ -163,3 +163,23 @@ def test_the_operator_authenticates_and_a_kafka_user_works_end_to_end(kube_env, 
     wait_for("the deleted KafkaUser's credential to be refused", lambda: auth_error(conf),
              until=lambda message: "invalid credentials" in message.lower() or "authentication" in message.lower(),
              timeout=60)
+
+
+def test_the_admin_clients_speak_sasl_ssl_with_the_clusters_ca(tmp_path):
+    """SASL_SSL: kafka_admin (TLS trusting the given CA, then SCRAM) and record_admin's librdkafka
+    settings reach a real broker; a wrong password is refused with the broker's message."""
+    from confluent_kafka.admin import AdminClient as Admin
+
+    from flotilla_operator.record_admin import client_settings
+    from tests.support.secure_broker import USERS, running_secure_broker
+
+    with running_secure_broker("flotilla", tmp_path) as sb:
+        address, ca = sb.address("SASL_SSL"), sb.pki.ca_file.read_text()
+        auth = kafka_admin.AdminAuth("SASL_SSL", "alice", USERS["alice"], ca_pem=ca)
+        assert [b.node_id for b in asyncio.run(kafka_admin.brokers(address, auth))] == [1]
+        with pytest.raises(kafka_admin.AdminError, match="authentication as alice failed"):
+            asyncio.run(kafka_admin.brokers(address, kafka_admin.AdminAuth("SASL_SSL", "alice", "wrong", ca_pem=ca)))
+        with pytest.raises(kafka_admin.AdminError):  # the system's CAs do not know the test CA
+            asyncio.run(kafka_admin.brokers(address, kafka_admin.AdminAuth("SASL_SSL", "alice", USERS["alice"])))
+        md = Admin(client_settings(address, auth)).list_topics(timeout=15)
+        assert list(md.brokers) == [1]
