@@ -30,7 +30,7 @@ CHART = ROOT / "charts" / "flotilla"
 RELEASE = "flotilla"
 SERVICE_ACCOUNT = "flotilla-operator"  # the chart's <release>-operator
 CRD_NAMES = ["kafkaclusters.flotilla.io", "clientquotas.flotilla.io", "recorddeletions.flotilla.io",
-             "kafkatopics.flotilla.io"]
+             "kafkatopics.flotilla.io", "kafkausers.flotilla.io"]
 
 
 def helm_available(kube_env) -> bool:
