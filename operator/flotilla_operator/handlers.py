@@ -19,6 +19,12 @@
 - KafkaTopic events (while a cluster's scale-down is blocked or its roll waits for an ISR) ->
   `reconcile`: a StatefulSet is never shrunk below a broker that still holds partition replicas
   (builders/scale_down.py); the cluster reports ScaleDownBlocked until they have moved.
+- KafkaUser -> `reconcile_kafka_user` (one run at a time per user, on the latest object): the
+  user's Secret (password generated once), AlterUserScramCredentials, ACLs diffed against
+  DescribeAcls, quotas of the user entity (builders/kafka_user.py decides); re-applied with the
+  ClientQuotas every QUOTA_RESYNC_S; the DELETED event removes credential, ACLs and quotas (no
+  finalizer). On a cluster whose bootstrap listener is SASL every admin client authenticates as the
+  operator's own user (operator_credentials.py).
 - RecordDeletion -> an asyncio task per resource (schedules.py, started and stopped by watch
   events; a kopf daemon would put a finalizer on each): once per generation or every
   spec.interval it resolves the policy (builders/record_deletion.py) and calls DeleteRecords
