@@ -73,17 +73,10 @@ class KubeDocument:
     # -- the document in an object -----------------------------------------------------------
 
     def document_of(self, obj: Mapping[str, Any] | None) -> dict | None:
-        """The parsed document of an object as the API returns it; ValueError if it does not parse."""
-        raw = ((obj or {}).get("data") or {}).get(self.data_key)
-        if not raw:
-            return None
-        if self.kind == "Secret":
-            raw = base64.b64decode(raw, validate=True).decode()
-        return json.loads(raw)
+        return document_of(self.kind, self.data_key, obj)
 
     def _data(self, document: dict) -> dict[str, str]:
-        text = json.dumps(document, sort_keys=True)
-        return {self.data_key: base64.b64encode(text.encode()).decode() if self.kind == "Secret" else text}
+        return object_data(self.kind, self.data_key, document)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -181,6 +174,23 @@ class KubeDocument:
             self._apply(self._api.sanitize_for_serialization(written))
             return new
         raise Conflict(f"{self.kind} {self.name}: {CAS_ATTEMPTS} concurrent writers won in a row; try again")
+
+
+def document_of(kind: str, data_key: str, obj: Mapping[str, Any] | None) -> dict | None:
+    """The parsed document of an object as the API returns it; ValueError if it does not parse.
+    Also used by the operator, which writes its own SCRAM credential into the same Secret."""
+    raw = ((obj or {}).get("data") or {}).get(data_key)
+    if not raw:
+        return None
+    if kind == "Secret":
+        raw = base64.b64decode(raw, validate=True).decode()
+    return json.loads(raw)
+
+
+def object_data(kind: str, data_key: str, document: dict) -> dict[str, str]:
+    """The object's `data` holding `document` (a Secret's base64-encoded)."""
+    text = json.dumps(document, sort_keys=True)
+    return {data_key: base64.b64encode(text.encode()).decode() if kind == "Secret" else text}
 
 
 def _older(rv: str, than: str) -> bool:

@@ -17,6 +17,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 KINDS: dict[str, tuple[str, str]] = {
     "ServiceAccount": ("v1", "serviceaccounts"),
     "ConfigMap": ("v1", "configmaps"),
+    "Secret": ("v1", "secrets"),  # the operator's and KafkaUsers' credentials, stored SCRAM keys
     "Service": ("v1", "services"),
     "Role": ("rbac.authorization.k8s.io/v1", "roles"),
     "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
@@ -28,6 +29,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "ClientQuota": ("flotilla.io/v1alpha1", "clientquotas"),
     "RecordDeletion": ("flotilla.io/v1alpha1", "recorddeletions"),
     "KafkaTopic": ("flotilla.io/v1alpha1", "kafkatopics"),
+    "KafkaUser": ("flotilla.io/v1alpha1", "kafkausers"),
 }
 
 
@@ -139,6 +141,13 @@ class Kube:
             if err.status == 409:
                 return None
             raise
+
+    async def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT `obj` as read (its metadata.resourceVersion makes it a compare-and-set: ApiError 409
+        when someone wrote in between)."""
+        meta = obj["metadata"]
+        return await self._call("PUT", object_path(obj["kind"], meta["namespace"], meta["name"]), body=obj,
+                                query=[("fieldManager", self.field_manager)])
 
     async def delete(self, kind: str, namespace: str, name: str, *, propagation: str = "Background",
                      uid: str | None = None) -> None:

@@ -32,6 +32,10 @@ APPLY_FAILED = "ApplyFailed"
 # ClientQuota
 QUOTA_APPLIED = "QuotaApplied"
 QUOTA_NOT_APPLIED = "QuotaNotApplied"
+# KafkaUser
+USER_APPLIED = "UserApplied"
+USER_NOT_APPLIED = "UserNotApplied"
+USER_REMOVED = "UserRemoved"
 # RecordDeletion
 RECORDS_DELETED = "RecordsDeleted"
 NOTHING_TO_DELETE = "NothingToDelete"
@@ -164,6 +168,21 @@ def quota_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]) 
     elif new.get("reason") not in (None, "Pending") and not _true(status, STALLED):
         if old.get("reason") != new.get("reason") or gen_changed:
             out.append(Event(WARNING, QUOTA_NOT_APPLIED, f"{new.get('reason')}: {new.get('message') or ''}"))
+    return out
+
+
+def user_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]) -> list[Event]:
+    """UserApplied when the credential, ACLs and quotas of a new generation are in force;
+    UserNotApplied (a Warning naming the reason) when they could not be for a new reason."""
+    out = pause_events(previous, status) + stalled_events(previous, status)
+    old, new = _cond(previous, READY), _cond(status, READY)
+    gen_changed = (previous or {}).get("observedGeneration") != status.get("observedGeneration")
+    if new.get("status") == "True":
+        if old.get("status") != "True" or gen_changed:
+            out.append(Event(NORMAL, USER_APPLIED, new.get("message") or ""))
+    elif new.get("reason") not in (None, "Pending") and not _true(status, STALLED):
+        if old.get("reason") != new.get("reason") or gen_changed:
+            out.append(Event(WARNING, USER_NOT_APPLIED, f"{new.get('reason')}: {new.get('message') or ''}"))
     return out
 
 

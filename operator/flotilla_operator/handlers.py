@@ -19,6 +19,12 @@
 - KafkaTopic events (while a cluster's scale-down is blocked or its roll waits for an ISR) ->
   `reconcile`: a StatefulSet is never shrunk below a broker that still holds partition replicas
   (builders/scale_down.py); the cluster reports ScaleDownBlocked until they have moved.
+- KafkaUser -> `reconcile_kafka_user` (one run at a time per user, on the latest object): the
+  user's Secret (password generated once), AlterUserScramCredentials, ACLs diffed against
+  DescribeAcls, quotas of the user entity (builders/kafka_user.py decides); re-applied with the
+  ClientQuotas every QUOTA_RESYNC_S; the DELETED event removes credential, ACLs and quotas (no
+  finalizer). On a cluster whose bootstrap listener is SASL every admin client authenticates as the
+  operator's own user (operator_credentials.py).
 - RecordDeletion -> an asyncio task per resource (schedules.py, started and stopped by watch
   events; a kopf daemon would put a finalizer on each): once per generation or every
   spec.interval it resolves the policy (builders/record_deletion.py) and calls DeleteRecords
@@ -49,17 +55,19 @@ from . import kafka_admin
 from . import record_admin
 from . import events as ev
 from .admin_address import admin_address
+from .operator_credentials import CredentialsError, ensure_admin_auth
 from .annotations import acknowledge_patch, live_restart_token, paused, restart_token
 from .apply import ApiError, Kube, load_api_client
 from .builders import client_quota as cq
+from .builders import kafka_user as ku
 from .builders import record_deletion as rd
 from .builders import Desired, build_all
 from .builders import cluster_id as cid
-from .builders.common import MANAGED_BY, Owner, cluster_of, foreign, selector_string, statefulset_name
+from .builders.common import MANAGED_BY, OPERATOR_USER, Owner, cluster_of, foreign, selector_string, statefulset_name
 from .builders.roll import TEMPLATE_HASH_ANNOTATION, RollDecision, roll_partition, roll_state
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
-from .models import CLIENT_QUOTA, KAFKA_CLUSTER, RECORD_DELETION, KafkaClusterSpec, RecordDeletionSpec, parse_spec
+from .models import CLIENT_QUOTA, KAFKA_CLUSTER, KAFKA_USER, RECORD_DELETION, KafkaClusterSpec, RecordDeletionSpec, parse_spec
 from .preflight import check_server_properties
 from .schedules import Schedule, Schedules
 from .settings import Settings
@@ -594,10 +602,18 @@ async def _resync_loop(memo: kopf.Memo) -> None:
 
 
 async def _admin_address(memo: kopf.Memo, namespace: str, cluster: str, *,
-                         require_ready: bool) -> tuple[str | None, str]:
-    """The cluster's own bootstrap address (admin_address.py), or None and why not."""
+                         require_ready: bool) -> tuple[str | None, kafka_admin.AdminAuth, str]:
+    """The cluster's own bootstrap address (admin_address.py) and how to authenticate there
+    (operator_credentials.py: SCRAM as the operator's user when the bootstrap listener is SASL),
+    or None and why not."""
     kc = await memo["kube"].get(KAFKA_CLUSTER.kind, namespace, cluster)
-    return admin_address(kc, cluster, require_ready=require_ready)
+    bootstrap, why = admin_address(kc, cluster, require_ready=require_ready)
+    if bootstrap is None:
+        return None, kafka_admin.PLAINTEXT, why
+    try:
+        return bootstrap, await ensure_admin_auth(memo["kube"], kc), ""
+    except CredentialsError as exc:
+        return None, kafka_admin.PLAINTEXT, str(exc)
 
 
 async def _quota_status(memo: kopf.Memo, body: kopf.Body, ready: bool, reason: str, message: str,
@@ -642,21 +658,21 @@ async def reconcile_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
                                 f"ClientQuota {owner['metadata']['name']} already sets the quota of {entity} in "
                                 f"cluster {cluster}; this one is not applied", None)
             return
-        bootstrap, why = await _admin_address(memo, meta["namespace"], cluster, require_ready=False)
+        bootstrap, auth, why = await _admin_address(memo, meta["namespace"], cluster, require_ready=False)
         if not bootstrap:
             await _quota_status(memo, body, False, "Pending", why, None)
             return
         desired = cq.desired_ops(spec)
         try:
-            await kafka_admin.alter_client_quota(bootstrap, entity, desired)
-            brokers = await kafka_admin.brokers(bootstrap)
+            await kafka_admin.alter_client_quota(bootstrap, entity, desired, auth)
+            brokers = await kafka_admin.brokers(bootstrap, auth)
         except kafka_admin.AdminError as exc:
             await _quota_status(memo, body, False, "Unreachable", str(exc), None)
             return
         rows, applied = [], 0
         for b in brokers:
             try:
-                held = await kafka_admin.describe_client_quota(b.address, entity)
+                held = await kafka_admin.describe_client_quota(b.address, entity, auth)
                 rows.append(cq.broker_status(b.node_id, held, None))
                 applied += cq.applied_matches(desired, held)
             except kafka_admin.AdminError as exc:
@@ -696,6 +712,27 @@ async def _quota_resync_loop(memo: kopf.Memo) -> None:
             except Exception as exc:
                 log.warning("resync of ClientQuota %s/%s failed: %s", quota["metadata"].get("namespace"),
                             quota["metadata"]["name"], exc)
+        await _user_resync(memo, op)
+
+
+async def _user_resync(memo: kopf.Memo, op: Settings) -> None:
+    """Re-apply every KafkaUser (ACLs or a credential changed behind the operator's back, a cluster
+    that became reachable), on the ClientQuotas' loop and for the same reason: no finalizers."""
+    try:
+        users: list[dict[str, Any]] = []
+        for ns in op.namespaces or (None,):
+            users += await memo["kube"].list(KAFKA_USER.kind, ns)
+    except Exception as exc:  # keep the loop alive through API hiccups
+        log.warning("resync: listing KafkaUsers failed: %s", exc)
+        return
+    for user in users:
+        if user["metadata"].get("deletionTimestamp"):
+            continue
+        try:
+            await reconcile_kafka_user(memo, user["metadata"]["namespace"], user["metadata"]["name"])
+        except Exception as exc:
+            log.warning("resync of KafkaUser %s/%s failed: %s", user["metadata"].get("namespace"),
+                        user["metadata"]["name"], exc)
 
 
 @kopf.on.event(GROUP, VERSION, CLIENT_QUOTA.plural)
@@ -718,12 +755,13 @@ async def clientquota_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf
         peers = await memo["kube"].list(CLIENT_QUOTA.kind, meta["namespace"])
         if cq.owner_of(dict(body), peers)["metadata"]["name"] != meta["name"]:
             return
-        bootstrap, _ = await _admin_address(memo, meta["namespace"], spec["clusterRef"]["name"], require_ready=False)
+        bootstrap, auth, _ = await _admin_address(memo, meta["namespace"], spec["clusterRef"]["name"],
+                                                  require_ready=False)
         if not bootstrap:
             return  # no cluster to hold it
         for attempt in range(QUOTA_REMOVAL_ATTEMPTS):  # the cluster may be briefly unreachable
             try:
-                await kafka_admin.alter_client_quota(bootstrap, cq.entity_of(spec), cq.removal_ops())
+                await kafka_admin.alter_client_quota(bootstrap, cq.entity_of(spec), cq.removal_ops(), auth)
                 return
             except kafka_admin.AdminError:
                 if attempt == QUOTA_REMOVAL_ATTEMPTS - 1:
@@ -731,6 +769,150 @@ async def clientquota_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf
                 await asyncio.sleep(RETRY_DELAY / 2)
     except (ApiError, kafka_admin.AdminError) as exc:
         logger.warning(f"ClientQuota {meta['namespace']}/{meta['name']} deleted; removing its quota failed: {exc}")
+
+
+# ------------------------------------------------------------------------------------------
+# KafkaUser: a Secret with the password, the SCRAM credential, ACLs and quotas; removed from the
+# cluster when the deletion is seen (no finalizer, as ClientQuota).
+
+
+async def _user_status(memo: kopf.Memo, body: dict[str, Any], ready: bool, reason: str, message: str,
+                       extra: dict[str, Any] | None = None) -> None:
+    meta = body["metadata"]
+    previous = dict(body.get("status") or {})
+    gen = int(meta.get("generation") or 1)
+    now = datetime.now(timezone.utc)
+    status: dict[str, Any] = {"observedGeneration": gen, "username": meta["name"], "conditions": [
+        condition("Ready", ready, reason, message, generation=gen, now=now, previous=previous.get("conditions")),
+        stalled_condition(None if ready else reason, message, generation=gen, now=now,
+                          previous=previous.get("conditions")),
+    ]}
+    status.update(extra or {})
+    if not same_status(previous, status):
+        await memo["kube"].patch_status(KAFKA_USER.kind, meta["namespace"], meta["name"], status)
+    await _emit(memo["kube"], body, ev.user_events(previous, status))
+
+
+async def _user_secret(kube: Kube, body: dict[str, Any]) -> tuple[str | None, bool, str]:
+    """(password, new?, "") from the user's Secret, created once with a random password; or
+    (None, False, why) when a Secret of that name is not this KafkaUser's."""
+    meta = body["metadata"]
+    current = await kube.get("Secret", meta["namespace"], ku.secret_name(body))
+    why = ku.foreign_secret(current, body)
+    if why:
+        return None, False, why
+    if current is not None and ku.password_of(current):
+        return ku.password_of(current), False, ""
+    created = await kube.create(ku.build_secret(body, ku.new_password()))
+    if created is None:  # someone created it in between: read it again next time
+        return None, False, f"Secret {ku.secret_name(body)} appeared while being created; retrying"
+    return ku.password_of(created), True, ""
+
+
+async def reconcile_kafka_user(memo: kopf.Memo, namespace: str, name: str) -> None:
+    """One run at a time per KafkaUser, on the latest object: the resync's listing can never apply
+    an ACL an edit has just removed."""
+    locks: dict[tuple, asyncio.Lock] = memo["locks"]
+    async with locks.setdefault((KAFKA_USER.kind, namespace, name), asyncio.Lock()):
+        body = await memo["kube"].get(KAFKA_USER.kind, namespace, name)
+        if body is not None and not body["metadata"].get("deletionTimestamp"):
+            await _reconcile_kafka_user(memo, body)
+
+
+async def _reconcile_kafka_user(memo: kopf.Memo, body: dict[str, Any]) -> None:
+    """Secret, SCRAM credential, ACLs (diffed against DescribeAcls) and quotas, then the status."""
+    meta, spec = body["metadata"], dict(body.get("spec") or {})
+    kube: Kube = memo["kube"]
+    if paused(meta):
+        previous = dict(body.get("status") or {})
+        status = paused_status(previous, generation=int(meta.get("generation") or 1))
+        if not same_status(previous, status):
+            await kube.patch_status(KAFKA_USER.kind, meta["namespace"], meta["name"], status)
+        await _emit(kube, body, ev.pause_events(previous, status))
+        return
+    with metrics.observe(KAFKA_USER.kind):
+        try:
+            parse_spec(KAFKA_USER, spec)
+            if meta["name"] == OPERATOR_USER:  # the CRD refuses it too
+                raise ValueError(f"metadata.name: {OPERATOR_USER} is the operator's own user")
+        except ValueError as exc:
+            await _user_status(memo, body, False, "Invalid", str(exc))
+            return
+        user, previous = meta["name"], dict(body.get("status") or {})
+        bootstrap, auth, why = await _admin_address(memo, meta["namespace"], spec["clusterRef"]["name"],
+                                                    require_ready=False)
+        if not bootstrap:
+            await _user_status(memo, body, False, "Pending", why)
+            return
+        password, new, why = await _user_secret(kube, body)
+        if password is None:
+            await _user_status(memo, body, False, "Conflict", why)
+            return
+        extra: dict[str, Any] = {"secret": ku.secret_name(body)}
+        try:
+            if new or ku.MECHANISM_CODE not in await kafka_admin.scram_mechanisms(bootstrap, user, auth):
+                await kafka_admin.alter_scram_credential(bootstrap, user, ku.MECHANISM_CODE,
+                                                         ku.salted_upsertion(password), auth)
+            desired = ku.desired_acls(user, spec)
+            create, delete = ku.acl_changes(desired, map(ku.AclBinding._make,
+                                                          await kafka_admin.describe_acls(bootstrap, ku.principal(user), auth)))
+            await kafka_admin.delete_acls(bootstrap, delete, auth)
+            await kafka_admin.create_acls(bootstrap, create, auth)
+            ops = ku.quota_ops(spec, previously_managed=bool(previous.get("quotas")))
+            if ops is not None:
+                await kafka_admin.alter_client_quota(bootstrap, {"user": user}, ops, auth)
+        except kafka_admin.AdminError as exc:
+            await _user_status(memo, body, False, "Unreachable", str(exc), extra)
+            return
+        extra.update({"acls": len(desired), "quotas": ku.applied_quotas(ops)})
+        changes = f"; {len(create)} ACL(s) created, {len(delete)} deleted" if create or delete else ""
+        await _user_status(memo, body, True, "Applied",
+                           f"SCRAM-SHA-512 user {user} with {len(desired)} ACL(s){changes}", extra)
+
+
+@kopf.on.resume(GROUP, VERSION, KAFKA_USER.plural)
+@kopf.on.create(GROUP, VERSION, KAFKA_USER.plural)
+@kopf.on.update(GROUP, VERSION, KAFKA_USER.plural)
+async def kafkauser_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    await reconcile_kafka_user(memo, namespace, name)
+
+
+@kopf.on.event(GROUP, VERSION, KAFKA_USER.plural)
+async def kafkauser_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
+                            **_: Any) -> None:
+    """Deleting the resource removes the user's credential, ACLs and quotas from the cluster once
+    the deletion is seen; the garbage collector deletes its Secret. No finalizer (see
+    clientquota_deleted): a KafkaUser deleted while the operator is down keeps its credential and
+    ACLs in the brokers (docs/operator.md says how to remove them)."""
+    if event.get("type") != "DELETED" or "kube" not in memo:
+        return
+    meta, spec = body["metadata"], dict(body.get("spec") or {})
+    user = meta["name"]
+    try:
+        parse_spec(KAFKA_USER, spec)
+    except ValueError:
+        return
+    try:
+        bootstrap, auth, _ = await _admin_address(memo, meta["namespace"], spec["clusterRef"]["name"],
+                                                  require_ready=False)
+        if not bootstrap:
+            return  # no cluster to hold it
+        for attempt in range(QUOTA_REMOVAL_ATTEMPTS):  # the cluster may be briefly unreachable
+            try:
+                await kafka_admin.alter_scram_credential(bootstrap, user, ku.MECHANISM_CODE, None, auth)
+                held = await kafka_admin.describe_acls(bootstrap, ku.principal(user), auth)
+                await kafka_admin.delete_acls(bootstrap, held, auth)
+                if spec.get("quotas") or (body.get("status") or {}).get("quotas"):
+                    await kafka_admin.alter_client_quota(bootstrap, {"user": user}, cq.removal_ops(), auth)
+                break
+            except kafka_admin.AdminError:
+                if attempt == QUOTA_REMOVAL_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(RETRY_DELAY / 2)
+        await _emit(memo["kube"], dict(body), [ev.Event(ev.NORMAL, ev.USER_REMOVED,
+                                                        f"credential, {len(held)} ACL(s) and quotas of {user} removed")])
+    except (ApiError, kafka_admin.AdminError) as exc:
+        logger.warning(f"KafkaUser {meta['namespace']}/{user} deleted; removing it from the cluster failed: {exc}")
 
 
 # ------------------------------------------------------------------------------------------
@@ -779,11 +961,11 @@ async def run_record_deletion(memo: kopf.Memo, namespace: str, name: str, now: d
             error = None
         result, ran = record_admin.RunResult(), False
         if error is None:
-            bootstrap, why = await _admin_address(memo, namespace, spec.cluster_ref.name, require_ready=True)
+            bootstrap, auth, why = await _admin_address(memo, namespace, spec.cluster_ref.name, require_ready=True)
             if bootstrap is None:
                 error = rd.PlanError("ClusterNotReady", why)
             else:
-                result = await asyncio.to_thread(record_admin.run, bootstrap, spec, now)
+                result = await asyncio.to_thread(record_admin.run, bootstrap, spec, now, auth)
                 error, ran = result.error, True
         failures: dict[tuple[str, str], int] = memo.setdefault("rd_failures", {})
         key = (namespace, name)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
+import ssl
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import kio.serial as kser
@@ -55,19 +56,44 @@ def _response_type(request: Any) -> type:
     return getattr(module, type(request).__name__.replace("Request", "Response"))
 
 
-async def request(address: str, req: Any, timeout: float = TIMEOUT_S) -> Any:
-    """Send one request to host:port and return the decoded response."""
-    host, _, port = address.rpartition(":")
+@dataclass(frozen=True)
+class AdminAuth:
+    """How the operator authenticates to one cluster (operator_credentials.py builds it): the
+    listener's security protocol and, for SASL_*, SCRAM-SHA-512 as `username`; for *_SSL the CA
+    certificates to trust (PEM; None: the system's). The default is PLAINTEXT, no authentication."""
+
+    security_protocol: str = "PLAINTEXT"
+    username: str = ""
+    password: str = field(default="", repr=False)
+    ca_pem: str | None = field(default=None, repr=False)
+    mechanism: str = "SCRAM-SHA-512"
+
+    def ssl_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context()
+        if self.ca_pem:
+            context.load_verify_locations(cadata=self.ca_pem)
+        return context
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol.endswith("SSL")
+
+
+PLAINTEXT = AdminAuth()
+
+
+async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str, req: Any,
+                    timeout: float) -> Any:
+    """Send one request on an open connection and return the decoded response."""
     t = type(req)
-    correlation_id = next(_ids)
     header_type = RequestHeaderV2 if t.__flexible__ else RequestHeaderV1
     header = header_type(request_api_key=i16(t.__api_key__), request_api_version=i16(t.__version__),
-                         correlation_id=i32(correlation_id), client_id=CLIENT_ID)
+                         correlation_id=i32(next(_ids)), client_id=CLIENT_ID)
     payload = _encode(header) + _encode(req)
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
-    except (OSError, asyncio.TimeoutError) as e:
-        raise AdminError(f"cannot connect to {address}: {e or type(e).__name__}") from None
     try:
         writer.write(struct.pack(">i", len(payload)) + payload)
         await writer.drain()
@@ -75,8 +101,6 @@ async def request(address: str, req: Any, timeout: float = TIMEOUT_S) -> Any:
         frame = await asyncio.wait_for(reader.readexactly(size), timeout)
     except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
         raise AdminError(f"{address} did not answer {t.__name__}: {e or type(e).__name__}") from None
-    finally:
-        writer.close()
     response_type = _response_type(req)
     rh = ResponseHeaderV1 if response_type.__flexible__ else ResponseHeaderV0
     _, offset = kser.entity_reader(rh)(frame, 0)
@@ -84,50 +108,184 @@ async def request(address: str, req: Any, timeout: float = TIMEOUT_S) -> Any:
     return body
 
 
-async def bootstrap_request(bootstrap: str, req: Any) -> Any:
+async def _authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str,
+                        auth: AdminAuth, timeout: float) -> None:
+    """SaslHandshake, then SCRAM (RFC 5802, scramp's client) in SaslAuthenticate frames, as
+    Kafka's clients do; AdminError naming the broker's answer when it refuses."""
+    import scramp
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    hs = await _exchange(reader, writer, address, SaslHandshakeRequest(mechanism=auth.mechanism), timeout)
+    if int(hs.error_code) != 0:
+        raise AdminError(f"{address}: SASL mechanism {auth.mechanism} refused (error {int(hs.error_code)}; "
+                         f"enabled: {', '.join(hs.mechanisms) or 'none'})")
+    client = scramp.ScramClient([auth.mechanism], auth.username, auth.password)
+    first = await _exchange(reader, writer, address,
+                            SaslAuthenticateRequest(auth_bytes=client.get_client_first().encode()), timeout)
+    if int(first.error_code) != 0:
+        raise AdminError(f"{address}: SASL authentication as {auth.username} failed: {first.error_message}")
+    try:
+        client.set_server_first(first.auth_bytes.decode())
+        final = client.get_client_final()
+    except scramp.ScramException as e:
+        raise AdminError(f"{address}: SCRAM exchange failed: {e}") from None
+    last = await _exchange(reader, writer, address, SaslAuthenticateRequest(auth_bytes=final.encode()), timeout)
+    if int(last.error_code) != 0:
+        raise AdminError(f"{address}: SASL authentication as {auth.username} failed: {last.error_message}")
+    try:
+        client.set_server_final(last.auth_bytes.decode())
+    except scramp.ScramException as e:
+        raise AdminError(f"{address}: the broker's SCRAM proof did not verify: {e}") from None
+
+
+async def request(address: str, req: Any, timeout: float = TIMEOUT_S, auth: AdminAuth = PLAINTEXT) -> Any:
+    """Send one request to host:port (after TLS and SASL as `auth` says) and return the decoded response."""
+    host, _, port = address.rpartition(":")
+    tls: dict[str, Any] = {}
+    if auth.tls:
+        tls = {"ssl": auth.ssl_context(), "server_hostname": host.strip("[]")}
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port), **tls), timeout)
+    except (OSError, asyncio.TimeoutError) as e:
+        raise AdminError(f"cannot connect to {address} ({auth.security_protocol}): {e or type(e).__name__}") from None
+    try:
+        if auth.sasl:
+            await _authenticate(reader, writer, address, auth, timeout)
+        return await _exchange(reader, writer, address, req, timeout)
+    finally:
+        writer.close()
+
+
+async def bootstrap_request(bootstrap: str, req: Any, auth: AdminAuth = PLAINTEXT) -> Any:
     """`request` to the first of the comma-separated bootstrap addresses that answers (as a Kafka
     client's bootstrap.servers); AdminError naming the last failure when none does."""
     error: AdminError | None = None
     for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
         try:
-            return await request(address, req)
+            return await request(address, req, auth=auth)
         except AdminError as exc:
             error = exc
     raise error or AdminError(f"no bootstrap address in {bootstrap!r}")
 
 
-async def brokers(bootstrap: str) -> list[BrokerAddress]:
+async def brokers(bootstrap: str, auth: AdminAuth = PLAINTEXT) -> list[BrokerAddress]:
     """Every broker of the cluster, as its Metadata answer lists them."""
     from kio.schema.metadata.v12.request import MetadataRequest
 
     md = await bootstrap_request(bootstrap, MetadataRequest(topics=(), allow_auto_topic_creation=False,
-                                                  include_topic_authorized_operations=False))
+                                                            include_topic_authorized_operations=False), auth)
     return sorted((BrokerAddress(int(b.node_id), b.host, int(b.port)) for b in md.brokers), key=lambda b: b.node_id)
 
 
-async def alter_client_quota(bootstrap: str, entity: Mapping[str, str | None], ops: Mapping[str, float | None]) -> None:
+async def alter_client_quota(bootstrap: str, entity: Mapping[str, str | None], ops: Mapping[str, float | None],
+                             auth: AdminAuth = PLAINTEXT) -> None:
     """Set (value) or remove (None) quota keys of one entity; AdminError with the broker's message."""
     from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest, EntityData, EntryData, OpData
 
     req = AlterClientQuotasRequest(validate_only=False, entries=(EntryData(
         entity=tuple(EntityData(entity_type=t, entity_name=n) for t, n in entity.items()),
         ops=tuple(OpData(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in ops.items())),))
-    resp = await bootstrap_request(bootstrap, req)
+    resp = await bootstrap_request(bootstrap, req, auth)
     for e in resp.entries:
         if int(e.error_code) != 0:
             raise AdminError(f"AlterClientQuotas: error {int(e.error_code)}: {e.error_message}")
 
 
-async def describe_client_quota(address: str, entity: Mapping[str, str | None]) -> dict[str, float]:
+async def describe_client_quota(address: str, entity: Mapping[str, str | None],
+                                auth: AdminAuth = PLAINTEXT) -> dict[str, float]:
     """The values one broker holds for exactly this entity ({} when it has none)."""
     from kio.schema.describe_client_quotas.v1.request import ComponentData, DescribeClientQuotasRequest
 
     req = DescribeClientQuotasRequest(strict=True, components=tuple(
         ComponentData(entity_type=t, match_type=i8(0 if n is not None else 1), match=n) for t, n in entity.items()))
-    resp = await request(address, req)
+    resp = await request(address, req, auth=auth)
     if int(resp.error_code) != 0:
         raise AdminError(f"DescribeClientQuotas: error {int(resp.error_code)}: {resp.error_message}")
     for entry in resp.entries or ():
         if {e.entity_type: e.entity_name for e in entry.entity} == dict(entity):
             return {v.key: float(v.value) for v in entry.values}
     return {}
+
+
+# -- KafkaUser: SCRAM credentials (KIP-554) and ACLs (KIP-140) ---------------------------------
+
+RESOURCE_NOT_FOUND = 91  # DescribeUserScramCredentials: the user has no credential
+
+
+async def scram_mechanisms(bootstrap: str, user: str, auth: AdminAuth = PLAINTEXT) -> set[int]:
+    """The SCRAM mechanisms (Kafka's codes) `user` has a credential for."""
+    from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest, UserName
+
+    resp = await bootstrap_request(bootstrap, DescribeUserScramCredentialsRequest(users=(UserName(name=user),)), auth)
+    if int(resp.error_code) != 0:
+        raise AdminError(f"DescribeUserScramCredentials: error {int(resp.error_code)}: {resp.error_message}")
+    out: set[int] = set()
+    for r in resp.results:
+        if int(r.error_code) not in (0, RESOURCE_NOT_FOUND):
+            raise AdminError(f"DescribeUserScramCredentials {user}: error {int(r.error_code)}: {r.error_message}")
+        out |= {int(c.mechanism) for c in r.credential_infos}
+    return out
+
+
+async def alter_scram_credential(bootstrap: str, user: str, mechanism: int,
+                                 upsert: tuple[bytes, bytes, int] | None, auth: AdminAuth = PLAINTEXT) -> None:
+    """Upsert (salt, salted password, iterations) or delete (None) one credential of `user`."""
+    from kio.schema.alter_user_scram_credentials.v0.request import (AlterUserScramCredentialsRequest,
+                                                                    ScramCredentialDeletion, ScramCredentialUpsertion)
+
+    if upsert is None:
+        req = AlterUserScramCredentialsRequest(
+            deletions=(ScramCredentialDeletion(name=user, mechanism=i8(mechanism)),), upsertions=())
+    else:
+        salt, salted, iterations = upsert
+        req = AlterUserScramCredentialsRequest(deletions=(), upsertions=(ScramCredentialUpsertion(
+            name=user, mechanism=i8(mechanism), iterations=i32(iterations), salt=salt, salted_password=salted),))
+    resp = await bootstrap_request(bootstrap, req, auth)
+    for r in resp.results:
+        if int(r.error_code) != 0 and not (upsert is None and int(r.error_code) == RESOURCE_NOT_FOUND):
+            raise AdminError(f"AlterUserScramCredentials {user}: error {int(r.error_code)}: {r.error_message}")
+
+
+async def describe_acls(bootstrap: str, principal: str, auth: AdminAuth = PLAINTEXT) -> list[tuple]:
+    """Every ACL of `principal`: (resource type, name, pattern type, principal, host, operation,
+    permission) in Kafka's codes."""
+    from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+
+    # ANY (1) for the type, pattern, operation and permission: the principal is the filter.
+    req = DescribeAclsRequest(resource_type_filter=i8(1), resource_name_filter=None, pattern_type_filter=i8(1),
+                              principal_filter=principal, host_filter=None, operation=i8(1), permission_type=i8(1))
+    resp = await bootstrap_request(bootstrap, req, auth)
+    if int(resp.error_code) != 0:
+        raise AdminError(f"DescribeAcls: error {int(resp.error_code)}: {resp.error_message}")
+    return [(int(r.resource_type), r.resource_name, int(r.pattern_type), a.principal, a.host, int(a.operation),
+             int(a.permission_type)) for r in resp.resources for a in r.acls]
+
+
+async def create_acls(bootstrap: str, bindings: list[tuple], auth: AdminAuth = PLAINTEXT) -> None:
+    from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
+
+    if not bindings:
+        return
+    req = CreateAclsRequest(creations=tuple(AclCreation(
+        resource_type=i8(b[0]), resource_name=b[1], resource_pattern_type=i8(b[2]), principal=b[3], host=b[4],
+        operation=i8(b[5]), permission_type=i8(b[6])) for b in bindings))
+    resp = await bootstrap_request(bootstrap, req, auth)
+    for b, r in zip(bindings, resp.results):
+        if int(r.error_code) != 0:
+            raise AdminError(f"CreateAcls {b}: error {int(r.error_code)}: {r.error_message}")
+
+
+async def delete_acls(bootstrap: str, bindings: list[tuple], auth: AdminAuth = PLAINTEXT) -> None:
+    """Delete exactly these bindings (each filter matches one)."""
+    from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
+
+    if not bindings:
+        return
+    req = DeleteAclsRequest(filters=tuple(DeleteAclsFilter(
+        resource_type_filter=i8(b[0]), resource_name_filter=b[1], pattern_type_filter=i8(b[2]), principal_filter=b[3],
+        host_filter=b[4], operation=i8(b[5]), permission_type=i8(b[6])) for b in bindings))
+    resp = await bootstrap_request(bootstrap, req, auth)
+    for b, r in zip(bindings, resp.filter_results):
+        if int(r.error_code) != 0:
+            raise AdminError(f"DeleteAcls {b}: error {int(r.error_code)}: {r.error_message}")

@@ -286,9 +286,11 @@ class Listener(ApiModel):
     port: int = Field(
         default=BROKER_PORT, ge=1024, le=65535, description="Port the brokers listen on and the Services expose."
     )
-    protocol: Literal["PLAINTEXT"] = Field(
+    protocol: Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         default="PLAINTEXT",
-        description="Security protocol. Only PLAINTEXT for now.",
+        description="Security protocol. SASL_* listeners offer SCRAM-SHA-512 unless spec.config sets "
+        "sasl.enabled.mechanisms (SASL_SSL also needs the ssl.keystore.* keys in spec.config); when the "
+        "first listener is SASL_*, the operator authenticates there as User:flotilla-operator, a super user.",
     )
 
     @field_validator("port")
@@ -907,6 +909,96 @@ class KafkaTopicStatus(ApiModel):
 
 
 # --------------------------------------------------------------------------------------------
+# KafkaUser: a SCRAM user, its ACLs and quotas (Strimzi's convention)
+
+ACL_OPERATIONS = ("All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
+                  "DescribeConfigs", "AlterConfigs", "IdempotentWrite")
+ACL_RESOURCE_NAME_MESSAGE = "spec.authorization.acls[].resource.name is required unless type is cluster"
+KAFKA_USER_NAME_MESSAGE = ("metadata.name is the Kafka user name: at most 64 characters, and not "
+                           "flotilla-operator (the operator's own user)")
+
+
+class AclResource(ApiModel):
+    """The resource an ACL is about, in Kafka's terms (kafka-acls --topic/--group/--cluster/--transactional-id)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [
+            cel("self.type == 'cluster' || (has(self.name) && self.name != '')", ACL_RESOURCE_NAME_MESSAGE)]})
+
+    type: Literal["topic", "group", "cluster", "transactionalId"] = Field(description="Kafka resource type.")
+    name: str | None = Field(default=None, max_length=255,
+                             description="Resource name, or its prefix with patternType prefix ('*': every one).")
+    pattern_type: Literal["literal", "prefix"] = Field(
+        default="literal", description="literal: exactly `name` ('*' matches all); prefix: every name starting with it.")
+
+    @model_validator(mode="after")
+    def _named(self) -> AclResource:
+        if self.type != "cluster" and not self.name:
+            raise ValueError(ACL_RESOURCE_NAME_MESSAGE)
+        return self
+
+
+class AclRule(ApiModel):
+    """One ACL rule for this user: operations allowed (or denied) on a resource from a host."""
+
+    resource: AclResource = Field(description="What the rule is about.")
+    operations: list[Literal[ACL_OPERATIONS]] = Field(  # type: ignore[valid-type]
+        min_length=1, max_length=len(ACL_OPERATIONS), description="Kafka operations the rule allows or denies.")
+    host: str = Field(default="*", max_length=255, description="Client host the rule applies to ('*': any).")
+    type: Literal["allow", "deny"] = Field(default="allow", description="allow or deny (deny wins, as in Kafka).")
+
+
+class KafkaUserAuthentication(ApiModel):
+    """How the user authenticates."""
+
+    type: Literal["scram-sha-512"] = Field(description="scram-sha-512: a SCRAM-SHA-512 credential (KIP-554).")
+
+
+class KafkaUserAuthorization(ApiModel):
+    """The user's ACLs: Git is the truth, an ACL of the user's principal not listed here is removed."""
+
+    type: Literal["simple"] = Field(default="simple", description="simple: Kafka ACLs (StandardAuthorizer).")
+    acls: list[AclRule] = Field(default_factory=list, max_length=256, description="ACL rules for User:<name>.")
+
+
+class KafkaUserQuotas(ApiModel):
+    """Quotas of the user entity (KIP-13, KIP-124), as a ClientQuota with entity.user would set."""
+
+    producer_byte_rate: int | None = Field(default=None, ge=1, description="Bytes per second produced, per broker.")
+    consumer_byte_rate: int | None = Field(default=None, ge=1, description="Bytes per second fetched, per broker.")
+    request_percentage: float | None = Field(default=None, gt=0,
+                                             description="Share of a request thread's time, in percent, per broker.")
+
+
+class KafkaUserSpec(ApiModel):
+    """A Kafka user of one KafkaCluster: its SCRAM credential (password in a Secret named after
+    it), ACLs and quotas. The user name is metadata.name."""
+
+    cluster_ref: ClusterReference = Field(description="The KafkaCluster this user belongs to.")
+    authentication: KafkaUserAuthentication = Field(description="How the user authenticates.")
+    authorization: KafkaUserAuthorization | None = Field(default=None, description="The user's ACLs.")
+    quotas: KafkaUserQuotas | None = Field(default=None, description="The user's quotas.")
+
+
+class KafkaUserStatus(ApiModel):
+    """Observed state of a KafkaUser."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    observed_generation: int | None = Field(default=None, description="The metadata.generation last handled.")
+    username: str | None = Field(default=None, description="The Kafka user name (principal User:<username>).")
+    secret: str | None = Field(default=None, description="The Secret holding username, password and sasl.jaas.config.")
+    quotas: KafkaUserQuotas | None = Field(default=None, description="The quotas last applied to the user entity.")
+    acls: int | None = Field(default=None, description="How many ACL bindings the principal holds.")
+    conditions: list[Condition] | None = Field(
+        default=None,
+        description=("Ready (reasons: Applied, Pending, Unreachable, Invalid, Conflict) and Stalled; "
+                     "ReconciliationPaused while paused."),
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+
+
+# --------------------------------------------------------------------------------------------
 # The resources, as the CRD renderer and the handlers see them
 
 
@@ -1052,7 +1144,28 @@ KAFKA_TOPIC = Resource(
     status_subresource=True,
 )
 
-RESOURCES: tuple[Resource, ...] = (KAFKA_CLUSTER, CLIENT_QUOTA, RECORD_DELETION, KAFKA_TOPIC)
+KAFKA_USER = Resource(
+    kind="KafkaUser",
+    plural="kafkausers",
+    short_names=["fku"],
+    spec=KafkaUserSpec,
+    status=KafkaUserStatus,
+    description=("A Kafka user of a KafkaCluster: a SCRAM-SHA-512 credential whose password the operator keeps "
+                 "in a Secret named after the user, its ACLs and its quotas."),
+    printer_columns=[
+        {"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterRef.name"},
+        {"name": "Authentication", "type": "string", "jsonPath": ".spec.authentication.type"},
+        {"name": "Secret", "type": "string", "jsonPath": ".status.secret", "priority": 1},
+        *_ready_columns(),
+        _MESSAGE,
+        _AGE,
+    ],
+    root_validations=[
+        cel("self.metadata.name.size() <= 64 && self.metadata.name != 'flotilla-operator'", KAFKA_USER_NAME_MESSAGE),
+    ],
+)
+
+RESOURCES: tuple[Resource, ...] = (KAFKA_CLUSTER, CLIENT_QUOTA, RECORD_DELETION, KAFKA_TOPIC, KAFKA_USER)
 
 
 def describe_errors(exc: ValidationError, prefix: str = "spec") -> str:
@@ -1080,6 +1193,7 @@ __all__ = [
     "ClientQuotaSpec",
     "KafkaClusterSpec",
     "KafkaTopicSpec",
+    "KafkaUserSpec",
     "RecordDeletionSpec",
     "RESOURCES",
     "parse_spec",

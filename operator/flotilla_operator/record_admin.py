@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .builders import record_deletion as rd
+from .kafka_admin import PLAINTEXT, AdminAuth
 from .models import RecordDeletionSpec
 
 CLIENT_ID = "flotilla-operator"
@@ -31,11 +32,24 @@ class RunResult:
     error: rd.PlanError | None = None
 
 
-def _admin(bootstrap: str) -> Any:
+def client_settings(bootstrap: str, auth: AdminAuth = PLAINTEXT) -> dict[str, Any]:
+    """librdkafka settings for the cluster: SCRAM as the operator's user when `auth` says SASL
+    (operator_credentials.py), TLS with the cluster's CA when it says SSL."""
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": CLIENT_ID,
+                            "socket.timeout.ms": int(TIMEOUT_S * 1000), "allow.auto.create.topics": False,
+                            "security.protocol": auth.security_protocol}
+    if auth.sasl:
+        conf.update({"sasl.mechanism": auth.mechanism, "sasl.username": auth.username,
+                     "sasl.password": auth.password})
+    if auth.tls and auth.ca_pem:
+        conf["ssl.ca.pem"] = auth.ca_pem
+    return conf
+
+
+def _admin(bootstrap: str, auth: AdminAuth) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "client.id": CLIENT_ID,
-                        "socket.timeout.ms": int(TIMEOUT_S * 1000), "allow.auto.create.topics": False})
+    return AdminClient(client_settings(bootstrap, auth))
 
 
 def _wait(future: Any, what: str, timeout: float = TIMEOUT_S) -> Any:
@@ -163,10 +177,11 @@ def _delete(admin: Any, topic: str, requests: dict[int, int]) -> tuple[dict[int,
     return lows, errors
 
 
-def run(bootstrap: str, spec: RecordDeletionSpec, now: datetime | None = None) -> RunResult:
+def run(bootstrap: str, spec: RecordDeletionSpec, now: datetime | None = None,
+        auth: AdminAuth = PLAINTEXT) -> RunResult:
     """Resolve the policy and delete; errors that stop the run come back in RunResult.error."""
     now = now or datetime.now(timezone.utc)
-    admin = _admin(bootstrap)
+    admin = _admin(bootstrap, auth)
     result = RunResult()
     try:
         partitions = rd.chosen_partitions(spec, _partition_count(admin, spec.topic))

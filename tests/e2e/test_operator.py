@@ -31,7 +31,7 @@ from tests.support.waiting import wait_for, wait_for_async
 pytestmark = pytest.mark.kube
 
 CRD_NAMES = ["kafkaclusters.flotilla.io", "clientquotas.flotilla.io", "recorddeletions.flotilla.io",
-             "kafkatopics.flotilla.io"]
+             "kafkatopics.flotilla.io", "kafkausers.flotilla.io"]
 # kwok never pulls or runs images; on a real cluster use the image built from the Dockerfile.
 IMAGE = os.environ.get("FLOTILLA_IMAGE", "flotilla:never-pulled")
 SELECTOR = "app.kubernetes.io/name=flotilla,app.kubernetes.io/component=broker"
@@ -221,6 +221,12 @@ def explain(kube_env, path: str, timeout: float = 60.0) -> str:
         time.sleep(1)
 
 
+def kafka_user(name: str, *acls: dict) -> dict:
+    return {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaUser", "metadata": {"name": name, "namespace": "NS"},
+            "spec": {"clusterRef": {"name": "demo"}, "authentication": {"type": "scram-sha-512"},
+                     "authorization": {"acls": list(acls)}}}
+
+
 @pytest.mark.parametrize(
     ("obj", "field", "words"),
     [
@@ -273,10 +279,20 @@ def explain(kube_env, path: str, timeout: float = 60.0) -> str:
                       "keep": {"records": 1, "duration": "1h"}}},
             "spec.keep", "exactly one of records or duration",
         ),
+        (
+            kafka_user("bad", {"resource": {"type": "topic"}, "operations": ["Read"]}),
+            "spec.authorization.acls[0].resource", "resource.name is required unless type is cluster",
+        ),
+        (
+            kafka_user("bad", {"resource": {"type": "topic", "name": "t"}, "operations": ["Fly"]}),
+            "spec.authorization.acls[0].operations[0]", "Unsupported value",
+        ),
+        (kafka_user("flotilla-operator"), "metadata.name", "not flotilla-operator"),
     ],
     ids=["replicas", "node-id", "log-dirs", "size", "storage-type", "metrics-port", "dup-port", "long-name",
          "quota-entity", "quota-user-entity", "quota-empty-entity", "quota-request-percentage", "quota-rate",
-         "deletion-before", "deletion-interval", "deletion-keep"],
+         "deletion-before", "deletion-interval", "deletion-keep", "user-acl-name", "user-acl-operation",
+         "user-operator-name"],
 )
 def test_api_server_rejects_invalid_objects_naming_the_field(kube_env, kube_namespace, crds, obj, field, words):
     obj = json.loads(json.dumps(obj).replace('"NS"', json.dumps(kube_namespace)))

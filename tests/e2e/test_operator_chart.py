@@ -30,7 +30,7 @@ CHART = ROOT / "charts" / "flotilla"
 RELEASE = "flotilla"
 SERVICE_ACCOUNT = "flotilla-operator"  # the chart's <release>-operator
 CRD_NAMES = ["kafkaclusters.flotilla.io", "clientquotas.flotilla.io", "recorddeletions.flotilla.io",
-             "kafkatopics.flotilla.io"]
+             "kafkatopics.flotilla.io", "kafkausers.flotilla.io"]
 
 
 def helm_available(kube_env) -> bool:
@@ -77,7 +77,7 @@ def test_helm_template_renders_what_we_expect(helm):
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert ("Deployment", "flotilla-operator") in kinds
     assert ("ClusterRole", "flotilla-operator") in kinds and ("ClusterRoleBinding", "flotilla-operator") in kinds
-    assert sum(1 for k, _ in kinds if k == "CustomResourceDefinition") == 4  # KafkaCluster, ClientQuota, RecordDeletion, KafkaTopic
+    assert sum(1 for k, _ in kinds if k == "CustomResourceDefinition") == 5  # KafkaCluster, ClientQuota, RecordDeletion, KafkaTopic, KafkaUser
     assert not any(k == "PodMonitor" for k, _ in kinds)
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]

@@ -15,6 +15,8 @@ NEEDED = [
     ("patch", "recorddeletions.flotilla.io"),
     ("patch", "kafkaclusters.flotilla.io", "status"), ("patch", "clientquotas.flotilla.io", "status"),
     ("patch", "recorddeletions.flotilla.io", "status"),
+    ("list", "kafkausers.flotilla.io"), ("watch", "kafkausers.flotilla.io"), ("get", "kafkausers.flotilla.io"),
+    ("patch", "kafkausers.flotilla.io"), ("patch", "kafkausers.flotilla.io", "status"),
     ("update", "kafkaclusters.flotilla.io", "finalizers"),  # blockOwnerDeletion on its children
     ("create", "statefulsets.apps"), ("patch", "statefulsets.apps"), ("watch", "statefulsets.apps"),
     ("create", "services"), ("patch", "services"), ("create", "configmaps"), ("patch", "configmaps"),
@@ -29,8 +31,9 @@ NEEDED = [
     # Replacing a StatefulSet (pods orphaned, kept) to change its immutable podManagementPolicy;
     # reading the broker pods for the roll gate.
     ("delete", "statefulsets.apps"), ("list", "pods"), ("get", "pods"),
-    # Only to grant the brokers their SCRAM credentials' Secret (Kubernetes refuses to let it
-    # grant what it does not hold).
+    # To grant the brokers their SCRAM credentials' Secret (Kubernetes refuses to let it grant what
+    # it does not hold), and for its own password per SASL cluster and each KafkaUser's Secret:
+    # created once, then compare-and-set (update).
     ("get", "secrets"), ("watch", "secrets"), ("create", "secrets"), ("update", "secrets"),
     # Reading each child before applying it: an object the fleet did not create is left alone.
     ("get", "services"), ("get", "serviceaccounts"), ("get", "poddisruptionbudgets.policy"),
@@ -44,6 +47,7 @@ FORBIDDEN = [
     ("create", "deployments.apps"), ("delete", "roles.rbac.authorization.k8s.io"),
     ("delete", "configmaps"),  # brokers read and update one ConfigMap (client quotas), never delete
     ("delete", "clientquotas.flotilla.io"), ("delete", "recorddeletions.flotilla.io"),
+    ("delete", "kafkausers.flotilla.io"), ("update", "kafkausers.flotilla.io"),
     ("get", "kafkaclusters.flotilla.io", "status"),  # status is only ever patched
     ("update", "kafkaclusters.flotilla.io"),  # kopf patches; nothing replaces a user's object
     # Issue 23: no write access to Leases (kube-system's leader elections) or KafkaTopics.

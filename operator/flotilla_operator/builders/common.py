@@ -19,6 +19,9 @@ CONFIG_DIR = "/etc/flotilla"
 CONFIG_FILE = "server.properties"
 
 
+# The operator's Kafka user on clusters whose bootstrap listener is SASL (operator_credentials.py).
+OPERATOR_USER = "flotilla-operator"
+
 @dataclass(frozen=True)
 class Owner:
     """The KafkaCluster that owns the objects being built."""

@@ -6,6 +6,9 @@ from typing import Any
 
 from ..models import METRICS_PORT, KafkaClusterSpec, replication_settings
 from .cluster_id import id_from_uid
+from .common import OPERATOR_USER
+
+OPERATOR_PRINCIPAL = f"User:{OPERATOR_USER}"
 from .common import CONFIG_FILE, DATA_DIR, Owner, configmap_name, metadata
 
 
@@ -41,7 +44,23 @@ def operator_config(owner: Owner, spec: KafkaClusterSpec, cluster_id: str | None
         config["listener.security.protocol.map"] = ",".join(f"{l.name}:{l.protocol}" for l in listeners)
     if len(listeners) > 1 or listeners[0].name != listeners[0].protocol:
         config["inter.broker.listener.name"] = listeners[0].name
+    config.update(sasl_config(spec))
     return config
+
+
+def sasl_config(spec: KafkaClusterSpec) -> dict[str, str]:
+    """With a SASL listener: SCRAM-SHA-512 offered (unless spec.config says which mechanisms), and
+    the operator's user a super user (operator_credentials.py), added to any super.users of
+    spec.config, so that ACLs never lock the operator out of what it manages. Nothing for
+    PLAINTEXT-only fleets: their file, and so their pods, stay as they were."""
+    if not any(l.protocol.startswith("SASL_") for l in spec.listeners):
+        return {}
+    out = {}
+    if "sasl.enabled.mechanisms" not in spec.config:
+        out["sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
+    users = [u.strip() for u in str(spec.config.get("super.users", "")).split(";") if u.strip()]
+    out["super.users"] = ";".join(users + [OPERATOR_PRINCIPAL] * (OPERATOR_PRINCIPAL not in users))
+    return out
 
 
 def replication_defaults(spec: KafkaClusterSpec) -> dict[str, str]:
@@ -73,9 +92,10 @@ def server_properties(owner: Owner, spec: KafkaClusterSpec, cluster_id: str | No
         # Not the broker count itself: scaling beyond 3 brokers must not change the file (a roll).
         lines.append("# Replication defaults for this fleet size (spec.config may set them):")
         lines += [f"{k}={v}" for k, v in sorted(defaults.items())]
-    if spec.config:
+    user_config = {k: v for k, v in spec.config.items() if k not in sasl_config(spec)}
+    if user_config:
         lines.append("# From spec.config:")
-        lines += [f"{k}={_value(v)}" for k, v in sorted(spec.config.items())]
+        lines += [f"{k}={_value(v)}" for k, v in sorted(user_config.items())]
     return "\n".join(lines) + "\n"
 
 

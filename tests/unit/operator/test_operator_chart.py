@@ -71,6 +71,10 @@ def test_rbac_covers_what_the_operator_does():
         elif plural == "pods":  # read only: the roll gate
             for verb in ("get", "list"):
                 assert _allowed(rules, group, plural, verb), (plural, verb)
+        elif plural == "secrets":  # created once and compare-and-set, never applied nor deleted
+            for verb in ("get", "create", "update"):
+                assert _allowed(rules, group, plural, verb), (plural, verb)
+            assert not _allowed(rules, group, plural, "delete")
         elif plural == "leases":  # read only: the brokers' Leases for the status
             for verb in ("get", "list", "watch"):
                 assert _allowed(rules, group, plural, verb), (plural, verb)

@@ -61,6 +61,11 @@ class FakeKube:
         self.objects[key] = copy.deepcopy(obj)
         return self.objects[key]
 
+    async def replace(self, obj):
+        key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        self.objects[key] = copy.deepcopy(obj)
+        return self.objects[key]
+
     async def delete(self, kind, namespace, name, *, propagation="Background", uid=None):
         self.deleted.append((kind, name, propagation))
         self.objects.pop((kind, namespace, name), None)
@@ -184,14 +189,15 @@ async def test_client_quota_is_applied_through_its_clusters_bootstrap(monkeypatc
     memo = memo_for(kube)
     sent, held = [], {}
 
-    async def alter(bootstrap, entity, ops):
+    async def alter(bootstrap, entity, ops, auth):
+        assert auth == kafka_admin.PLAINTEXT  # a PLAINTEXT cluster: no credentials
         sent.append((bootstrap, entity, ops))
         held.update({k: v for k, v in ops.items() if v is not None})
 
-    async def brokers(bootstrap):
+    async def brokers(bootstrap, auth):
         return [kafka_admin.BrokerAddress(1, "demo-broker-0", 9092), kafka_admin.BrokerAddress(2, "demo-broker-1", 9092)]
 
-    async def describe(address, entity):
+    async def describe(address, entity, auth):
         return dict(held)
 
     monkeypatch.setattr(kafka_admin, "alter_client_quota", alter)
@@ -241,7 +247,7 @@ async def test_client_quota_needs_no_finalizer_and_is_removed_when_its_deletion_
     memo = memo_for(kube)
     sent = []
 
-    async def alter(bootstrap, entity, ops):
+    async def alter(bootstrap, entity, ops, auth):
         sent.append((bootstrap, entity, ops))
 
     monkeypatch.setattr(kafka_admin, "alter_client_quota", alter)
@@ -252,6 +258,49 @@ async def test_client_quota_needs_no_finalizer_and_is_removed_when_its_deletion_
     assert sent == [("demo-bootstrap.ns.svc:9092", {"client-id": "etl"},
                      {"producer_byte_rate": None, "consumer_byte_rate": None, "request_percentage": None})]
     del resource
+
+
+async def test_client_quota_on_a_sasl_cluster_authenticates_as_the_operator(monkeypatch):
+    """The bootstrap listener is SASL_PLAINTEXT: the operator creates its password Secret once,
+    writes its SCRAM credential into the brokers' stored credentials and sends with it; a second
+    run keeps both (no new password, no new salt)."""
+    import base64
+
+    from flotilla_operator import kafka_admin
+    from flotilla_operator.operator_credentials import credential_matches
+    from broker.metadata.kube_document import document_of
+
+    quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1,
+                                                 "creationTimestamp": "2026-01-01T00:00:00Z"},
+             "spec": {"clusterRef": {"name": "demo"}, "entity": {"user": "app"}, "producerByteRate": 1024}}
+    cl = cluster({"replicas": 1, "listeners": [{"name": "SASL_PLAINTEXT", "port": 9092, "protocol": "SASL_PLAINTEXT"}]})
+    cl["status"] = {"bootstrapServers": "demo-bootstrap.ns.svc:9092"}
+    kube = FakeKube([quota, cl])
+    auths = []
+
+    async def alter(bootstrap, entity, ops, auth):
+        auths.append(auth)
+
+    async def brokers(bootstrap, auth):
+        return []
+
+    monkeypatch.setattr(kafka_admin, "alter_client_quota", alter)
+    monkeypatch.setattr(kafka_admin, "brokers", brokers)
+    await handlers.clientquota_changed(body=kube.objects[("ClientQuota", "ns", "q")], memo=memo_for(kube))
+    (auth,) = auths
+    assert (auth.security_protocol, auth.username, auth.mechanism) == ("SASL_PLAINTEXT", "flotilla-operator", "SCRAM-SHA-512")
+    mine = kube.objects[("Secret", "ns", "demo-operator-credentials")]
+    assert base64.b64decode(mine["data"]["password"]).decode() == auth.password
+    assert mine["metadata"]["ownerReferences"][0]["uid"] == cl["metadata"]["uid"]
+    stored = kube.objects[("Secret", "ns", "demo-scram-credentials")]
+    assert stored["metadata"]["labels"]["flotilla.io/cluster"] == "demo"
+    document = document_of("Secret", "credentials.json", stored)
+    assert credential_matches(document, "flotilla-operator", auth.password)
+    assert auth.password not in str(document)
+
+    await handlers.clientquota_changed(body=kube.objects[("ClientQuota", "ns", "q")], memo=memo_for(kube))
+    assert auths[1] == auth
+    assert document_of("Secret", "credentials.json", kube.objects[("Secret", "ns", "demo-scram-credentials")]) == document
 
 
 def test_login_picks_the_client_library_only_for_exec_users(tmp_path):

@@ -1,0 +1,185 @@
+"""The operator against a broker whose only client listener requires SASL (issue 23): it
+authenticates as its own SCRAM user (operator_credentials.py), so a ClientQuota applies (without
+credentials its admin client is refused), and a KafkaUser gives a real client a password in a
+Secret, ACLs that follow Git, and a credential that goes with the resource.
+
+One broker on Kubernetes metadata (the test API server holds its stored SCRAM credentials and
+ACLs, which the operator writes to) with the authorizer on and no ACL meaning no access; its
+PLAINTEXT listener is the inter-broker one only (the test harness's readiness check). The
+operator runs in-process (kopf) and reaches the broker through the paused stand-in KafkaCluster's
+annotation.
+
+    pytest -p flotilla.testenv.pytest_plugin -m kube tests/e2e/test_operator_kafka_user.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from flotilla_operator import kafka_admin
+from tests.e2e.test_acls import _codes, _consume, _produce
+from tests.e2e.test_operator import apply, condition, free_port, get_json
+from tests.e2e.test_scram_credentials import auth_error
+from tests.support.cluster import BrokerCluster
+from tests.support.crds import install_crds, remove_crds
+from tests.support.outside_cluster import stand_in_cluster
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.kube, pytest.mark.timeout(240),
+              pytest.mark.flotilla_only("the operator drives a Flotilla broker on Kubernetes metadata")]
+
+CLUSTER = "demo"
+
+
+@pytest.fixture
+def sasl_broker(tmp_path, kube_env, kube_namespace):
+    """A broker of cluster `demo` whose client listener is SASL_PLAINTEXT/SCRAM-SHA-512 only."""
+    c = BrokerCluster(tmp_path / "broker", kube_env, kube_namespace, size=1, name=CLUSTER, overrides={
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        # what the operator renders into server.properties of a SASL cluster (builders/configmap.py)
+        "super.users": "User:flotilla-operator"})
+    (b,) = c.brokers
+    b.sasl_port = free_port()
+    b.overrides["listeners"] = f"INTERNAL://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{b.sasl_port}"
+    b.overrides["advertised.listeners"] = b.overrides["listeners"]
+    with c:
+        yield b
+
+
+@pytest.fixture
+def user_operator(kube_env, sasl_broker):
+    from kopf.testing import KopfRunner
+
+    install_crds(kube_env)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KUBECONFIG", str(kube_env.kubeconfig))
+        mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", f"127.0.0.1:{free_port()}")
+        mp.setenv("FLOTILLA_OPERATOR_LIVENESS_ADDRESS", "off")
+        with KopfRunner(["run", "--all-namespaces", "--standalone", "-m", "flotilla_operator.handlers"],
+                        timeout=60) as runner:
+            yield runner
+    remove_crds(kube_env)
+    assert runner.exception is None, runner.output[-4000:]
+
+
+def _secret(kube_env, ns: str, name: str) -> dict[str, str]:
+    obj = get_json(kube_env, "secret", name, "-n", ns)
+    return {k: base64.b64decode(v).decode() for k, v in obj["data"].items()}
+
+
+def _sasl(address: str, user: str, password: str) -> dict[str, str]:
+    return {"bootstrap.servers": address, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": user, "sasl.password": password}
+
+
+def _ready(kube_env, kind: str, ns: str, name: str, reason: str = "Applied") -> dict:
+    """The object once its Ready condition has `reason` for its generation (a timeout shows the
+    last condition)."""
+    def check():
+        obj = get_json(kube_env, kind, name, "-n", ns, check=False)
+        return obj, condition(obj, "Ready")
+
+    def done(got) -> bool:
+        obj, ready = got
+        return ready.get("reason") == reason and ready.get("observedGeneration") == obj["metadata"]["generation"]
+    return wait_for(f"{kind} {name}: Ready reason {reason}", check, until=done, timeout=60)[0]
+
+
+def _group_error(conf: dict, group: str) -> int:
+    """The Kafka error of reading `group`'s committed offsets as `conf`'s user (0: allowed)."""
+    admin = AdminClient(conf)
+    try:
+        admin.describe_consumer_groups([group])[group].result(15)
+        return 0
+    except KafkaException as exc:
+        return exc.args[0].code()
+
+
+USER_ACLS = [
+    {"resource": {"type": "topic", "name": "orders", "patternType": "prefix"}, "operations": ["Write", "Describe", "Read"]},
+    {"resource": {"type": "group", "name": "g"}, "operations": ["Read"]},
+]
+
+
+def test_the_operator_authenticates_and_a_kafka_user_works_end_to_end(kube_env, kube_namespace, sasl_broker,
+                                                                      user_operator):
+    ns, address = kube_namespace, f"127.0.0.1:{sasl_broker.sasl_port}"
+    cluster = stand_in_cluster(CLUSTER, ns, address)
+    cluster["spec"]["listeners"] = [{"name": "SASL_PLAINTEXT", "port": 9092, "protocol": "SASL_PLAINTEXT"}]
+    apply(kube_env, cluster)
+    # Without credentials the operator's admin client is refused on this listener (before this
+    # change every ClientQuota of such a cluster was Unreachable).
+    with pytest.raises(kafka_admin.AdminError):
+        asyncio.run(kafka_admin.brokers(address))
+
+    # A ClientQuota applies: the operator authenticated as flotilla-operator.
+    apply(kube_env, {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "app-q", "namespace": ns},
+                     "spec": {"clusterRef": {"name": CLUSTER}, "entity": {"clientId": "app"}, "producerByteRate": 1048576}})
+    quota = _ready(kube_env, "clientquota", ns, "app-q")
+    assert quota["status"]["brokers"] == [{"nodeId": 1, "producerByteRate": 1048576}]
+    operator = _secret(kube_env, ns, f"{CLUSTER}-operator-credentials")
+    assert operator["username"] == "flotilla-operator"
+    admin = AdminClient(_sasl(address, "flotilla-operator", operator["password"]))
+    for f in admin.create_topics([NewTopic("orders-1", 1, 1), NewTopic("other", 1, 1)]).values():
+        f.result(30)
+
+    user = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaUser", "metadata": {"name": "app", "namespace": ns},
+            "spec": {"clusterRef": {"name": CLUSTER}, "authentication": {"type": "scram-sha-512"},
+                     "authorization": {"acls": USER_ACLS}, "quotas": {"producerByteRate": 2097152}}}
+    apply(kube_env, user)
+    got = _ready(kube_env, "kafkauser", ns, "app")
+    assert (got["status"]["username"], got["status"]["secret"]) == ("app", "app")
+    creds = _secret(kube_env, ns, "app")
+    assert creds["username"] == "app" and f'password="{creds["password"]}"' in creds["sasl.jaas.config"]
+    conf = _sasl(address, "app", creds["password"])
+
+    # produce and consume where the ACLs allow; another topic is refused
+    assert _produce(conf, "orders-1", 3) == []
+    values, errors = _consume(conf, "orders-1", "g", 3)
+    assert (values, errors) == ([b"v0", b"v1", b"v2"], [])
+    assert _codes(_produce(conf, "other", 1)) == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    assert _group_error(conf, "g") == 0
+
+    # Git is the truth: the group rule removed from the object takes the group away
+    edited = copy.deepcopy(user)
+    edited["spec"]["authorization"]["acls"] = USER_ACLS[:1]
+    apply(kube_env, edited)
+    wait_for("the consumer's group access to go with its ACL", lambda: _group_error(conf, "g"),
+             until=lambda code: code == KafkaError.GROUP_AUTHORIZATION_FAILED, timeout=60)
+    assert _produce(conf, "orders-1", 1) == []  # the rest stays
+
+    # deleting the KafkaUser removes its credential: authentication fails
+    kube_env.kubectl("delete", "kafkauser", "app", "-n", ns, "--wait=true", "--timeout=60s")
+    wait_for("the deleted KafkaUser's credential to be refused", lambda: auth_error(conf),
+             until=lambda message: "invalid credentials" in message.lower() or "authentication" in message.lower(),
+             timeout=60)
+
+
+def test_the_admin_clients_speak_sasl_ssl_with_the_clusters_ca(tmp_path):
+    """SASL_SSL: kafka_admin (TLS trusting the given CA, then SCRAM) and record_admin's librdkafka
+    settings reach a real broker; a wrong password is refused with the broker's message."""
+    from confluent_kafka.admin import AdminClient as Admin
+
+    from flotilla_operator.record_admin import client_settings
+    from tests.support.secure_broker import USERS, running_secure_broker
+
+    with running_secure_broker("flotilla", tmp_path) as sb:
+        address, ca = sb.address("SASL_SSL"), sb.pki.ca_file.read_text()
+        auth = kafka_admin.AdminAuth("SASL_SSL", "alice", USERS["alice"], ca_pem=ca)
+        assert [b.node_id for b in asyncio.run(kafka_admin.brokers(address, auth))] == [1]
+        with pytest.raises(kafka_admin.AdminError, match="authentication as alice failed"):
+            asyncio.run(kafka_admin.brokers(address, kafka_admin.AdminAuth("SASL_SSL", "alice", "wrong", ca_pem=ca)))
+        with pytest.raises(kafka_admin.AdminError):  # the system's CAs do not know the test CA
+            asyncio.run(kafka_admin.brokers(address, kafka_admin.AdminAuth("SASL_SSL", "alice", USERS["alice"])))
+        md = Admin(client_settings(address, auth)).list_topics(timeout=15)
+        assert list(md.brokers) == [1]
