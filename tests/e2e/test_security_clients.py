@@ -52,12 +52,16 @@ def _round_trip(family: str, secure: SecureBroker, listener: str, settings: dict
     if family == "java":
         return java_round_trip(secure, listener, topic, values, expect, **settings)
     conf = secure.confluent(listener, **settings)
-    preload = None
-    if settings.get("mechanism", "").startswith("SCRAM") and kcat_librdkafka_version() < FIXED_SCRAM_NONCE:
+    preload = _kcat_preload(settings.get("mechanism", ""))
+    if preload:
         stderr = kcat_failure(conf)
         assert WRONG_PASSWORD["SCRAM-SHA-512"] in stderr, stderr[-2000:]
-        preload = wheel_librdkafka()
     return kcat_round_trip(conf, topic, values, expect, preload=preload)
+
+
+def _kcat_preload(mechanism: str) -> str | None:
+    """A librdkafka whose SCRAM works with Kafka 4.x for kcat, where its own is older (None: its own)."""
+    return wheel_librdkafka() if mechanism.startswith("SCRAM") and kcat_librdkafka_version() < FIXED_SCRAM_NONCE else None
 
 
 @pytest.mark.parametrize("listener,mechanism", ROUND_TRIPS, ids=[f"{l}-{m or 'cert'}" for l, m in ROUND_TRIPS])
@@ -78,6 +82,19 @@ def test_wrong_password_gets_kafkas_authentication_error(secure, mechanism, capl
     assert "[Error 58] SaslAuthenticationFailed" in logged and WRONG_PASSWORD[mechanism] in logged, logged
     stderr = java_failure(secure, "SASL_SSL", mechanism=mechanism, password="wrong")
     assert "SaslAuthenticationException" in stderr and WRONG_PASSWORD[mechanism] in stderr, stderr[-3000:]
+    stderr = kcat_failure(secure.confluent("SASL_SSL", mechanism=mechanism, password="wrong"), _kcat_preload(mechanism))
+    assert "SASL authentication error" in stderr and WRONG_PASSWORD[mechanism] in stderr, stderr[-3000:]
+
+
+def test_unknown_mechanism_gets_kafkas_error(secure, caplog):
+    """A mechanism the listener does not enable (SCRAM-SHA-256 here): UNSUPPORTED_SASL_MECHANISM,
+    which each client reports with the listener's enabled mechanisms or the error's name."""
+    logged = aiokafka_failure(secure.aiokafka("SASL_SSL", mechanism="SCRAM-SHA-256"), caplog)
+    assert "UnsupportedSaslMechanism" in logged, logged
+    stderr = java_failure(secure, "SASL_SSL", mechanism="SCRAM-SHA-256")
+    assert "UnsupportedSaslMechanismException" in stderr and "SCRAM-SHA-256" in stderr, stderr[-3000:]
+    stderr = kcat_failure(secure.confluent("SASL_SSL", mechanism="SCRAM-SHA-256"))
+    assert "Unsupported SASL mechanism: broker's supported mechanisms: PLAIN,SCRAM-SHA-512" in stderr, stderr[-3000:]
 
 
 def _confluent_errors(conf: dict) -> list[str]:

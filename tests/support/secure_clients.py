@@ -121,9 +121,9 @@ def _kcat(conf: dict, *args: str, input: str | None = None, preload: str | None 
                           capture_output=True, text=True, timeout=60, env=env)
 
 
-def kcat_failure(conf: dict) -> str:
+def kcat_failure(conf: dict, preload: str | None = None) -> str:
     """stderr of a kcat -L that must fail to reach the broker."""
-    proc = _kcat(conf, "-L", "-m", "5")
+    proc = _kcat(conf, "-L", "-m", "5", preload=preload)
     assert proc.returncode != 0, f"kcat -L succeeded: {proc.stdout[-500:]}"
     return proc.stderr
 
