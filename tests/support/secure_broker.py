@@ -1,5 +1,6 @@
 """A broker (Flotilla or Apache Kafka, same settings) with one listener per security protocol, and
-client settings for each, for tests/e2e/test_security.py.
+client settings for each (librdkafka, kafka-python, aiokafka, Java properties), for
+tests/e2e/test_security.py, test_security_clients.py and the other security suites.
 
 Listeners: PLAINTEXT (readiness checks and admin), SSL (server certificate only), MTLS (SSL with
 `ssl.client.auth=required`), SASL_PLAINTEXT and SASL_SSL (PLAIN and SCRAM-SHA-512), and EXPIRED
