@@ -22,6 +22,8 @@ from tests.support import kafka_wire
 from tests.support.interop_suite import make_topic
 from tests.support.prometheus import metric
 from tests.support.secure_broker import SecureBroker, running_secure_broker
+from tests.support.secure_clients import confluent_produce as _confluent_produce
+from tests.support.secure_clients import confluent_read as _confluent_read
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -39,34 +41,6 @@ def secure(kafka_target, tmp_path_factory) -> SecureBroker:
 
 def _mech(mechanism):
     return {"mechanism": mechanism} if mechanism else {}
-
-
-def _confluent_produce(conf: dict, topic: str, values: list[bytes]) -> None:
-    from confluent_kafka import Producer
-
-    errors = []
-    p = Producer({**conf, "acks": "all", "error_cb": errors.append})
-    for v in values:
-        p.produce(topic, v, partition=0, on_delivery=lambda err, _m: err and errors.append(err))
-    left = p.flush(30)
-    assert left == 0 and not errors, f"confluent producer: {left} undelivered, errors {errors}"
-
-
-def _confluent_read(conf: dict, topic: str, count: int) -> list[bytes]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({**conf, "group.id": "sec-readers", "enable.auto.commit": False})
-    got: list[bytes] = []
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + 30
-        while len(got) < count and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is not None and not m.error():
-                got.append(m.value())
-    finally:
-        c.close()
-    return got
 
 
 def _kafka_python_produce(kw: dict, topic: str, values: list[bytes]) -> None:

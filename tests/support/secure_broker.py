@@ -1,8 +1,10 @@
 """A broker (Flotilla or Apache Kafka, same settings) with one listener per security protocol, and
-client settings for each, for tests/e2e/test_security.py.
+client settings for each (librdkafka, kafka-python, aiokafka, Java properties), for
+tests/e2e/test_security.py, test_security_clients.py and the other security suites.
 
 Listeners: PLAINTEXT (readiness checks and admin), SSL (server certificate only), MTLS (SSL with
-`ssl.client.auth=required`), SASL_PLAINTEXT and SASL_SSL (PLAIN and SCRAM-SHA-512). The keystore
+`ssl.client.auth=required`), SASL_PLAINTEXT and SASL_SSL (PLAIN and SCRAM-SHA-512), and EXPIRED
+(SSL whose server certificate has expired: clients must refuse it). The keystore
 is Kafka's PEM file form (key + chain in one file) on SSL and SASL_SSL, and the
 inline form (ssl.keystore.certificate.chain / ssl.keystore.key) on MTLS. SCRAM
 credentials go to Flotilla as a file and to Apache Kafka through kafka-storage --add-scram.
@@ -20,7 +22,11 @@ from tests.support.broker_process import FlotillaBroker, ServerProcess, free_por
 from tests.support.tls_certs import TestPki
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
-PROTOCOLS = {"SSL": "SSL", "MTLS": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"}
+PROTOCOLS = {"SSL": "SSL", "MTLS": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL", "EXPIRED": "SSL"}
+TLS_LISTENERS = ("SSL", "MTLS", "SASL_SSL", "EXPIRED")
+LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                 "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                 "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
 PLAIN_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
               + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
 # Kafka wants a JAAS entry for every mechanism a SASL listener enables; for SCRAM it only holds
@@ -45,7 +51,7 @@ class SecureBroker:
                   mechanism: str = "SCRAM-SHA-512", cert: str | None = "alice") -> dict[str, str]:
         """librdkafka settings to reach `listener` (bootstrap.servers included)."""
         conf = {"bootstrap.servers": self.address(listener), "security.protocol": PROTOCOLS.get(listener, listener)}
-        if listener in ("SSL", "MTLS", "SASL_SSL"):
+        if listener in TLS_LISTENERS:
             conf["ssl.ca.location"] = str(self.pki.ca_file)
         if listener == "MTLS" and cert:
             conf.update({"ssl.certificate.location": str(self.pki.client_cert(cert)),
@@ -60,7 +66,7 @@ class SecureBroker:
         """kafka-python keyword arguments to reach `listener`."""
         kw: dict[str, object] = {"bootstrap_servers": self.address(listener),
                                  "security_protocol": PROTOCOLS.get(listener, listener)}
-        if listener in ("SSL", "MTLS", "SASL_SSL"):
+        if listener in TLS_LISTENERS:
             kw["ssl_cafile"] = str(self.pki.ca_file)
         if listener == "MTLS" and cert:
             kw.update(ssl_certfile=str(self.pki.client_cert(cert)), ssl_keyfile=str(self.pki.client_key(cert)))
@@ -68,6 +74,33 @@ class SecureBroker:
             kw.update(sasl_mechanism=mechanism, sasl_plain_username=user,
                       sasl_plain_password=USERS[user] if password is None else password)
         return kw
+
+    def aiokafka(self, listener: str, *, user: str = "alice", password: str | None = None,
+                 mechanism: str = "SCRAM-SHA-512", cert: str | None = "alice") -> dict[str, object]:
+        """aiokafka keyword arguments to reach `listener` (its TLS settings are an SSLContext)."""
+        from aiokafka.helpers import create_ssl_context
+
+        kw = self.kafka_python(listener, user=user, password=password, mechanism=mechanism, cert=cert)
+        files = {k: kw.pop(k) for k in ("ssl_cafile", "ssl_certfile", "ssl_keyfile") if k in kw}
+        if files:
+            kw["ssl_context"] = create_ssl_context(cafile=files["ssl_cafile"], certfile=files.get("ssl_certfile"),
+                                                   keyfile=files.get("ssl_keyfile"))
+        return kw
+
+    def java(self, listener: str, *, user: str = "alice", password: str | None = None,
+             mechanism: str = "SCRAM-SHA-512", cert: str | None = "alice") -> str:
+        """Java client properties (a --config file's text) to reach `listener`; the bootstrap
+        address is given separately."""
+        props = {"security.protocol": PROTOCOLS.get(listener, listener)}
+        if listener in TLS_LISTENERS:
+            props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.pki.ca_file)})
+        if listener == "MTLS" and cert:
+            props.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.pki.client_keystore(cert))})
+        if listener.startswith("SASL"):
+            secret = USERS[user] if password is None else password
+            props.update({"sasl.mechanism": mechanism, "sasl.jaas.config":
+                          f'{LOGIN_MODULES.get(mechanism, LOGIN_MODULES["PLAIN"])} required username="{user}" password="{secret}";'})
+        return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
 def inline(pem: bytes, target: str) -> str:
@@ -99,6 +132,7 @@ def make_secure_broker(target: str, workdir: Path, pki: TestPki, extra: dict[str
         # Unencrypted: Java's PEM reader cannot decrypt PBES2 keys (cryptography's only PKCS#8
         # encryption); the encrypted form is covered by tests/unit/broker/security/test_tls.py.
         settings[f"listener.name.{listener}.ssl.keystore.location"] = str(pki.broker_keystore)
+    settings["listener.name.expired.ssl.keystore.location"] = str(pki.broker_keystore_expired)
     for listener in ("sasl_plaintext", "sasl_ssl"):
         settings[f"listener.name.{listener}.plain.sasl.jaas.config"] = PLAIN_JAAS
         settings[f"listener.name.{listener}.scram-sha-512.sasl.jaas.config"] = SCRAM_JAAS

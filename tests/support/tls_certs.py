@@ -1,6 +1,7 @@
 """Test certificates made at test time (cryptography): a CA, a broker certificate for 127.0.0.1
 and localhost, client certificates signed by that CA, and a second, untrusted CA with its own
-client. Written as PEM files in Kafka's PEM keystore shape (private key and chain in one file,
+client; plus an expired client certificate and an expired broker certificate (both signed by the
+trusted CA: only their dates are wrong). Written as PEM files in Kafka's PEM keystore shape (private key and chain in one file,
 optionally with the key encrypted), so the same files serve Flotilla, Apache Kafka and the clients.
 """
 
@@ -42,9 +43,12 @@ class Issued:
 
 
 def _issue(subject: x509.Name, issuer: Issued | None, *, ca: bool = False, server: bool = False,
-           days: int = 2) -> Issued:
+           days: int = 2, expired: bool = False) -> Issued:
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
+    if expired:  # valid for a day, ten days ago
+        now -= datetime.timedelta(days=10)
+        days = 1
     builder = (x509.CertificateBuilder()
                .subject_name(subject)
                .issuer_name(issuer.cert.subject if issuer else subject)
@@ -71,7 +75,8 @@ def _issue(subject: x509.Name, issuer: Issued | None, *, ca: bool = False, serve
 @dataclass
 class TestPki:
     """PEM files under `directory`: ca.pem, broker.pem (key + chain), broker-encrypted.pem (key
-    encrypted with KEY_PASSWORD), and for each client `<name>.key`, `<name>.crt`."""
+    encrypted with KEY_PASSWORD), broker-expired.pem (an expired certificate), and for each client
+    `<name>.key`, `<name>.crt` and `<name>-keystore.pem` (both)."""
 
     directory: Path
     ca: Issued
@@ -91,26 +96,39 @@ class TestPki:
     def broker_keystore_encrypted(self) -> Path:
         return self.directory / "broker-encrypted.pem"
 
+    @property
+    def broker_keystore_expired(self) -> Path:
+        return self.directory / "broker-expired.pem"
+
     def client_key(self, name: str) -> Path:
         return self.directory / f"{name}.key"
 
     def client_cert(self, name: str) -> Path:
         return self.directory / f"{name}.crt"
 
+    def client_keystore(self, name: str) -> Path:
+        """Key and certificate in one file: the Java client's PEM keystore."""
+        return self.directory / f"{name}-keystore.pem"
+
 
 def make_pki(directory: Path, clients: tuple[str, ...] = ("alice",)) -> TestPki:
     """A CA, a broker certificate and client certificates CN=<name>,OU=clients,O=Flotilla Tests;
-    plus `mallory`, signed by another CA the broker does not trust."""
+    plus `mallory`, signed by another CA the broker does not trust, and `expired`
+    (CN=expired,OU=clients), signed by the CA but no longer valid."""
     directory.mkdir(parents=True, exist_ok=True)
     ca = _issue(_name("Flotilla Test CA"), None, ca=True, days=30)
     broker = _issue(_name("broker"), ca, server=True)
     issued = {name: _issue(_name(name, "clients"), ca) for name in clients}
     rogue_ca = _issue(_name("Rogue CA"), None, ca=True, days=30)
     issued["mallory"] = _issue(_name("mallory", "clients"), rogue_ca)
+    issued["expired"] = _issue(_name("expired", "clients"), ca, expired=True)
+    broker_expired = _issue(_name("broker"), ca, server=True, expired=True)
     (directory / "ca.pem").write_bytes(ca.cert_pem())
     (directory / "broker.pem").write_bytes(broker.key_pem() + broker.cert_pem() + ca.cert_pem())
+    (directory / "broker-expired.pem").write_bytes(broker_expired.key_pem() + broker_expired.cert_pem() + ca.cert_pem())
     (directory / "broker-encrypted.pem").write_bytes(broker.key_pem(KEY_PASSWORD) + broker.cert_pem() + ca.cert_pem())
     for name, item in issued.items():
         (directory / f"{name}.key").write_bytes(item.key_pem())
         (directory / f"{name}.crt").write_bytes(item.cert_pem())
+        (directory / f"{name}-keystore.pem").write_bytes(item.key_pem() + item.cert_pem())
     return TestPki(directory, ca, broker, issued, rogue_ca)

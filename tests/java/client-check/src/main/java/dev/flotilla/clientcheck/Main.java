@@ -66,10 +66,19 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * list-groups    --bootstrap B                  prints {"groups":[...]}
  * describe-group --bootstrap B --group G        prints {"group":G,"state":S,"members":N}
  * delete-group   --bootstrap B --group G        prints {"deleted":G}
+ * round-trip     --bootstrap B --topic T --expect N [--timeout-ms MS]   one JVM for a secured
+ *                listener's round trip: produces the values on stdin (one a line) to partition 0,
+ *                prints {"event":"produced","offset"} each, then reads partition 0 from the start
+ *                until N records, printing {"event":"record","offset","value"} each (exit 3: fewer)
+ *
+ * Every subcommand takes --config FILE: client properties (security.protocol, ssl.*, sasl.*)
+ * applied on top of the subcommand's own.
  * </pre>
  */
 public final class Main {
   private static final ObjectMapper JSON = new ObjectMapper();
+  /** --config's properties, added to every client's. */
+  private static final Properties EXTRA = new Properties();
   private static final PrintStream OUT =
       new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, StandardCharsets.UTF_8);
 
@@ -82,6 +91,11 @@ public final class Main {
     }
     Map<String, String> opts = parse(argv);
     String bootstrap = need(opts, "bootstrap");
+    if (opts.containsKey("config")) {
+      try (java.io.Reader r = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(opts.get("config")))) {
+        EXTRA.load(r);
+      }
+    }
     int rc;
     switch (argv[0]) {
       case "produce" -> rc = produce(bootstrap, opts);
@@ -97,6 +111,7 @@ public final class Main {
       case "list-groups" -> rc = listGroups(bootstrap);
       case "describe-group" -> rc = describeGroup(bootstrap, opts);
       case "delete-group" -> rc = deleteGroup(bootstrap, opts);
+      case "round-trip" -> rc = roundTrip(bootstrap, opts);
       default -> {
         System.err.println("unknown subcommand " + argv[0]);
         rc = 2;
@@ -156,6 +171,7 @@ public final class Main {
     p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
     p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
     p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    p.putAll(EXTRA);
 
     List<String[]> input = new ArrayList<>();
     if (opts.containsKey("count")) {
@@ -215,6 +231,7 @@ public final class Main {
     p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "60000");
     p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
     p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    p.putAll(EXTRA);
     try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
       producer.initTransactions();
       String[] steps = need(opts, "plan").split(",");
@@ -265,6 +282,7 @@ public final class Main {
     p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
     p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.putAll(EXTRA);
     ObjectNode out = JSON.createObjectNode();
     try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
       consumer.assign(List.of(tp));
@@ -303,6 +321,7 @@ public final class Main {
     p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, opts.getOrDefault("isolation", "read_uncommitted"));
     p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.putAll(EXTRA);
     if (group != null) {
       p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
     }
@@ -411,6 +430,58 @@ public final class Main {
     return (max >= 0 && seen < max) ? 3 : 0;
   }
 
+  private static int roundTrip(String bootstrap, Map<String, String> opts) throws Exception {
+    String topic = need(opts, "topic");
+    long expect = Long.parseLong(need(opts, "expect"));
+    long timeoutMs = Long.parseLong(opts.getOrDefault("timeout-ms", "30000"));
+    Properties pp = new Properties();
+    pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    pp.put(ProducerConfig.ACKS_CONFIG, "all");
+    pp.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
+    pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    pp.putAll(EXTRA);
+    List<Future<RecordMetadata>> sent = new ArrayList<>();
+    try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+         KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(pp)) {
+      String line;
+      while ((line = in.readLine()) != null) {
+        sent.add(producer.send(new ProducerRecord<>(topic, 0, null, line.getBytes(StandardCharsets.UTF_8))));
+      }
+      producer.flush();
+      for (Future<RecordMetadata> f : sent) {
+        ObjectNode n = JSON.createObjectNode();
+        n.put("event", "produced");
+        n.put("offset", f.get(30, TimeUnit.SECONDS).offset());
+        emit(n);
+      }
+    }
+    Properties cp = new Properties();
+    cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    cp.putAll(EXTRA);
+    long seen = 0;
+    long deadline = System.currentTimeMillis() + timeoutMs;
+    try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(cp)) {
+      TopicPartition tp = new TopicPartition(topic, 0);
+      consumer.assign(List.of(tp));
+      consumer.seekToBeginning(List.of(tp));
+      while (seen < expect && System.currentTimeMillis() < deadline) {
+        for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+          ObjectNode n = JSON.createObjectNode();
+          n.put("event", "record");
+          n.put("offset", r.offset());
+          n.put("value", str(r.value()));
+          emit(n);
+          seen++;
+        }
+      }
+    }
+    return seen < expect ? 3 : 0;
+  }
+
   private static Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> toCommit(
       Map<TopicPartition, Long> next) {
     Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> m = new HashMap<>();
@@ -452,6 +523,7 @@ public final class Main {
     p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
     p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+    p.putAll(EXTRA);
     return Admin.create(p);
   }
 
