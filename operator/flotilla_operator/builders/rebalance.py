@@ -76,6 +76,7 @@ class Step:
     start: dict[Partition, tuple[int, ...]] = field(default_factory=dict)  # AlterPartitionReassignments
     elect: tuple[Partition, ...] = ()  # ElectLeaders PREFERRED, after `start`
     configs: dict[tuple[int, str], dict[str, str | None]] = field(default_factory=dict)  # IncrementalAlterConfigs
+    copies: dict[Partition, int] = field(default_factory=dict)  # a new plan: replicas each partition gains (bytesToMove)
 
     @property
     def acts(self) -> bool:
@@ -252,7 +253,8 @@ def decide(inp: Inputs, view: View, now: datetime) -> Step:
     status.update(phase=MOVING, message=(
         f"moving {len(in_flight) + len(data)} partition(s), {max(0, len(pending) - len(batch))} waiting, "
         f"{total - remaining}/{total} done; target broker(s) {', '.join(map(str, brokers))}"))
-    return Step(status, start=start, elect=tuple(m.partition for m in order), configs=configs)
+    copies = {m.partition: len(m.adding) for m in pending if m.moves_data} if fresh else {}
+    return Step(status, start=start, elect=tuple(m.partition for m in order), configs=configs, copies=copies)
 
 
 def unreachable(inp: Inputs, why: str) -> dict[str, Any] | None:
@@ -267,12 +269,12 @@ def unreachable(inp: Inputs, why: str) -> dict[str, Any] | None:
     return None
 
 
-def draining(rebalance: Mapping[str, Any] | None, desired: int) -> bool:
-    """True while the rebalancer empties the brokers a scale-down removes (or has emptied them and
-    the topics' status has yet to show it): the scale-down is under way, not blocked."""
-    r = rebalance or {}
-    return (r.get("reason") == SCALE_DOWN and r.get("phase") in (MOVING, IDLE)
-            and set(r.get("brokers") or ()) == set(range(desired)))
+def draining(rebalance: Mapping[str, Any] | None) -> bool:
+    """Whether a scale-down held for the replicas on its brokers is under way (the rebalancer
+    moves them, is about to, or has and the topics' status has yet to show it) rather than
+    blocked: only a Blocked rebalance (a plan that cannot be met, a cluster that cannot be
+    reached) blocks it, or one that has never run (no status.rebalance: no rebalancer has looked)."""
+    return bool(rebalance) and rebalance.get("phase") not in (None, BLOCKED)
 
 
 def condition_fields(rebalance: Mapping[str, Any] | None) -> tuple[bool, str, str] | None:

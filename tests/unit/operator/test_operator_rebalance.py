@@ -135,7 +135,7 @@ def test_scale_down_drains_the_removed_brokers_before_the_statefulset_shrinks():
     assert seen[0]["reason"] == rb.SCALE_DOWN and seen[0]["brokers"] == [0, 1, 2]
     assert final["phase"] == rb.IDLE and final["completedBrokers"] == [0, 1, 2]
     assert not any(b in (3, 4) for r in cluster.replicas.values() for b in r)
-    assert rb.draining(final, 3)
+    assert rb.draining(final)
     # Until the StatefulSet has shrunk the trigger holds, but a drained fleet is left alone.
     again = rb.decide(inputs(final, desired=3, sts=5), cluster.view(), NOW)
     assert not again.acts and again.status == final
@@ -203,5 +203,5 @@ def test_unreachable_cluster_holds_a_scale_down_and_says_why():
     prev = {"phase": rb.IDLE, "completedBrokers": [0, 1, 2, 3, 4]}
     status = rb.unreachable(inputs(prev, desired=3, sts=5), "cannot connect to x:9092")
     assert status["phase"] == rb.BLOCKED and "cannot connect to x:9092" in status["message"]
-    assert not rb.draining(status, 3)
+    assert not rb.draining(status)
     assert rb.unreachable(inputs(prev, desired=5, sts=5), "down") is None
