@@ -205,3 +205,50 @@ def test_unreachable_cluster_holds_a_scale_down_and_says_why():
     assert status["phase"] == rb.BLOCKED and "cannot connect to x:9092" in status["message"]
     assert not rb.draining(status)
     assert rb.unreachable(inputs(prev, desired=5, sts=5), "down") is None
+
+
+def test_events_mark_start_completion_and_blocking_only():
+    from flotilla_operator import events as ev
+
+    idle = {"phase": rb.IDLE, "completedBrokers": [0, 1, 2]}
+    moving = {"phase": rb.MOVING, "reason": rb.SCALE_UP, "brokers": [0, 1, 2, 3], "partitionsTotal": 4,
+              "partitionsMoved": 0, "startedAt": "t1"}
+    assert [e.reason for e in ev.rebalance_events(idle, moving)] == [ev.REBALANCE_STARTED]
+    assert ev.rebalance_events(moving, {**moving, "partitionsMoved": 2}) == []
+    done = {**moving, "phase": rb.IDLE, "partitionsMoved": 4}
+    assert [e.reason for e in ev.rebalance_events(moving, done)] == [ev.REBALANCE_COMPLETED]
+    blocked = {**idle, "phase": rb.BLOCKED, "message": "cannot place ... (topics: wide)"}
+    got = ev.rebalance_events(idle, blocked)
+    assert [(e.type, e.reason) for e in got] == [(ev.WARNING, ev.REBALANCE_BLOCKED)] and "wide" in got[0].message
+    assert ev.rebalance_events(blocked, dict(blocked)) == []
+
+
+def test_a_draining_scale_down_is_not_reported_blocked_and_an_unsatisfiable_one_is(owner):
+    from flotilla_operator.builders.scale_down import ScaleDecision
+    from flotilla_operator.status import kafka_cluster_status, with_rebalance
+
+    sts = {"metadata": {"generation": 2}, "spec": {"replicas": 5},
+           "status": {"observedGeneration": 2, "replicas": 5, "readyReplicas": 5, "updatedReplicas": 5,
+                      "currentRevision": "a", "updateRevision": "a"}}
+    scale = ScaleDecision(5, (3, 4), ("orders-0",))
+    moving = {"phase": rb.MOVING, "reason": rb.SCALE_DOWN, "brokers": [0, 1, 2], "message": "moving 2 partition(s)"}
+    status = kafka_cluster_status(owner, replicas=3, port=9092, config_hash=None, statefulset=sts,
+                                  previous={"rebalance": moving}, scale=scale, now=NOW)
+    kinds = {c["type"]: c for c in status["conditions"]}
+    assert "ScaleDownBlocked" not in kinds
+    assert kinds["Reconciling"]["reason"] == "Draining" and "broker(s) 3, 4" in kinds["Reconciling"]["message"]
+    assert (kinds["Rebalancing"]["status"], kinds["Rebalancing"]["reason"]) == ("True", rb.SCALE_DOWN)
+
+    blocked = {**moving, "phase": rb.BLOCKED, "message": "cannot place every replica (topics: wide)"}
+    status = kafka_cluster_status(owner, replicas=3, port=9092, config_hash=None, statefulset=sts,
+                                  previous={"rebalance": blocked}, scale=scale, now=NOW)
+    kinds = {c["type"]: c for c in status["conditions"]}
+    assert kinds["ScaleDownBlocked"]["message"].startswith("not removing broker(s) 3, 4")
+    assert "topics: wide" in kinds["ScaleDownBlocked"]["message"]
+    assert (kinds["Rebalancing"]["status"], kinds["Rebalancing"]["reason"]) == ("False", rb.BLOCKED)
+
+    # A step's patch: dropped keys removed explicitly (a merge patch keeps what it does not name).
+    patch = with_rebalance({"rebalance": {**moving, "throttledTopics": ["t"]}, "conditions": []},
+                           {**moving, "phase": rb.IDLE}, generation=3, now=NOW)
+    assert patch["rebalance"]["throttledTopics"] is None and patch["rebalance"]["phase"] == rb.IDLE
+    assert [c["type"] for c in patch["conditions"]] == [rb.CONDITION]
