@@ -264,6 +264,9 @@ def unreachable(inp: Inputs, why: str) -> dict[str, Any] | None:
     if inp.statefulset_replicas is not None and inp.desired < inp.statefulset_replicas:
         return {**prev, "phase": BLOCKED, "reason": SCALE_DOWN, "brokers": list(range(inp.desired)),
                 "message": f"cannot reach the cluster to move replicas off the removed brokers: {why}"}
+    if prev.get("phase") == BLOCKED and prev.get("reason") == SCALE_DOWN:
+        # The StatefulSet shrank meanwhile (the removed brokers held nothing): no drain is owed.
+        return {**prev, "phase": IDLE, "message": "the scale-down needed no rebalance"}
     if _active(prev) or _new_token(inp):
         return {**prev, "message": f"cannot reach the cluster: {why}"}
     return None

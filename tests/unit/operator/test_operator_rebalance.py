@@ -205,6 +205,9 @@ def test_unreachable_cluster_holds_a_scale_down_and_says_why():
     assert status["phase"] == rb.BLOCKED and "cannot connect to x:9092" in status["message"]
     assert not rb.draining(status)
     assert rb.unreachable(inputs(prev, desired=5, sts=5), "down") is None
+    # The StatefulSet shrank anyway (nothing was on the removed brokers): no longer blocked.
+    after = rb.unreachable(inputs(status, desired=3, sts=3), "down")
+    assert after["phase"] == rb.IDLE and rb.condition_fields(after)[0] is False
 
 
 def test_events_mark_start_completion_and_blocking_only():
