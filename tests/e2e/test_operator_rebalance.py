@@ -174,6 +174,7 @@ def test_scale_up_spreads_and_scale_down_drains_under_a_producer(kube_env, kube_
             rebalance = done["status"]["rebalance"]
             assert rebalance["partitionsMoved"] == rebalance["partitionsTotal"] > 0, rebalance
             assert rebalance["brokers"] == [0, 1, 2, 3, 4] and "startedAt" in rebalance
+            assert rebalance.get("bytesToMove", 0) > 0, rebalance  # DescribeLogDirs sizes of what was copied
             assert "throttledTopics" not in rebalance, rebalance  # the throttles are gone
             assert (condition(done, "Rebalancing")["status"], condition(done, "Rebalancing")["reason"]) == ("False", "Idle")
             reasons = [e["reason"] for e in events(kube_env, ns)]
