@@ -655,6 +655,7 @@ async def rebalance_step(memo: kopf.Memo, namespace: str, name: str) -> None:
         await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, with_rebalance(
             body.get("status"), new, generation=int(body["metadata"].get("generation") or 1)))
         await _emit(kube, body, ev.rebalance_events(previous, new))
+        metrics.observe_rebalance(namespace, name, new)
     if new.get("phase") != previous.get("phase") or key in memo.get("scale_blocked", ()):
         # The Ready/Reconciling/ScaleDownBlocked conditions follow the rebalance (Draining or blocked).
         await refresh_status(memo, namespace, name)
