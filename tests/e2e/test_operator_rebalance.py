@@ -12,6 +12,8 @@ operator reaches them through the flotilla.io/operator-bootstrap-servers annotat
   events say so;
 - 5 -> 3: brokers 3 and 4 are drained before the StatefulSet shrinks (a broker's pod goes only
   once that broker holds no replica) and ScaleDownBlocked never shows;
+- on demand (`flotilla.io/rebalance`), paused first (`flotilla.io/rebalance-paused`): a topic placed
+  by hand on two brokers is left as it is while paused, and spread once the pause is lifted;
 - every acknowledged record is read exactly once, and no produce failed.
 
     pytest -p flotilla.testenv.pytest_plugin -m kube tests/e2e/test_operator_rebalance.py
@@ -121,6 +123,21 @@ def holds_nothing(cluster: Brokers, node: int) -> list[str]:
             if node in {int(r) for r in p.replica_nodes}]
 
 
+def create_skewed(bootstrap: str) -> str:
+    """A topic of 6 partitions RF=2 placed by hand on brokers 0 and 1 (kafka-topics --replica-assignment)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = kafka_wire.unique_topic("skewed")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    plan = [[0, 1], [1, 0]] * 3
+    admin.create_topics([NewTopic(name, num_partitions=len(plan), replication_factor=-1, replica_assignment=plan)])[name].result(30)
+    return name
+
+
+def annotate(kube_env, ns: str, *annotations: str) -> None:
+    kube_env.kubectl("annotate", "kafkacluster", NAME, "-n", ns, "--overwrite", *annotations)
+
+
 def events(kube_env, ns: str) -> list[dict]:
     got = get_json(kube_env, "events", "-n", ns, "--field-selector", f"involvedObject.name={NAME}")
     return got["items"]
@@ -195,6 +212,22 @@ def test_scale_up_spreads_and_scale_down_drains_under_a_producer(kube_env, kube_
             assert (final["phase"], final["reason"], final["completedBrokers"]) == ("Idle", "ScaleDown", [0, 1, 2])
             held, _ = placement(cluster, topic)
             assert held[3] == held[4] == 0 and all(8 == held[b] for b in range(3)), held
+
+            # On demand, paused first: a topic placed by hand on brokers 0 and 1 only.
+            skewed = create_skewed(cluster.bootstrap)
+            annotate(kube_env, ns, "flotilla.io/rebalance-paused=true", "flotilla.io/rebalance=once")
+            paused = wait_for("a requested rebalance, paused", lambda: get_json(kube_env, "kafkacluster", NAME, "-n", ns)
+                              ["status"].get("rebalance"), until=lambda r: bool(r) and r.get("phase") == "Paused"
+                              and r.get("reason") == "Requested", timeout=60)
+            assert paused["token"] == "once" and "paused" in paused["message"], paused
+            assert placement(cluster, skewed)[0] == {0: 6, 1: 6, 2: 0, 3: 0, 4: 0}  # nothing started
+            annotate(kube_env, ns, "flotilla.io/rebalance-paused-")
+            wait_for("the requested rebalance completed", lambda: get_json(kube_env, "kafkacluster", NAME, "-n", ns)
+                     ["status"].get("rebalance"), until=lambda r: bool(r) and r.get("phase") == "Idle"
+                     and r.get("reason") == "Requested", timeout=60)
+            wait_for("the hand-placed topic spread", lambda: placement(cluster, skewed),
+                     until=lambda hl: hl[0] == {0: 4, 1: 4, 2: 4, 3: 0, 4: 0} and set(hl[1].values()) == {2, 0},
+                     timeout=30)
         finally:
             writer.stop()
             history.stop()
