@@ -16,33 +16,36 @@ The steps, and why they are these:
    topics' extras. Without the second rule, many small topics would all pile onto broker 0;
    with it, the fleet's total per broker is balanced as well as each topic.
 3. Fill each topic to its quotas (a b-matching of partitions to brokers). Brokers over quota give
-   up replicas (followers before the preferred leader, spread so a partition loses as few replicas
-   as possible); the holes go to the least loaded eligible brokers. When a hole has no eligible
-   broker left with room, an augmenting path shifts replicas along a chain of brokers (preferring
-   replicas placed in this plan, which cost nothing to shift) - the classic step that makes a
-   greedy matching complete, so the quotas are always met when racks do not forbid it.
+   up replicas (where a broker short of replicas can take the hole, followers before the preferred
+   leader); the holes go to the least loaded eligible brokers. When a hole has no eligible broker
+   left with room, an augmenting path shifts replicas along a chain of brokers (the chain that
+   shifts fewest replicas kept from the current assignment: one placed by this plan shifts free),
+   the classic step that makes a greedy matching complete, so the quotas are always met when racks
+   do not forbid it.
 4. Choose preferred leaders per topic the same way among each partition's replicas, keeping the
    current leader where balance allows (a leadership change moves no data, but disturbs clients),
-   then even out the fleet's total leaders by transfers that keep every topic balanced.
+   then even out the fleet's total leaders by chains of transfers that keep every topic balanced.
 
 Guaranteed: every partition keeps its replication factor (the length of its replica list), on
 distinct brokers from `brokers` only; with racks, no two replicas of a partition share a rack when
-its replication factor is at most the number of racks (racks of the brokers that stay; a broker
-missing from `racks` is a rack of its own). Without racks, also: every topic's replicas and the
-fleet's total replicas per broker are within floor..ceil, and an already balanced assignment is
-returned unchanged. Each topic's preferred leaders are within floor..ceil per broker whenever the
-replica sets allow it (they do for the balanced placements above in practice; the search is
-complete, so when it fails no balanced choice exists).
+its replication factor is at most the number of racks among `brokers` (a broker missing from
+`racks` is a rack of its own). Without racks, also: each topic's replicas per broker and the fleet's
+total replicas per broker are within floor..ceil; each topic's preferred leaders per broker are
+within floor..ceil whenever its partitions' replica sets allow any such choice (the search is
+complete); an assignment already balanced in all four ways is returned unchanged.
 
 Best-effort: balance with racks (rack spread wins: a rack with few brokers may have to hold more
-than an even share); the fleet's total leaders per broker; the fewest moves (replicas move only to
-meet the quotas, and augmenting paths take the shortest chain, but the plan is not proven optimal).
+than an even share; with the same number of brokers in every rack it is met in practice); the
+fleet's total leaders per broker (chains stop at a local optimum); the fewest copies (replicas move
+only to meet the quotas, but which broker takes a topic's ceiling is chosen before the partitions
+are placed, so a plan can copy one replica more than the optimum).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 
 Partition = tuple[str, int]                        # (topic, partition index)
@@ -105,11 +108,11 @@ def target_assignment(current: Assignment, brokers: Collection[int],
     limit = _rack_limits(now, rack_of)
     topics = _partitions_by_topic(now)
     kept = {p: _kept_replicas(now[p], rack_of, limit[p]) for p in now}
-    ceiling = _ceiling_brokers(topics, now, kept, live)
+    quotas = _quotas(topics, now, kept, live, rack_of, limit, racked=any(b in (racks or {}) for b in live))
     replicas: dict[Partition, list[int]] = {}
     placed = Counter[int]()
     for topic in sorted(topics):
-        replicas.update(_place_topic(topics[topic], now, kept, ceiling[topic], live, rack_of, limit, placed))
+        replicas.update(_place_topic(topics[topic], now, kept, quotas[topic], live, rack_of, limit, placed))
     leaders = _choose_leaders(topics, now, replicas, live)
     return {p: _ordered(now[p], replicas[p], leaders.get(p)) for p in sorted(now)}
 
@@ -198,48 +201,103 @@ def _even_shares(total: int, live: Sequence[int], weight: Mapping[int, int]) -> 
     return {b: base + (b in favoured) for b in live}
 
 
-def _ceiling_brokers(topics: Mapping[str, list[Partition]], now: Mapping[Partition, tuple[int, ...]],
-                     kept: Mapping[Partition, list[int]], live: Sequence[int]) -> dict[str, frozenset[int]]:
-    """Step 2: per topic, the brokers that take ceil (not floor) of its replicas, chosen so that
-    brokers already holding more than the floor keep them and every broker takes about the same
-    number of ceilings over all topics (so the fleet's totals are balanced too)."""
-    n = len(live)
-    need: dict[str, int] = {}
-    wanted: dict[str, list[int]] = {}
+def _quota_groups(live: Sequence[int], rack_of: Mapping[int, tuple], racked: bool) -> dict[tuple, list[int]]:
+    """The brokers that share out a topic's replicas evenly among themselves: all of them, or with
+    racks each rack (a rack's share of a topic is fixed first, as racks limit what it can hold)."""
+    if not racked:
+        return {("fleet",): list(live)}
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for broker in live:
+        groups[rack_of[broker]].append(broker)
+    return dict(groups)
+
+
+def _group_totals(topics: Mapping[str, list[Partition]], now: Mapping[Partition, tuple[int, ...]],
+                  kept: Mapping[Partition, list[int]], groups: Mapping[tuple, list[int]],
+                  rack_of: Mapping[int, tuple], limit: Mapping[Partition, int]) -> dict[str, dict[tuple, int]]:
+    """Each topic's replicas per group: one at a time to the group whose brokers would then hold
+    fewest (of this topic, then of the fleet so far; then one that holds more of them now), within
+    what its racks allow a partition."""
+    group_of = {b: g for g, members in groups.items() for b in members}
+    fleet = Counter[tuple]()
+    out: dict[str, dict[tuple, int]] = {}
+    for topic in sorted(topics):
+        partitions = topics[topic]
+        held = Counter(group_of[b] for p in partitions for b in kept[p])
+        racks = {g: len({rack_of[b] for b in members}) for g, members in groups.items()}
+        room = {g: sum(min(len(now[p]), len(members), limit[p] * racks[g]) for p in partitions)
+                for g, members in groups.items()}
+        hard = {g: sum(min(len(now[p]), len(members)) for p in partitions) for g, members in groups.items()}
+        total = {g: 0 for g in groups}
+        for _ in range(sum(len(now[p]) for p in partitions)):
+            open_ = [g for g in groups if total[g] < room[g]] or [g for g in groups if total[g] < hard[g]]
+            g = min(open_, key=lambda g: (Fraction(total[g] + 1, len(groups[g])),
+                                         Fraction(fleet[g], len(groups[g])), total[g] >= held[g], g))
+            total[g] += 1
+        fleet.update(total)
+        out[topic] = total
+    return out
+
+
+def _quotas(topics: Mapping[str, list[Partition]], now: Mapping[Partition, tuple[int, ...]],
+            kept: Mapping[Partition, list[int]], live: Sequence[int], rack_of: Mapping[int, tuple],
+            limit: Mapping[Partition, int], racked: bool) -> dict[str, dict[int, int]]:
+    """Step 2: per topic, how many replicas each broker holds: floor or ceil of its group's share,
+    the ceilings ("extras") going to brokers that already hold more than the floor, but no broker
+    taking more than its even share of all topics' extras in its group."""
+    groups = _quota_groups(live, rack_of, racked)
+    group_of = {b: g for g, members in groups.items() for b in members}
+    totals = _group_totals(topics, now, kept, groups, rack_of, limit)
+    floors: dict[tuple, int] = {}
+    need: dict[tuple, int] = {}
+    wanted: dict[tuple, list[int]] = {}
     for topic, partitions in topics.items():
-        floor, need[topic] = divmod(sum(len(now[p]) for p in partitions), n)
         held = Counter(b for p in partitions for b in kept[p])
-        above = sorted((b for b in live if held[b] > floor), key=lambda b: (-held[b], b))
-        wanted[topic] = above[:need[topic]]
-    shares = _even_shares(sum(need.values()), live, Counter(b for bs in wanted.values() for b in bs))
-    packing = _Packing(cells={t: list(bs) for t, bs in wanted.items()}, need=need, quota=shares,
-                       allowed=lambda row, col, others: True, kept={t: set(bs) for t, bs in wanted.items()})
-    packing.trim(lambda topic, broker: (topic,))
-    for topic in packing.fill(lambda load, col: (load[col] - shares[col], col)):
-        _fill_anyhow(packing, topic, lambda col: (packing.load[col], col), lambda *_: True)
-    return {t: frozenset(bs) for t, bs in packing.cells.items()}
+        for g, members in groups.items():
+            row = (topic, g)
+            floors[row], need[row] = divmod(totals[topic][g], len(members))
+            above = sorted((b for b in members if held[b] > floors[row]), key=lambda b: (-held[b], b))
+            wanted[row] = above[:need[row]]
+    shares: dict[int, int] = {}
+    for g, members in groups.items():
+        mine = [row for row in wanted if row[1] == g]
+        weight = Counter(b for row in mine for b in wanted[row])
+        shares.update(_even_shares(sum(need[row] for row in mine), members, weight))
+
+    def in_group(row: Row, col: int, others: Sequence[int]) -> bool:
+        return group_of[col] == row[1]
+
+    packing = _Packing(cells={row: list(bs) for row, bs in wanted.items()}, need=need, quota=shares,
+                       allowed=in_group, kept={row: set(bs) for row, bs in wanted.items()})
+    packing.trim(lambda row, col: (row,))
+    for row in packing.fill(lambda load, col: (load[col] - shares[col], col)):
+        _fill_anyhow(packing, row, lambda col: (packing.load[col], col), in_group)
+    return {t: {b: floors[(t, group_of[b])] + (b in packing.cells[(t, group_of[b])]) for b in live}
+            for t in topics}
 
 
 # --- step 3: replicas -------------------------------------------------------------------------
 
 def _place_topic(partitions: Sequence[Partition], now: Mapping[Partition, tuple[int, ...]],
-                 kept: Mapping[Partition, list[int]], ceiling: frozenset[int], live: Sequence[int],
+                 kept: Mapping[Partition, list[int]], quota: Mapping[int, int], live: Sequence[int],
                  rack_of: Mapping[int, tuple], limit: Mapping[Partition, int],
                  placed: Counter[int]) -> dict[Partition, list[int]]:
     """Step 3 for one topic; `placed` (the fleet's replicas per broker so far) breaks ties and is
     updated with this topic's replicas."""
-    floor = sum(len(now[p]) for p in partitions) // len(live)
-    quota = {b: floor + (b in ceiling) for b in live}
-
     def rack_ok(row: Row, col: int, others: Sequence[int]) -> bool:
         return _rack_room(col, others, rack_of, limit[row])
 
     packing = _Packing(cells={p: list(kept[p]) for p in partitions}, need={p: len(now[p]) for p in partitions},
                        quota=quota, allowed=rack_ok, kept={p: set(now[p]) for p in partitions})
 
+    short_of = [b for b in live if packing.load[b] < quota[b]]  # they will take the holes
+
     def give_up_first(p: Row, broker: int) -> tuple:
-        holes = packing.need[p] - len(packing.cells[p])
-        return (holes, now[p][:1] == (broker,), p)
+        """Partitions a broker short of replicas can take directly (else filling the hole would
+        shift other replicas), then followers (else the leader changes), then fewest holes."""
+        cells = packing.cells[p]
+        direct = any(b not in cells and rack_ok(p, b, [c for c in cells if c != broker]) for b in short_of)
+        return (not direct, now[p][:1] == (broker,), packing.need[p] - len(cells), p)
 
     packing.trim(give_up_first)
     short = packing.fill(lambda load, col: (load[col] - quota[col], placed[col] + load[col], col))
@@ -321,7 +379,8 @@ def _pull_leadership(taker: int, partitions: Sequence[Partition], members: Mappi
                 count[taker] += 1
                 while giver != taker:
                     broker, p = via[giver]
-                    leader[p] = giver = broker
+                    leader[p] = broker
+                    giver = broker
                 return True
             queue.append(giver)
     return False
@@ -330,26 +389,47 @@ def _pull_leadership(taker: int, partitions: Sequence[Partition], members: Mappi
 def _even_fleet_leaders(topics: Mapping[str, list[Partition]], replicas: Mapping[Partition, list[int]],
                         leaders: dict[Partition, int], bounds: Mapping[str, tuple[int, int]],
                         led: Counter[int]) -> None:
-    """Move leadership from brokers leading more than others in the fleet, by single transfers that
-    keep each topic within its bounds, until no transfer narrows the gap (each lowers the sum of
-    squares of the fleet's counts, so this ends)."""
+    """Even out the fleet's leaders per broker: pass leadership along chains of transfers from a
+    broker to one leading at least two fewer, each transfer keeping its topic within bounds. Each
+    chain lowers the sum of squares of the fleet's counts, so this ends; it stops when no chain is
+    left (a local optimum: best-effort)."""
     per_topic = {t: Counter(leaders[p] for p in topics[t] if p in leaders) for t in topics}
-    changed = True
-    while changed:
-        changed = False
-        for p in sorted(leaders):
-            topic, giver = p[0], leaders[p]
-            floor, ceil = bounds[topic]
-            if per_topic[topic][giver] <= floor:
+    while any(_pass_leadership(giver, replicas, leaders, bounds, led, per_topic)
+              for giver in sorted(led, key=lambda b: (-led[b], b))):
+        pass
+
+
+def _pass_leadership(start: int, replicas: Mapping[Partition, list[int]], leaders: dict[Partition, int],
+                     bounds: Mapping[str, tuple[int, int]], led: Counter[int],
+                     per_topic: Mapping[str, Counter[int]]) -> bool:
+    """One chain of leadership transfers from `start` to a broker leading at least two fewer."""
+    led_by: dict[int, list[Partition]] = defaultdict(list)
+    for p in sorted(leaders):
+        led_by[leaders[p]].append(p)
+    via: dict[int, tuple[int, Partition]] = {}  # taker -> (the broker it takes from, partition)
+    queue = deque([start])
+    while queue:
+        giver = queue.popleft()
+        for p in led_by[giver]:
+            floor, ceil = bounds[p[0]]
+            if per_topic[p[0]][giver] <= floor:
                 continue
-            takers = [b for b in replicas[p] if b != giver and per_topic[topic][b] < ceil]
-            taker = min(takers, key=lambda b: (led[b], b), default=giver)
-            if led[giver] > led[taker] + 1:
-                leaders[p] = taker
-                for counts in (led, per_topic[topic]):
-                    counts[giver] -= 1
-                    counts[taker] += 1
-                changed = True
+            for taker in sorted(replicas[p]):
+                if taker == start or taker in via or per_topic[p[0]][taker] >= ceil:
+                    continue
+                via[taker] = (giver, p)
+                if led[taker] <= led[start] - 2:
+                    led[start] -= 1
+                    led[taker] += 1
+                    while taker != start:
+                        giver, p = via[taker]
+                        leaders[p] = taker
+                        per_topic[p[0]][giver] -= 1
+                        per_topic[p[0]][taker] += 1
+                        taker = giver
+                    return True
+                queue.append(taker)
+    return False
 
 
 def _ordered(current: Sequence[int], replicas: Sequence[int], leader: int | None) -> tuple[int, ...]:
@@ -402,10 +482,13 @@ class _Packing:
         self.holders[new].add(row)
 
     def trim(self, give_up_first: Callable[[Row, int], tuple]) -> None:
-        """Take rows off every column over its quota, smallest `give_up_first(row, col)` first."""
+        """Take rows off every column over its quota, smallest `give_up_first(row, col)` first (the
+        key of a row may change as other columns are trimmed, not as its own column is)."""
         for col in self.columns:
-            while self.load[col] > self.quota[col]:
-                self.remove(min(self.holders[col], key=lambda row: give_up_first(row, col)), col)
+            excess = self.load[col] - self.quota[col]
+            if excess > 0:
+                for row in sorted(self.holders[col], key=lambda row: give_up_first(row, col))[:excess]:
+                    self.remove(row, col)
 
     def fill(self, rank: Callable[[Counter[int], int], tuple]) -> list[Row]:
         """Fill every row within quotas, preferring the smallest `rank(load, col)`; the rows that
@@ -429,30 +512,38 @@ class _Packing:
         return bool(room)
 
     def _augment(self, row: Row, rank: Callable[[Counter[int], int], tuple]) -> bool:
-        """Breadth-first over columns: `row` takes a full column c0, a row holding c0 shifts to c1,
-        ... until a column with room. Returns False when no such chain exists."""
+        """`row` takes a full column c0, a row holding c0 shifts to c1, ... until a column with
+        room. Of such chains, one that shifts fewest rows off columns they keep (a 0-1 breadth-first
+        search: shifting a replica placed in this plan is free). False when no chain exists."""
         order = sorted(self.columns, key=lambda c: rank(self.load, c))
         parent: dict[int, tuple[int | None, Row]] = {}
+        cost: dict[int, int] = {}
         queue: deque[int] = deque()
         for col in order:
             if self._fits(row, col, self.cells[row]):
-                parent[col] = (None, row)
+                parent[col], cost[col] = (None, row), 0
                 queue.append(col)
+        done: set[int] = set()
         while queue:
             col = queue.popleft()
+            if col in done:
+                continue
+            done.add(col)
+            if self.load[col] < self.quota[col]:
+                self._apply(col, parent)
+                return True
             on_path = self._rows_on_path(col, parent)
             for other in sorted(self.holders[col], key=lambda r: (col in self.kept.get(r, ()), r)):
                 if other in on_path:
                     continue
+                step = int(col in self.kept.get(other, ()))
                 rest = [c for c in self.cells[other] if c != col]
                 for nxt in order:
-                    if nxt in parent or not self._fits(other, nxt, rest):
+                    if nxt in done or cost.get(nxt, cost[col] + step + 1) <= cost[col] + step:
                         continue
-                    parent[nxt] = (col, other)
-                    if self.load[nxt] < self.quota[nxt]:
-                        self._apply(nxt, parent)
-                        return True
-                    queue.append(nxt)
+                    if self._fits(other, nxt, rest):
+                        parent[nxt], cost[nxt] = (col, other), cost[col] + step
+                        queue.appendleft(nxt) if step == 0 else queue.append(nxt)
         return False
 
     @staticmethod
