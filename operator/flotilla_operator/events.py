@@ -29,6 +29,9 @@ STATEFULSET_REPLACED = "StatefulSetReplaced"
 CLUSTER_READY = "ClusterReady"
 CLUSTER_NOT_READY = "ClusterNotReady"
 APPLY_FAILED = "ApplyFailed"
+REBALANCE_STARTED = "RebalanceStarted"
+REBALANCE_COMPLETED = "RebalanceCompleted"
+REBALANCE_BLOCKED = "RebalanceBlocked"
 # ClientQuota
 QUOTA_APPLIED = "QuotaApplied"
 QUOTA_NOT_APPLIED = "QuotaNotApplied"
@@ -126,6 +129,24 @@ def cluster_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]
                                                     or old_ready.get("message") != new_ready.get("message")):
         out.append(Event(WARNING, APPLY_FAILED, new_ready.get("message") or ""))
     return out
+
+
+def rebalance_events(previous: Mapping[str, Any] | None, rebalance: Mapping[str, Any] | None) -> list[Event]:
+    """From status.rebalance before and after a rebalance step: RebalanceStarted when replicas
+    start to move, RebalanceCompleted when a rebalance that moved them is done, RebalanceBlocked
+    (a Warning) when it turns Blocked or its reason for being blocked changes."""
+    old, new = previous or {}, rebalance or {}
+    was, now = old.get("phase"), new.get("phase")
+    brokers = ", ".join(str(b) for b in new.get("brokers") or ())
+    if now == "Moving" and (was not in ("Moving", "Paused") or old.get("startedAt") != new.get("startedAt")):
+        return [Event(NORMAL, REBALANCE_STARTED, f"{new.get('reason')}: moving {new.get('partitionsTotal')} "
+                      f"partition(s) to spread them over broker(s) {brokers}")]
+    if now == "Idle" and was in ("Moving", "Paused"):
+        return [Event(NORMAL, REBALANCE_COMPLETED, f"{new.get('partitionsMoved')} partition(s) moved; "
+                      f"{new.get('message') or ''}")]
+    if now == "Blocked" and (was != "Blocked" or old.get("message") != new.get("message")):
+        return [Event(WARNING, REBALANCE_BLOCKED, new.get("message") or "")]
+    return []
 
 
 def roll_started(live_template_hash: str | None, desired_template_hash: str, brokers: int) -> list[Event]:

@@ -53,6 +53,8 @@ from . import GROUP, VERSION
 from . import metrics
 from . import kafka_admin
 from . import record_admin
+from . import rebalancer
+from .builders import rebalance as rb
 from . import events as ev
 from .admin_address import admin_address
 from .operator_credentials import CredentialsError, ensure_admin_auth
@@ -72,7 +74,7 @@ from .preflight import check_server_properties
 from .schedules import Schedule, Schedules
 from .settings import Settings
 from .status import (condition, is_paused, kafka_cluster_status, paused_status, resumed_status, same_status,
-                     stalled_condition)
+                     stalled_condition, with_rebalance)
 
 LEASE_ROLE_LABEL = "flotilla.io/lease"  # on the brokers' Leases: broker or controller
 
@@ -177,6 +179,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
         logger.info(f"metrics: {server.start()}")
     memo["resync_task"] = asyncio.create_task(_resync_loop(memo), name="flotilla-resync")
     memo["quota_resync_task"] = asyncio.create_task(_quota_resync_loop(memo), name="flotilla-quota-resync")
+    memo["rebalance_task"] = asyncio.create_task(_rebalance_loop(memo), name="flotilla-rebalance")
     logger.info(
         f"flotilla operator started: namespaces={','.join(op.namespaces) or '(all)'} "
         f"resync={op.resync_seconds}s default broker image={op.broker_image}"
@@ -185,7 +188,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    for key in ("resync_task", "quota_resync_task"):
+    for key in ("resync_task", "quota_resync_task", "rebalance_task"):
         task = memo.get(key)
         if task is not None:
             task.cancel()
@@ -595,6 +598,96 @@ async def _resync_loop(memo: kopf.Memo) -> None:
                 await reconcile(memo, meta["namespace"], meta["name"], why="resync")
             except Exception as exc:
                 log.warning("resync of %s/%s failed: %s", meta["namespace"], meta["name"], exc)
+
+
+# ------------------------------------------------------------------------------------------
+# Rebalance: replicas moved by the operator (builders/rebalance.py decides, rebalancer.py acts)
+
+REBALANCE_POLL_S = 2.0  # how often a cluster that may have something to move is looked at
+REBALANCE_RETRY_S = 10.0  # after its Kafka could not be reached
+
+
+def _rebalance_inputs(body: dict[str, Any], statefulset: dict[str, Any] | None) -> rb.Inputs | None:
+    meta = body.get("metadata") or {}
+    if meta.get("deletionTimestamp") or paused(meta):
+        return None
+    try:
+        spec = parse_spec(KAFKA_CLUSTER, body.get("spec") or {})
+    except ValueError:
+        return None  # reconcile() reports it
+    assert isinstance(spec, KafkaClusterSpec)
+    return rb.inputs_from(body, statefulset, desired=spec.replicas, throttle=spec.rebalance.throttle_bytes_per_second,
+                          max_in_flight=spec.rebalance.max_partition_moves_in_flight)
+
+
+async def rebalance_step(memo: kopf.Memo, namespace: str, name: str) -> None:
+    """One step of one cluster's rebalance. The cluster is read outside the per-cluster lock (an
+    unreachable one may take a while to say so); deciding, acting and writing status inside it.
+    Only this loop moves replicas, so the view cannot go stale in between."""
+    kube: Kube = memo["kube"]
+    key = (namespace, name)
+    body = await kube.get(KAFKA_CLUSTER.kind, namespace, name)
+    if body is None:
+        return
+    sts_name = statefulset_name(Owner.from_body(body))
+    inp = _rebalance_inputs(body, await kube.get("StatefulSet", namespace, sts_name))
+    retry: dict[tuple[str, str], float] = memo.setdefault("rebalance_retry", {})
+    loop = asyncio.get_running_loop()
+    if inp is None or not rb.needs_cluster(inp) or retry.get(key, 0.0) > loop.time():
+        return
+    bootstrap, why = admin_address(body, name, require_ready=False)
+    cluster = None
+    if bootstrap:
+        try:
+            cluster = await rebalancer.observe(bootstrap)
+        except kafka_admin.AdminError as exc:
+            why = str(exc)
+    async with _lock(memo, namespace, name):
+        body = await kube.get(KAFKA_CLUSTER.kind, namespace, name)
+        inp = None if body is None else _rebalance_inputs(body, await kube.get("StatefulSet", namespace, sts_name))
+        if inp is None:
+            return
+        if cluster is None:
+            retry[key] = loop.time() + REBALANCE_RETRY_S
+            new = rb.unreachable(inp, why)
+        else:
+            retry.pop(key, None)
+            step = rb.decide(inp, rebalancer.view_of(cluster), datetime.now(timezone.utc))
+            assert bootstrap is not None
+            new = await rebalancer.carry_out(bootstrap, cluster, step, dict(inp.previous))
+        previous = dict(inp.previous)
+        if new is None or new == previous:
+            return
+        if new.get("phase") != previous.get("phase") or new.get("message") != previous.get("message"):
+            log.info("KafkaCluster %s/%s: rebalance %s: %s", namespace, name, new.get("phase"), new.get("message"))
+        await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, with_rebalance(
+            body.get("status"), new, generation=int(body["metadata"].get("generation") or 1)))
+        await _emit(kube, body, ev.rebalance_events(previous, new))
+        metrics.observe_rebalance(namespace, name, new)
+    if new.get("phase") != previous.get("phase") or key in memo.get("scale_blocked", ()):
+        # The Ready/Reconciling/ScaleDownBlocked conditions follow the rebalance (Draining or blocked).
+        await refresh_status(memo, namespace, name)
+
+
+async def _rebalance_loop(memo: kopf.Memo) -> None:
+    """Every REBALANCE_POLL_S, a rebalance step for each KafkaCluster (most return at once: nothing
+    to move). One task for the whole operator, like the resync loops (no finalizers)."""
+    op: Settings = memo["settings"]
+    while True:
+        await asyncio.sleep(REBALANCE_POLL_S)
+        try:
+            clusters: list[dict[str, Any]] = []
+            for ns in op.namespaces or (None,):
+                clusters += await memo["kube"].list(KAFKA_CLUSTER.kind, ns)
+        except Exception as exc:  # keep the loop alive through API hiccups
+            log.warning("rebalance: listing KafkaClusters failed: %s", exc)
+            continue
+        for cluster in clusters:
+            meta = cluster["metadata"]
+            try:
+                await rebalance_step(memo, meta["namespace"], meta["name"])
+            except Exception as exc:
+                log.warning("rebalance of %s/%s failed: %s", meta["namespace"], meta["name"], exc)
 
 
 # ------------------------------------------------------------------------------------------

@@ -44,7 +44,18 @@ CONTROLLER = Gauge(
     "Node id holding a KafkaCluster's controller Lease, as last observed (-1: none).",
     ["namespace", "name"],
 )
-_CLUSTER_GAUGES = (READY_BROKERS, DESIRED_BROKERS, REGISTERED_BROKERS, CONTROLLER)
+REBALANCE_MOVING = Gauge(
+    "flotilla_operator_rebalance_moving",
+    "1 while the operator moves a KafkaCluster's replicas (status.rebalance.phase Moving), else 0.",
+    ["namespace", "name"],
+)
+REBALANCE_REMAINING = Gauge(
+    "flotilla_operator_rebalance_partitions_remaining",
+    "Partitions the current rebalance still has to move (partitionsTotal - partitionsMoved).",
+    ["namespace", "name"],
+)
+_CLUSTER_GAUGES = (READY_BROKERS, DESIRED_BROKERS, REGISTERED_BROKERS, CONTROLLER, REBALANCE_MOVING,
+                   REBALANCE_REMAINING)
 
 RECORDS_DELETED = Counter(
     "flotilla_operator_records_deleted",
@@ -66,6 +77,13 @@ def observe_cluster(namespace: str, name: str, desired: int, status: dict) -> No
         REGISTERED_BROKERS.labels(namespace, name).set(status["registeredBrokers"])
         controller = status.get("controller")
         CONTROLLER.labels(namespace, name).set(-1 if controller is None else controller)
+
+
+def observe_rebalance(namespace: str, name: str, rebalance: dict) -> None:
+    """The rebalance gauges from the status.rebalance just written."""
+    REBALANCE_MOVING.labels(namespace, name).set(1 if rebalance.get("phase") == "Moving" else 0)
+    remaining = int(rebalance.get("partitionsTotal") or 0) - int(rebalance.get("partitionsMoved") or 0)
+    REBALANCE_REMAINING.labels(namespace, name).set(max(0, remaining))
 
 
 def forget_cluster(namespace: str, name: str) -> None:

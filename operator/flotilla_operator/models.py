@@ -244,6 +244,30 @@ class Storage(ApiModel):
     )
 
 
+#: 50 MiB/s per broker and direction: a move on a 1 Gb/s link leaves clients more than half of it,
+#: and a broker holding 100 GiB still drains in about 35 minutes.
+DEFAULT_REBALANCE_THROTTLE = 50 * 1024 * 1024
+
+
+class Rebalance(ApiModel):
+    """How the operator moves partition replicas when the fleet scales or a rebalance is requested."""
+
+    throttle_bytes_per_second: int = Field(
+        default=DEFAULT_REBALANCE_THROTTLE,
+        ge=0,
+        description=(
+            "Replication throttle while replicas move (KIP-73: leader/follower.replication.throttled.rate on "
+            "every broker, on the moving replicas only; removed when the rebalance completes). 0: no throttle."
+        ),
+    )
+    max_partition_moves_in_flight: int = Field(
+        default=5,
+        ge=1,
+        le=1000,
+        description="Most partition reassignments that copy data at once.",
+    )
+
+
 class ResourceRequirements(ApiModel):
     """CPU and memory for each broker container (the container's resources)."""
 
@@ -401,6 +425,15 @@ class KafkaClusterSpec(ApiModel):
         description="Overrides for the broker pods: affinity, tolerations, labels, annotations.",
         json_schema_extra={"default": {}},
     )
+    rebalance: Rebalance = Field(
+        default_factory=Rebalance,
+        description=(
+            "Moving replicas between brokers: on scale-up once the new brokers are ready, on scale-down before "
+            "the removed brokers go, and on demand (annotation flotilla.io/rebalance: <new value>); the "
+            "annotation flotilla.io/rebalance-paused: \"true\" pauses it."
+        ),
+        json_schema_extra={"default": {}},
+    )
     cluster_id: str | None = Field(
         default=None,
         pattern=CLUSTER_ID_PATTERN,
@@ -445,6 +478,27 @@ class KafkaClusterSpec(ApiModel):
         return listeners
 
 
+class RebalanceStatus(ApiModel):
+    """status.rebalance: written by the operator, read back by it after a restart."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    phase: Literal["Idle", "Moving", "Paused", "Blocked"] | None = Field(default=None, description="Idle, Moving, Paused or Blocked.")
+    reason: str | None = Field(default=None, description="Why it runs: ScaleUp, ScaleDown or Requested.")
+    brokers: list[int] | None = Field(default=None, description="The brokers the replicas are spread over.")
+    completed_brokers: list[int] | None = Field(
+        default=None, description="The brokers the last completed rebalance spread replicas over (a scale-up "
+        "rebalances when the fleet differs).")
+    partitions_total: int | None = Field(default=None, description="Partitions this rebalance moves.")
+    partitions_moved: int | None = Field(default=None, description="Partitions moved so far.")
+    bytes_to_move: int | None = Field(default=None, description="Bytes of the partitions to copy, when it started.")
+    started_at: str | None = Field(default=None, description="When this rebalance started.")
+    message: str | None = Field(default=None, description="What it does or why it cannot.")
+    token: str | None = Field(default=None, description="The last flotilla.io/rebalance value acted upon.")
+    throttled_topics: list[str] | None = Field(default=None, description="Topics given throttled replicas (removed at the end).")
+    throttled_brokers: list[int] | None = Field(default=None, description="Brokers given throttle rates (removed at the end).")
+
+
 class KafkaClusterStatus(ApiModel):
     """Observed state of the broker fleet, written by the operator."""
 
@@ -478,6 +532,9 @@ class KafkaClusterStatus(ApiModel):
     )
     cluster_id: str | None = Field(
         default=None, description="Kafka cluster.id the brokers run with (recorded in the ConfigMap <name>-cluster-id)."
+    )
+    rebalance: RebalanceStatus | None = Field(
+        default=None, description="Where the operator's movement of replicas stands (builders/rebalance.py)."
     )
 
 

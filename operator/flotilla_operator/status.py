@@ -25,6 +25,7 @@ from typing import Any
 
 from .builders.common import CONFIG_HASH_ANNOTATION, Owner, bootstrap_address, selector_string
 from .builders.roll import RollDecision
+from .builders import rebalance as rb
 from .builders.scale_down import BLOCKED_REASON, SCALE_DOWN_BLOCKED, ScaleDecision
 
 READY = "Ready"
@@ -83,11 +84,13 @@ def kafka_cluster_status(
     cluster_id: str | None = None,
     roll: RollDecision | None = None,
 ) -> dict[str, Any]:
-    """The whole .status of a KafkaCluster (with `leases`, also who is registered and controller;
+    """The whole .status of a KafkaCluster (status.rebalance, written by the rebalancer, is read
+    from `previous` and kept) (with `leases`, also who is registered and controller;
     with a blocked `scale`, a ScaleDownBlocked condition, which is absent otherwise; with a held
     `roll`, why the next broker waits)."""
     now = now or datetime.now(timezone.utc)
     prev_conditions = (previous or {}).get("conditions") or []
+    rebalance = (previous or {}).get("rebalance")
     gen = owner.generation
     sts = statefulset or {}
     st = sts.get("status") or {}
@@ -112,8 +115,14 @@ def kafka_cluster_status(
         progress, progress_msg = "Creating", "creating the broker StatefulSet"
     elif not seen or not current_template:
         progress, progress_msg = "ApplyingChanges", "waiting for the StatefulSet controller to see the new spec"
+    elif scale is not None and scale.blocked and rb.draining(rebalance):
+        nodes = ", ".join(str(n) for n in scale.blocked_nodes)
+        progress, progress_msg = "Draining", (f"moving replicas off broker(s) {nodes} before removing them: "
+                                              f"{(rebalance or {}).get('message') or ''}").rstrip(": ")
     elif scale is not None and scale.blocked:
         progress, progress_msg = SCALE_DOWN_BLOCKED, scale.message()
+        if (rebalance or {}).get("message"):
+            progress_msg += f"; {rebalance['message']}"
     elif not scaled:
         progress, progress_msg = "Scaling", f"{have} brokers, want {replicas}"
     elif not rolled:
@@ -162,10 +171,13 @@ def kafka_cluster_status(
     conditions = [ready_c, reconciling_c, degraded_c,
                   stalled_condition(error_reason if error else None, error or "", generation=gen, now=now,
                                     previous=prev_conditions)]
-    if scale is not None and scale.blocked:
+    if progress == SCALE_DOWN_BLOCKED:
         # Dropped from the list once the scale-down may go on: a merge patch replaces the list.
-        conditions.append(condition(SCALE_DOWN_BLOCKED, True, BLOCKED_REASON, scale.message(),
+        conditions.append(condition(SCALE_DOWN_BLOCKED, True, BLOCKED_REASON, progress_msg,
                                     generation=gen, now=now, previous=prev_conditions))
+    rebalancing = rebalancing_condition(rebalance, generation=gen, now=now, previous=prev_conditions)
+    if rebalancing is not None:
+        conditions.append(rebalancing)
     status: dict[str, Any] = {
         "observedGeneration": gen,
         "conditions": conditions,
@@ -184,6 +196,31 @@ def kafka_cluster_status(
         # A merge patch removes the controller only if told so explicitly.
         status.setdefault("controller", None)
     return status
+
+
+def rebalancing_condition(rebalance: dict[str, Any] | None, *, generation: int, now: datetime,
+                          previous: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """Rebalancing: True while replicas move (reason ScaleUp, ScaleDown or Requested), False with
+    the phase as reason otherwise; absent until the rebalancer first writes status.rebalance."""
+    fields = rb.condition_fields(rebalance)
+    if fields is None:
+        return None
+    value, reason, message = fields
+    return condition(rb.CONDITION, value, reason, message, generation=generation, now=now, previous=previous)
+
+
+def with_rebalance(previous: dict[str, Any] | None, rebalance: dict[str, Any], *, generation: int,
+                   now: datetime | None = None) -> dict[str, Any]:
+    """The status patch a rebalance step writes: status.rebalance (keys it dropped set to None, as
+    a merge patch needs) and the conditions with Rebalancing replaced."""
+    now = now or datetime.now(timezone.utc)
+    old = dict((previous or {}).get("rebalance") or {})
+    patch = {k: None for k in old if k not in rebalance}
+    patch.update(rebalance)
+    conditions = [c for c in (previous or {}).get("conditions") or () if c.get("type") != rb.CONDITION]
+    rebalancing = rebalancing_condition(rebalance, generation=generation, now=now,
+                                        previous=(previous or {}).get("conditions"))
+    return {"rebalance": patch, "conditions": conditions + ([rebalancing] if rebalancing else [])}
 
 
 def stalled_condition(reason: str | None, message: str, *, generation: int, now: datetime,
