@@ -76,7 +76,8 @@ def python_view(bootstrap: str, topic: str) -> dict:
     return {
         "reassignments": {tp.partition: (r["replicas"], r["adding_replicas"], r["removing_replicas"])
                           for tp, r in moving.items() if tp.topic == topic},
-        "partitions": {p["partition"]: (p["leader"], p["replicas"], sorted(p["isr"])) for p in described["partitions"]},
+        "partitions": {p["partition_index"]: (p["leader_id"], p["replica_nodes"], sorted(p["isr_nodes"]))
+                       for p in described["partitions"]},
         "dirs": {b["broker"]: [(None if d["error_code"] == 0 else d["error_code"], d.get("total_bytes"), d.get("usable_bytes"))
                                for d in b["log_dirs"]] for b in dirs},
         "replicas": {b["broker"]: {p["partition_index"]: (p["partition_size"], p["offset_lag"], p["is_future_key"])
