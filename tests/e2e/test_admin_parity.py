@@ -9,7 +9,8 @@ then both report exactly: the reassignments (replicas = target then removing, ad
 the partitions (leader, full replica set, ISR without the adding replica) and, per broker, one
 log-dir entry per hosted replica (isFuture false, offsetLag 0, sizes equal and > 0 on in-sync
 replicas, less on an adding one). After `--cancel` both see no reassignment and the replicas and
-log dirs as before. Only log dir paths and byte counts are normalised (to "> 0 and equal").
+log dirs as before. `--verify` says the moves are in progress, then that they are
+not active and not done. Only log dir paths and byte counts are normalised (to "> 0 and equal").
 
     pytest -m kube tests/e2e/test_admin_parity.py
     pytest tests/e2e/test_admin_parity.py --kafka-target=apache   # three KRaft Kafka 4.1 nodes
@@ -127,8 +128,9 @@ def create(bootstrap: str) -> str:
 
 def both_views(cluster, topic: str, moving: dict[int, list[int]]) -> dict[int, int]:
     """Both clients' views checked against `moving`; they agree on every in-sync size."""
-    ours = check(python_view(cluster.bootstrap, topic), moving, "kafka-python")
-    java = check(java_view(cluster.bootstrap, topic), moving, "Java AdminClient")
+    views = {"kafka-python": python_view(cluster.bootstrap, topic), "Java AdminClient": java_view(cluster.bootstrap, topic)}
+    print(f"moving {moving}: {views}")  # shown when the test fails
+    ours, java = (check(v, moving, who) for who, v in views.items())
     assert ours == java, (ours, java)
     return ours
 
@@ -150,9 +152,19 @@ def test_java_and_kafka_python_admin_clients_see_reassignments_and_log_dirs(clus
     wait_for("the adding replicas' logs created", lambda: python_view(cluster.bootstrap, topic)["replicas"],
              timeout=60, until=lambda r: 0 in r.get(3, {}) and 1 in r.get(1, {}))
     assert both_views(cluster, topic, TARGET) == full
+    out = reassign_tool(cluster, tmp_path, "--reassignment-json-file", path, "--verify")
+    assert all(f"Reassignment of partition {topic}-{p} is still in progress." in out for p in TARGET), out
 
     out = reassign_tool(cluster, tmp_path, "--reassignment-json-file", path, "--cancel")
     assert "Successfully cancelled partition reassignment" in out, out
     wait_for("no reassignment and only the original replicas' logs", lambda: python_view(cluster.bootstrap, topic),
              timeout=60, until=lambda v: v["reassignments"] == {} and 0 not in v["replicas"][3] and 1 not in v["replicas"][1])
     assert both_views(cluster, topic, {}) == full
+    out = reassign_tool(cluster, tmp_path, "--reassignment-json-file", path, "--verify")
+    for p, t in TARGET.items():
+        want = f"There is no active reassignment of partition {topic}-{p}, but replica set is {_ids(BEFORE[p])} rather than {_ids(t)}."
+        assert want in out, out
+
+
+def _ids(replicas: list[int]) -> str:
+    return ",".join(map(str, replicas))
