@@ -6,11 +6,12 @@ moved under Kafka 4.1's `kafka-reassign-partitions.sh --throttle 1`, so the move
 Kafka 4.1's Java AdminClient (tests/java/admin-parity/AdminParity.java, compiled by `java` from
 source at test time against the cached kafka-tools jars) and kafka-python's KafkaAdminClient must
 then both report exactly: the reassignments (replicas = target then removing, adding, removing),
-the partitions (leader, full replica set, ISR without the adding replica) and, per broker, one
+the partitions (leader, full replica set, ISR without the adding replica), per broker one
 log-dir entry per hosted replica (isFuture false, offsetLag 0, sizes equal and > 0 on in-sync
-replicas, less on an adding one). After `--cancel` both see no reassignment and the replicas and
-log dirs as before. `--verify` says the moves are in progress, then that they are
-not active and not done. Only log dir paths and byte counts are normalised (to "> 0 and equal").
+replicas, less on an adding one) and, through Java's describeReplicaLogDirs, each replica's dir
+(none for a broker not hosting it). After `--cancel` both see no reassignment and the replicas and
+log dirs as before. `--verify` says the moves are in progress, then that they are not active and
+not done. Only log dir paths and byte counts are normalised (to "> 0 and equal").
 
     pytest -m kube tests/e2e/test_admin_parity.py
     pytest tests/e2e/test_admin_parity.py --kafka-target=apache   # three KRaft Kafka 4.1 nodes
@@ -55,6 +56,7 @@ def java_view(bootstrap: str, topic: str) -> dict:
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, f"AdminParity.java exited {out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     raw = json.loads(out.stdout.strip().splitlines()[-1])
+    paths = {int(b): [d["path"] for d in dirs][0] for b, dirs in raw["logDirs"].items()}
     return {
         "reassignments": {int(p): (r["replicas"], r["adding"], r["removing"]) for p, r in raw["reassignments"].items()},
         "partitions": {int(p): (r["leader"], r["replicas"], sorted(r["isr"])) for p, r in raw["partitions"].items()},
@@ -62,6 +64,10 @@ def java_view(bootstrap: str, topic: str) -> dict:
         "dirs": {int(b): [(d["error"], d["totalBytes"], d["usableBytes"]) for d in dirs] for b, dirs in raw["logDirs"].items()},
         "replicas": {int(b): {int(p): (i["size"], i["offsetLag"], i["isFuture"]) for d in dirs for p, i in d["replicas"].items()}
                      for b, dirs in raw["logDirs"].items()},
+        # broker -> partition -> (in the broker's log dir, its lag, future dir, future lag)
+        "replica_dirs": {(int(k.split(":")[0]), int(k.split(":")[1])): (
+            r["current"] is not None and r["current"] == paths[int(k.split(":")[0])], r["currentLag"], r["future"], r["futureLag"])
+            for k, r in raw["replicaDirs"].items()},
     }
 
 
@@ -104,6 +110,9 @@ def check(view: dict, moving: dict[int, list[int]], who: str) -> dict[int, int]:
     hosted = {b: sorted(p for p, r in placed.items() if b in r) for b in (1, 2, 3)}
     assert {b: sorted(r) for b, r in view["replicas"].items()} == hosted, (who, view)
     assert all(lag == 0 and future is False for r in view["replicas"].values() for _, lag, future in r.values()), (who, view)
+    if "replica_dirs" in view:  # describeReplicaLogDirs: a hosted replica in its broker's dir, the others nowhere
+        assert view["replica_dirs"] == {(b, p): (True, 0, None, -1) if b in placed[p] else (False, -1, None, -1)
+                                        for b in (1, 2, 3) for p in BEFORE}, (who, view)
     sizes = {}
     for p in BEFORE:
         insync = {view["replicas"][b][p][0] for b in BEFORE[p]}

@@ -1,6 +1,7 @@
 // What Kafka 4.1's Java AdminClient reports about one topic, as one line of JSON on stdout:
 // its reassignments in progress (listPartitionReassignments), its partitions (describeTopics:
-// DescribeTopicPartitions) and, per broker and log dir, its replicas (describeLogDirs).
+// DescribeTopicPartitions), per broker and log dir its replicas (describeLogDirs) and, for every
+// broker and partition, the dir of its replica if any (describeReplicaLogDirs).
 // tests/e2e/test_admin_parity.py compares it with kafka-python's view, on Flotilla and on Kafka.
 // Run: java -cp '<kafka-tools 4.1 libs>/*' AdminParity.java <bootstrap> <topic> <broker id>...
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -11,12 +12,14 @@ import java.util.Properties;
 import java.util.TreeMap;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeReplicaLogDirsResult.ReplicaLogDirInfo;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionReplica;
 import org.apache.kafka.common.TopicPartitionInfo;
 
 public class AdminParity {
@@ -85,6 +88,22 @@ public class AdminParity {
                 logDirs.put(Integer.toString(b.getKey()), dirs);
             }
             out.put("logDirs", logDirs);
+
+            // Every (broker, partition) pair, hosted or not: where its replica lives.
+            List<TopicPartitionReplica> pairs = new ArrayList<>();
+            for (int b : brokers)
+                for (TopicPartitionInfo p : d.partitions()) pairs.add(new TopicPartitionReplica(topic, p.partition(), b));
+            Map<String, Object> replicaDirs = new TreeMap<>();
+            for (Map.Entry<TopicPartitionReplica, ReplicaLogDirInfo> e : admin.describeReplicaLogDirs(pairs).all().get().entrySet()) {
+                ReplicaLogDirInfo info = e.getValue();
+                Map<String, Object> r = new TreeMap<>();
+                r.put("current", info.getCurrentReplicaLogDir());
+                r.put("currentLag", info.getCurrentReplicaOffsetLag());
+                r.put("future", info.getFutureReplicaLogDir());
+                r.put("futureLag", info.getFutureReplicaOffsetLag());
+                replicaDirs.put(e.getKey().brokerId() + ":" + e.getKey().partition(), r);
+            }
+            out.put("replicaDirs", replicaDirs);
         }
         System.out.println(new ObjectMapper().writeValueAsString(out));
     }
