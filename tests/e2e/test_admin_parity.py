@@ -161,6 +161,7 @@ def test_java_and_kafka_python_admin_clients_see_reassignments_and_log_dirs(clus
     wait_for("the adding replicas' logs created", lambda: python_view(cluster.bootstrap, topic)["replicas"],
              timeout=60, until=lambda r: 0 in r.get(3, {}) and 1 in r.get(1, {}))
     assert both_views(cluster, topic, TARGET) == full
+    narrowed(cluster.bootstrap, topic)
     out = reassign_tool(cluster, tmp_path, "--reassignment-json-file", path, "--verify")
     assert all(f"Reassignment of partition {topic}-{p} is still in progress." in out for p in TARGET), out
 
@@ -173,6 +174,24 @@ def test_java_and_kafka_python_admin_clients_see_reassignments_and_log_dirs(clus
     for p, t in TARGET.items():
         want = f"There is no active reassignment of partition {topic}-{p}, but replica set is {_ids(BEFORE[p])} rather than {_ids(t)}."
         assert want in out, out
+
+
+def narrowed(bootstrap: str, topic: str) -> None:
+    """Asked about some partitions only: a partition not moving, one that does not exist and an
+    unknown topic are left out of ListPartitionReassignments; DescribeLogDirs answers for the
+    partitions asked about that the broker holds."""
+    from kafka import TopicPartition as KTP
+
+    admin = kp_admin(bootstrap)
+    try:
+        moving = admin.list_partition_reassignments({topic: [0, 2, 7], "no-such-" + topic: [0]})
+        [dirs] = admin.describe_log_dirs({topic: [0, 2, 7]}, brokers=[3])
+    finally:
+        admin.close()
+    assert moving == {KTP(topic, 0): {"replicas": [1, 3, 2], "adding_replicas": [3], "removing_replicas": [2]}}, moving
+    held = sorted(p["partition_index"] for d in dirs["log_dirs"] for t in d["topics"] if t["name"] == topic
+                  for p in t["partitions"])
+    assert held == [0, 2], dirs
 
 
 def _ids(replicas: list[int]) -> str:
