@@ -9,7 +9,8 @@ then both report exactly: the reassignments (replicas = target then removing, ad
 the partitions (leader, full replica set, ISR without the adding replica), per broker one
 log-dir entry per hosted replica (isFuture false, offsetLag 0, sizes equal and > 0 on in-sync
 replicas, less on an adding one) and, through Java's describeReplicaLogDirs, each replica's dir
-(none for a broker not hosting it). After `--cancel` both see no reassignment and the replicas and
+(none for a broker not hosting it), and the throttles the tool set (describeConfigs). After
+`--cancel` (which clears the throttles) both see no reassignment and the replicas and
 log dirs as before. `--verify` says the moves are in progress, then that they are not active and
 not done. Only log dir paths and byte counts are normalised (to "> 0 and equal").
 
@@ -36,6 +37,13 @@ pytestmark = [pytest.mark.kube, pytest.mark.timeout(300)]
 PROGRAM = Path(__file__).resolve().parents[1] / "java" / "admin-parity" / "AdminParity.java"
 BEFORE = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
 TARGET = {0: [1, 3], 1: [2, 1]}  # partition 2 stays: a partition not being moved is not listed
+# What `--execute --throttle 1` sets (describeConfigs: value and source): both rates on every
+# broker of the move, the current replicas of the moving partitions throttled as leaders, the
+# adding ones as followers.
+THROTTLES = {**{f"{b} {side}.replication.throttled.rate": "1 DYNAMIC_BROKER_CONFIG"
+                for b in (1, 2, 3) for side in ("leader", "follower")},
+             "topic leader.replication.throttled.replicas": "0:1,0:2,1:2,1:3 DYNAMIC_TOPIC_CONFIG",
+             "topic follower.replication.throttled.replicas": "0:3,1:1 DYNAMIC_TOPIC_CONFIG"}
 # Kafka: a deleted log's renamed directory goes after file.delete.delay.ms.
 APACHE_OVERRIDES = {"file.delete.delay.ms": "500"}
 
@@ -64,6 +72,7 @@ def java_view(bootstrap: str, topic: str) -> dict:
         "dirs": {int(b): [(d["error"], d["totalBytes"], d["usableBytes"]) for d in dirs] for b, dirs in raw["logDirs"].items()},
         "replicas": {int(b): {int(p): (i["size"], i["offsetLag"], i["isFuture"]) for d in dirs for p, i in d["replicas"].items()}
                      for b, dirs in raw["logDirs"].items()},
+        "throttles": raw["throttles"],
         # broker -> partition -> (in the broker's log dir, its lag, future dir, future lag)
         "replica_dirs": {(int(k.split(":")[0]), int(k.split(":")[1])): (
             r["current"] is not None and r["current"] == paths[int(k.split(":")[0])], r["currentLag"], r["future"], r["futureLag"])
@@ -110,6 +119,8 @@ def check(view: dict, moving: dict[int, list[int]], who: str) -> dict[int, int]:
     hosted = {b: sorted(p for p, r in placed.items() if b in r) for b in (1, 2, 3)}
     assert {b: sorted(r) for b, r in view["replicas"].items()} == hosted, (who, view)
     assert all(lag == 0 and future is False for r in view["replicas"].values() for _, lag, future in r.values()), (who, view)
+    if "throttles" in view:  # kafka-reassign-partitions --throttle 1 sets them; --cancel clears them
+        assert view["throttles"] == (THROTTLES if moving else {}), (who, view)
     if "replica_dirs" in view:  # describeReplicaLogDirs: a hosted replica in its broker's dir, the others nowhere
         assert view["replica_dirs"] == {(b, p): (True, 0, None, -1) if b in placed[p] else (False, -1, None, -1)
                                         for b in (1, 2, 3) for p in BEFORE}, (who, view)

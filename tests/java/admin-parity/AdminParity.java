@@ -1,7 +1,8 @@
 // What Kafka 4.1's Java AdminClient reports about one topic, as one line of JSON on stdout:
 // its reassignments in progress (listPartitionReassignments), its partitions (describeTopics:
 // DescribeTopicPartitions), per broker and log dir its replicas (describeLogDirs) and, for every
-// broker and partition, the dir of its replica if any (describeReplicaLogDirs).
+// broker and partition, the dir of its replica if any (describeReplicaLogDirs); the replication
+// throttles set on the topic and the brokers (describeConfigs).
 // tests/e2e/test_admin_parity.py compares it with kafka-python's view, on Flotilla and on Kafka.
 // Run: java -cp '<kafka-tools 4.1 libs>/*' AdminParity.java <bootstrap> <topic> <broker id>...
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -12,6 +13,8 @@ import java.util.Properties;
 import java.util.TreeMap;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeReplicaLogDirsResult.ReplicaLogDirInfo;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.PartitionReassignment;
@@ -20,6 +23,7 @@ import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionReplica;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.TopicPartitionInfo;
 
 public class AdminParity {
@@ -104,6 +108,20 @@ public class AdminParity {
                 replicaDirs.put(e.getKey().brokerId() + ":" + e.getKey().partition(), r);
             }
             out.put("replicaDirs", replicaDirs);
+
+            // The replication throttles set on the topic and the brokers (describeConfigs).
+            List<ConfigResource> resources = new ArrayList<>();
+            resources.add(new ConfigResource(ConfigResource.Type.TOPIC, topic));
+            for (int b : brokers) resources.add(new ConfigResource(ConfigResource.Type.BROKER, Integer.toString(b)));
+            Map<String, Object> throttles = new TreeMap<>();
+            for (Map.Entry<ConfigResource, Config> e : admin.describeConfigs(resources).all().get().entrySet()) {
+                for (ConfigEntry c : e.getValue().entries()) {
+                    if (!c.name().contains("replication.throttled") || c.source() == ConfigEntry.ConfigSource.DEFAULT_CONFIG) continue;
+                    String owner = e.getKey().type() == ConfigResource.Type.TOPIC ? "topic" : e.getKey().name();
+                    throttles.put(owner + " " + c.name(), c.value() + " " + c.source());
+                }
+            }
+            out.put("throttles", throttles);
         }
         System.out.println(new ObjectMapper().writeValueAsString(out));
     }
