@@ -18,6 +18,7 @@ suites=(
   tests/e2e/test_record_deletion_client.py
   tests/e2e/test_delete_records_fleet.py
   tests/e2e/test_reassignment.py
+  tests/e2e/test_admin_parity.py
   tests/e2e/test_manual_assignment.py
   tests/e2e/test_stray_logs.py
   tests/e2e/test_replication_throttle.py

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from broker.log.segment import FileRegion
 from broker.protocol.varint import uvarint_bytes
@@ -193,3 +193,16 @@ def encode_fetch_response(
 def response_size(chunks: list[bytes | FileRegion]) -> int:
     """Bytes of an encoded response, size prefix included (what a fetch quota counts)."""
     return sum(c.length if isinstance(c, FileRegion) else len(c) for c in chunks)
+
+
+def quota_size(version: int, topics: list[TopicResult]) -> int:
+    """What Kafka's leader replication quota counts for a follower fetch: FetchResponse.sizeOf of
+    a response holding only `topics` (the throttled partitions), i.e. 4 plus that response's body
+    without the response header and NodeEndpoints. Not 0 when `topics` is empty or idle: every
+    follower fetch counts, so under a tiny rate the in-sync followers' fetches alone exceed it."""
+    sized = [TopicResult(t.name, t.topic_id, [
+        p if p.records is None or isinstance(p.records, FileRegion)
+        else replace(p, records=FileRegion(None, 0, p.records_size))  # type: ignore[arg-type]  # sized, never read
+        for p in t.partitions]) for t in topics]
+    header = 4 + (1 if version >= FIRST_FLEXIBLE else 0)  # correlation id, tagged fields
+    return response_size(encode_fetch_response(version, 0, 0, 0, 0, sized)) - header

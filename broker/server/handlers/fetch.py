@@ -339,7 +339,7 @@ class FetchHandler(Handler):
                 return throttled
         error_code, session_id, sent = context.respond(results)
         if follower:
-            self.record_throttled(sent)
+            self.record_throttled(ctx.api_version, sent)
         topics = self.topics(sent)
         if follower:  # bytes to replicas a reassignment is adding (Kafka's ReassignmentBytesOutPerSec)
             reassignment_metrics.count_out(self.broker.replicas.reassignment_bytes, self.broker.store.image,
@@ -367,14 +367,16 @@ class FetchHandler(Handler):
                     and replica_id not in part.replica_state.isr and quotas.leader.is_exceeded())
         return check
 
-    def record_throttled(self, sent) -> None:
-        """KIP-73: the bytes of throttled partitions sent to a follower count against the leader quota."""
+    def record_throttled(self, version: int, sent) -> None:
+        """KIP-73, as Kafka's KafkaApis counts it: every follower fetch records against the leader
+        quota the size of its response restricted to the throttled partitions (framing included,
+        so even an idle in-sync follower's fetches count; records of in-sync replicas too)."""
         quotas = getattr(self.broker, "replication_quotas", None)
-        if quotas is None or not quotas.leader.partitions:
-            return
-        size = sum(pr.records_size for cp, pr in sent
-                   if pr.records and cp.topic is not None and quotas.leader.is_throttled((cp.topic, cp.partition)))
-        quotas.leader.record(size)
+        if quotas is None or (quotas.leader.bound is None and not quotas.leader.partitions):
+            return  # no throttle set: nothing to measure (and no "throttled bytes" to count)
+        throttled = [(cp, pr) for cp, pr in sent
+                     if cp.topic is not None and quotas.leader.is_throttled((cp.topic, cp.partition))]
+        quotas.leader.record(fetch_response.quota_size(version, self.topics(throttled)))
 
     # -- quotas (KIP-13) ------------------------------------------------------------------------
 

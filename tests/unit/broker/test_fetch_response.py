@@ -91,3 +91,26 @@ def test_kip951_current_leader_and_node_endpoints_match_kio(version):
     expected = codec.frame_response(codec.RequestHeader(1, version, 5, None, 0), codec.encode_body(1, version, resp))
     assert ours == expected
     assert (b"127.0.0.3" in ours) == (version >= 16)
+
+
+@pytest.mark.parametrize("version", range(fetch_response.MIN_VERSION, fetch_response.MAX_VERSION + 1))
+def test_quota_size_is_kafkas_fetch_response_size_of(version):
+    """A leader's replication quota counts Kafka's FetchResponse.sizeOf: 4 plus the response body
+    (no response header) holding only the throttled partitions; an empty one still counts."""
+    m = codec.response_module(1, version)
+    data = make_batch([b"one", b"two"])
+
+    def kafka_size(topics):
+        parts = lambda t: tuple(codec.build(  # noqa: E731
+            m.PartitionData, partition_index=p.partition_index, error_code=ErrorCode(p.error_code),
+            high_watermark=p.high_watermark, last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
+            aborted_transactions=None, preferred_read_replica=-1, records=p.records) for p in t.partitions)
+        resp = codec.build(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, session_id=0,
+                           responses=tuple(codec.build(m.FetchableTopicResponse, topic=t.name, topic_id=t.topic_id,
+                                                       partitions=parts(t)) for t in topics))
+        return 4 + len(codec.encode_body(1, version, resp))
+
+    topics = [TopicResult("orders", uuid.UUID(int=42), [PartitionResult(0, 0, 10, 10, 0, None, -1, data),
+                                                        PartitionResult(1, 0, 3, 3, 0, None, -1, b"")])]
+    assert fetch_response.quota_size(version, topics) == kafka_size(topics)
+    assert fetch_response.quota_size(version, []) == kafka_size([]) > 4

@@ -86,3 +86,25 @@ def test_describe_reports_the_broker_value_over_the_default_and_the_default_reso
     unset = {e.name: e for e in dynamic_entries({}, "2")}
     assert unset[LEADER_RATE].value == str(2**63 - 1)
     assert [e.name for e in dynamic_entries(configs, "")] == [LEADER_RATE]
+
+
+def test_an_idle_in_sync_followers_fetches_count_against_a_tiny_leader_rate():
+    """As Kafka's KafkaApis: every follower fetch records its response's size restricted to the
+    throttled partitions, framing included; under `--throttle 1` that alone exceeds the bound, so
+    a new replica gets nothing from its first fetch on (as on Kafka), not one fetch's worth."""
+    from types import SimpleNamespace
+
+    from broker.protocol.fetch_response import PartitionResult
+    from broker.server.fetch_session import CachedPartition
+    from broker.server.handlers.fetch import FetchHandler
+
+    q = ReplicationQuotas(1)
+    handler = SimpleNamespace(broker=SimpleNamespace(replication_quotas=q), topics=FetchHandler.topics)
+    idle = [(CachedPartition("t", None, 0, 5, 1 << 20), PartitionResult(0, 0, 5, 5, 0, None, -1, b""))]
+    FetchHandler.record_throttled(handler, 17, idle)
+    assert q.leader.throttled_bytes == 0  # no throttle set: nothing measured
+    q.update_topics(image(t=(1, {LEADER_KEY: "0:1,0:2"})))
+    q.update_rates({"": {LEADER_RATE: "1"}})
+    FetchHandler.record_throttled(handler, 17, idle)
+    assert q.leader.throttled_bytes > 0 and q.leader.is_exceeded()
+    assert q.leader.should_throttle(("t", 0), in_sync=False) and not q.leader.should_throttle(("t", 0), in_sync=True)
