@@ -635,11 +635,11 @@ async def rebalance_step(memo: kopf.Memo, namespace: str, name: str) -> None:
     loop = asyncio.get_running_loop()
     if inp is None or not rb.needs_cluster(inp) or retry.get(key, 0.0) > loop.time():
         return
-    bootstrap, why = admin_address(body, name, require_ready=False)
+    bootstrap, auth, why = await _admin_address(memo, namespace, name, require_ready=False)
     cluster = None
     if bootstrap:
         try:
-            cluster = await rebalancer.observe(bootstrap)
+            cluster = await rebalancer.observe(bootstrap, auth)
         except kafka_admin.AdminError as exc:
             why = str(exc)
     async with _lock(memo, namespace, name):

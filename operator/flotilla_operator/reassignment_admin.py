@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .kafka_admin import AdminError, bootstrap_request, request
+from .kafka_admin import PLAINTEXT, AdminAuth, AdminError, bootstrap_request, request
 
 Partition = tuple[str, int]
 
@@ -59,6 +59,7 @@ class ClusterView:
     replicas: dict[Partition, tuple[int, ...]]  # as Metadata lists them (target + removing while moving)
     leaders: dict[Partition, int]
     reassigning: dict[Partition, Reassignment] = field(default_factory=dict)
+    auth: AdminAuth = PLAINTEXT  # how every request of this view authenticates (the operator's user)
 
     def controller_address(self) -> str:
         if self.controller not in self.brokers:
@@ -71,13 +72,13 @@ def _check(name: str, code: int, message: str | None, what: str = "") -> None:
         raise AdminError(f"{name}{' ' + what if what else ''}: error {int(code)}{': ' + message if message else ''}")
 
 
-async def cluster_view(bootstrap: str) -> ClusterView:
+async def cluster_view(bootstrap: str, auth: AdminAuth = PLAINTEXT) -> ClusterView:
     """Metadata of every topic, then the controller's in-flight reassignments."""
     from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
     from kio.schema.metadata.v12.request import MetadataRequest
 
     md = await bootstrap_request(bootstrap, MetadataRequest(topics=None, allow_auto_topic_creation=False,
-                                                            include_topic_authorized_operations=False))
+                                                            include_topic_authorized_operations=False), auth)
     brokers = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in md.brokers}
     racks = {int(b.node_id): b.rack for b in md.brokers if b.rack}
     replicas: dict[Partition, tuple[int, ...]] = {}
@@ -89,8 +90,8 @@ async def cluster_view(bootstrap: str) -> ClusterView:
             key = (str(t.name), int(p.partition_index))
             replicas[key] = tuple(int(r) for r in p.replica_nodes)
             leaders[key] = int(p.leader_id)
-    view = ClusterView(brokers, racks, int(md.controller_id), replicas, leaders)
-    resp = await request(view.controller_address(), ListPartitionReassignmentsRequest(topics=None))
+    view = ClusterView(brokers, racks, int(md.controller_id), replicas, leaders, auth=auth)
+    resp = await request(view.controller_address(), ListPartitionReassignmentsRequest(topics=None), auth=auth)
     _check("ListPartitionReassignments", resp.error_code, resp.error_message)
     for t in resp.topics:
         for p in t.partitions:
@@ -120,7 +121,7 @@ async def alter_reassignments(view: ClusterView, targets: Mapping[Partition, Seq
         ReassignablePartition(partition_index=i32(p), replicas=None if targets[(t, p)] is None
                               else tuple(i32(r) for r in targets[(t, p)]))  # type: ignore[union-attr]
         for p in ps)) for t, ps in _by_topic(targets).items())
-    resp = await request(view.controller_address(), AlterPartitionReassignmentsRequest(topics=topics))
+    resp = await request(view.controller_address(), AlterPartitionReassignmentsRequest(topics=topics), auth=view.auth)
     _check("AlterPartitionReassignments", resp.error_code, resp.error_message)
     return {(str(t.name), int(p.partition_index)): f"error {int(p.error_code)}: {p.error_message or ''}".rstrip(": ")
             for t in resp.responses for p in t.partitions if int(p.error_code) != 0}
@@ -136,14 +137,15 @@ async def elect_preferred(view: ClusterView, partitions: Sequence[Partition]) ->
         return {}
     req = ElectLeadersRequest(election_type=i8(PREFERRED), topic_partitions=tuple(
         TopicPartitions(topic=t, partitions=tuple(i32(p) for p in ps)) for t, ps in _by_topic(partitions).items()))
-    resp = await request(view.controller_address(), req)
+    resp = await request(view.controller_address(), req, auth=view.auth)
     _check("ElectLeaders", resp.error_code, None)
     return {(str(r.topic), int(p.partition_id)): f"error {int(p.error_code)}: {p.error_message or ''}".rstrip(": ")
             for r in resp.replica_election_results for p in r.partition_result
             if int(p.error_code) not in (0, ELECTION_NOT_NEEDED)}
 
 
-async def alter_configs(bootstrap: str, changes: Mapping[tuple[int, str], Mapping[str, str | None]]) -> None:
+async def alter_configs(bootstrap: str, changes: Mapping[tuple[int, str], Mapping[str, str | None]],
+                        auth: AdminAuth = PLAINTEXT) -> None:
     """IncrementalAlterConfigs: per (resource type, name), SET a value or DELETE (None) each key;
     AdminError naming the first resource refused."""
     from kio.schema.incremental_alter_configs.v1.request import (AlterableConfig, AlterConfigsResource,
@@ -155,7 +157,7 @@ async def alter_configs(bootstrap: str, changes: Mapping[tuple[int, str], Mappin
     resources = tuple(AlterConfigsResource(resource_type=i8(rtype), resource_name=name, configs=tuple(
         AlterableConfig(name=k, config_operation=i8(DELETE if v is None else SET), value=v) for k, v in keys.items()))
         for (rtype, name), keys in changes.items())
-    resp = await bootstrap_request(bootstrap, IncrementalAlterConfigsRequest(resources=resources, validate_only=False))
+    resp = await bootstrap_request(bootstrap, IncrementalAlterConfigsRequest(resources=resources, validate_only=False), auth)
     for r in resp.responses:
         kind = {TOPIC: "topic", BROKER: "broker"}.get(int(r.resource_type), str(int(r.resource_type)))
         _check("IncrementalAlterConfigs", r.error_code, r.error_message, f"{kind} {r.resource_name!r}")
@@ -169,7 +171,7 @@ async def partition_sizes(view: ClusterView) -> dict[Partition, int]:
     sizes: dict[Partition, int] = {}
     for address in view.brokers.values():
         try:
-            resp = await request(address, DescribeLogDirsRequest(topics=None))
+            resp = await request(address, DescribeLogDirsRequest(topics=None), auth=view.auth)
         except AdminError:
             continue
         for result in resp.results:

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import reassignment_admin as ra
 from .builders import rebalance as rb
-from .kafka_admin import AdminError
+from .kafka_admin import PLAINTEXT, AdminAuth, AdminError
 
 log = logging.getLogger("flotilla_operator")
 
@@ -26,8 +26,8 @@ def view_of(cluster: ra.ClusterView) -> rb.View:
                    racks=cluster.racks or None)
 
 
-async def observe(bootstrap: str) -> ra.ClusterView:
-    return await ra.cluster_view(bootstrap)
+async def observe(bootstrap: str, auth: AdminAuth = PLAINTEXT) -> ra.ClusterView:
+    return await ra.cluster_view(bootstrap, auth)
 
 
 async def carry_out(bootstrap: str, cluster: ra.ClusterView, step: rb.Step, previous: dict[str, Any]) -> dict[str, Any]:
@@ -42,13 +42,13 @@ async def carry_out(bootstrap: str, cluster: ra.ClusterView, step: rb.Step, prev
             sizes = await ra.partition_sizes(cluster)
             status["bytesToMove"] = sum(sizes.get(p, 0) * n for p, n in step.copies.items())
         if not done:
-            await ra.alter_configs(bootstrap, step.configs)
+            await ra.alter_configs(bootstrap, step.configs, cluster.auth)
         refused = await ra.alter_reassignments(cluster, step.start)
         failed = await ra.elect_preferred(cluster, list(step.elect))
         if failed:
             log.info("preferred elections not done (the auto leader rebalance or a later step retries): %s", failed)
         if done:
-            await ra.alter_configs(bootstrap, step.configs)
+            await ra.alter_configs(bootstrap, step.configs, cluster.auth)
     except AdminError as exc:
         base = dict(previous) if done else status
         return {**base, "message": f"{step.status.get('message') or ''}; {exc}".lstrip("; ")}
