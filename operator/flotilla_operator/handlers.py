@@ -45,7 +45,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import kopf
 
@@ -579,25 +579,38 @@ async def kafkatopic_event(body: kopf.Body, namespace: str, memo: kopf.Memo, log
         logger.warning(f"KafkaCluster {namespace}/{cluster}: {exc}")
 
 
+async def _for_each(memo: kopf.Memo, kind: str, what: str, act: Callable[[dict[str, Any]], Awaitable[None]],
+                    *, skip_deleting: bool = False) -> None:
+    """`act` on every object of `kind` in the watched namespaces: the body of the operator's
+    periodic loops (one task each for the whole operator, not a kopf timer per resource: kopf puts
+    a finalizer on every resource that has a timer, and a finalizer holds a namespace deletion for
+    as long as the operator is away). A failure is logged and the loop goes on to the next object,
+    and through API hiccups."""
+    op: Settings = memo["settings"]
+    try:
+        objects: list[dict[str, Any]] = []
+        for ns in op.namespaces or (None,):
+            objects += await memo["kube"].list(kind, ns)
+    except Exception as exc:
+        log.warning("%s: listing %ss failed: %s", what, kind, exc)
+        return
+    for obj in objects:
+        meta = obj["metadata"]
+        if skip_deleting and meta.get("deletionTimestamp"):
+            continue
+        try:
+            await act(obj)
+        except Exception as exc:
+            log.warning("%s of %s %s/%s failed: %s", what, kind, meta.get("namespace"), meta["name"], exc)
+
+
 async def _resync_loop(memo: kopf.Memo) -> None:
     """Re-apply every KafkaCluster periodically: repairs edited or deleted children."""
     op: Settings = memo["settings"]
-    kube: Kube = memo["kube"]
     while True:
         await asyncio.sleep(op.resync_seconds)
-        try:
-            clusters: list[dict[str, Any]] = []
-            for ns in op.namespaces or (None,):
-                clusters += await kube.list(KAFKA_CLUSTER.kind, ns)
-        except Exception as exc:  # keep the loop alive through API hiccups
-            log.warning("resync: listing KafkaClusters failed: %s", exc)
-            continue
-        for cluster in clusters:
-            meta = cluster["metadata"]
-            try:
-                await reconcile(memo, meta["namespace"], meta["name"], why="resync")
-            except Exception as exc:
-                log.warning("resync of %s/%s failed: %s", meta["namespace"], meta["name"], exc)
+        await _for_each(memo, KAFKA_CLUSTER.kind, "resync", lambda c: reconcile(
+            memo, c["metadata"]["namespace"], c["metadata"]["name"], why="resync"))
 
 
 # ------------------------------------------------------------------------------------------
@@ -671,23 +684,11 @@ async def rebalance_step(memo: kopf.Memo, namespace: str, name: str) -> None:
 
 async def _rebalance_loop(memo: kopf.Memo) -> None:
     """Every REBALANCE_POLL_S, a rebalance step for each KafkaCluster (most return at once: nothing
-    to move). One task for the whole operator, like the resync loops (no finalizers)."""
-    op: Settings = memo["settings"]
+    to move)."""
     while True:
         await asyncio.sleep(REBALANCE_POLL_S)
-        try:
-            clusters: list[dict[str, Any]] = []
-            for ns in op.namespaces or (None,):
-                clusters += await memo["kube"].list(KAFKA_CLUSTER.kind, ns)
-        except Exception as exc:  # keep the loop alive through API hiccups
-            log.warning("rebalance: listing KafkaClusters failed: %s", exc)
-            continue
-        for cluster in clusters:
-            meta = cluster["metadata"]
-            try:
-                await rebalance_step(memo, meta["namespace"], meta["name"])
-            except Exception as exc:
-                log.warning("rebalance of %s/%s failed: %s", meta["namespace"], meta["name"], exc)
+        await _for_each(memo, KAFKA_CLUSTER.kind, "rebalance", lambda c: rebalance_step(
+            memo, c["metadata"]["namespace"], c["metadata"]["name"]))
 
 
 # ------------------------------------------------------------------------------------------
@@ -783,49 +784,16 @@ async def clientquota_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> Non
 
 
 async def _quota_resync_loop(memo: kopf.Memo) -> None:
-    """Every QUOTA_RESYNC_S, re-apply and re-read every ClientQuota: brokers that joined, a
-    conflict's owner that went away, status drift. One task for the whole operator, not a kopf
-    timer per resource: kopf puts a finalizer on every resource that has a timer, and a finalizer
-    holds a namespace deletion for as long as the operator is away."""
-    op: Settings = memo["settings"]
+    """Every QUOTA_RESYNC_S, re-apply and re-read every ClientQuota (brokers that joined, a
+    conflict's owner that went away, status drift) and every KafkaUser (ACLs or a credential
+    changed behind the operator's back, a cluster that became reachable)."""
     while True:
         await asyncio.sleep(QUOTA_RESYNC_S)
-        try:
-            quotas: list[dict[str, Any]] = []
-            for ns in op.namespaces or (None,):
-                quotas += await memo["kube"].list(CLIENT_QUOTA.kind, ns)
-        except Exception as exc:  # keep the loop alive through API hiccups
-            log.warning("resync: listing ClientQuotas failed: %s", exc)
-            continue
-        for quota in quotas:
-            if quota["metadata"].get("deletionTimestamp"):
-                continue
-            try:
-                await reconcile_client_quota(memo, quota)
-            except Exception as exc:
-                log.warning("resync of ClientQuota %s/%s failed: %s", quota["metadata"].get("namespace"),
-                            quota["metadata"]["name"], exc)
-        await _user_resync(memo, op)
+        await _for_each(memo, CLIENT_QUOTA.kind, "resync", lambda q: reconcile_client_quota(memo, q),
+                        skip_deleting=True)
+        await _for_each(memo, KAFKA_USER.kind, "resync", lambda u: reconcile_kafka_user(
+            memo, u["metadata"]["namespace"], u["metadata"]["name"]), skip_deleting=True)
 
-
-async def _user_resync(memo: kopf.Memo, op: Settings) -> None:
-    """Re-apply every KafkaUser (ACLs or a credential changed behind the operator's back, a cluster
-    that became reachable), on the ClientQuotas' loop and for the same reason: no finalizers."""
-    try:
-        users: list[dict[str, Any]] = []
-        for ns in op.namespaces or (None,):
-            users += await memo["kube"].list(KAFKA_USER.kind, ns)
-    except Exception as exc:  # keep the loop alive through API hiccups
-        log.warning("resync: listing KafkaUsers failed: %s", exc)
-        return
-    for user in users:
-        if user["metadata"].get("deletionTimestamp"):
-            continue
-        try:
-            await reconcile_kafka_user(memo, user["metadata"]["namespace"], user["metadata"]["name"])
-        except Exception as exc:
-            log.warning("resync of KafkaUser %s/%s failed: %s", user["metadata"].get("namespace"),
-                        user["metadata"]["name"], exc)
 
 
 @kopf.on.event(GROUP, VERSION, CLIENT_QUOTA.plural)
