@@ -795,7 +795,6 @@ async def _quota_resync_loop(memo: kopf.Memo) -> None:
             memo, u["metadata"]["namespace"], u["metadata"]["name"]), skip_deleting=True)
 
 
-
 @kopf.on.event(GROUP, VERSION, CLIENT_QUOTA.plural)
 async def clientquota_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
                               **_: Any) -> None:
