@@ -32,7 +32,8 @@ PREFIX = "bench-"
 BROKERS = ("PLAINTEXT listener and SASL_SSL listener with SCRAM-SHA-512 (TLS, server certificate only, "
            "PEM keystore), StandardAuthorizer on, `allow.everyone.if.no.acl.found=false`, super user User:ANONYMOUS "
            "(the PLAINTEXT clients), PREFIXED ALLOW ACLs for User:bench on topics and groups `bench-`; "
-           "`num.partitions` 1, `log.flush.interval.messages` Kafka's default")
+           "`num.partitions` 1, `log.flush.interval.messages` Kafka's default; Apache Kafka with the JVM options of "
+           "kafka-server-start.sh (1 GB heap, G1, C2 JIT)")
 CLIENT = ("confluent-kafka (librdkafka) in a child process; producer acks=1, linger.ms=5, batch.size=65536, "
           "no compression, 1 KiB records, as fast as it can for the phase's time; consumer reads that "
           "topic from offset 0 by assignment (no group join), for at most the phase's time")
@@ -67,8 +68,9 @@ def make_broker(target: str, workdir: Path, pki) -> tuple[Any, int]:
     }
     workdir.mkdir(parents=True, exist_ok=True)
     if target == "apache":
-        from tests.support.apache_kafka import ApacheKafka
+        from bench.targets import _apache_class
 
+        ApacheKafka = _apache_class()  # kafka-server-start.sh's JVM options, not the tests' C1-only JIT
         controller = free_port()
         settings["listeners"] = f"{listeners},CONTROLLER://127.0.0.1:{controller}"
         settings["listener.security.protocol.map"] = f"{protocol_map},CONTROLLER:PLAINTEXT"
@@ -149,7 +151,8 @@ def run_target(target: str, base: Path, pki, args: argparse.Namespace, t0: float
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench security", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=12.0, help="time of each timed phase (default 12)")
-    ap.add_argument("--warmup", type=float, default=4.0, help="untimed produce before each transport (default 4)")
+    ap.add_argument("--warmup", type=float, default=10.0,
+                    help="untimed produce before each transport (default 10: the JVM's C2 compiles TLS's AES-GCM)")
     ap.add_argument("--size", type=int, default=1024, help="record size in bytes (default 1024)")
     ap.add_argument("--targets", default="flotilla,apache")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "security")
