@@ -1,7 +1,7 @@
 # Two commands a newcomer needs:
 #   make broker   set up a virtualenv and start one local broker (127.0.0.1:9092)
 #   make test     set up everything the tests need and run every test
-.PHONY: setup broker test unit interop-apache bench bench-omb pipeline clean
+.PHONY: setup broker test unit interop-apache bench bench-omb bench-security pipeline clean
 
 setup:
 	bash scripts/setup.sh
@@ -26,6 +26,10 @@ bench: setup
 # Three brokers each side: the OMB-shaped load, transactions and a kill -9 failover (bench/README.md).
 bench-omb: setup
 	.venv/bin/python -m bench omb
+
+# One broker each side: throughput over SASL_SSL/SCRAM with ACLs vs PLAINTEXT (bench/README.md).
+bench-security: setup
+	.venv/bin/python -m bench security
 
 # The PySpark pipeline against `make broker` (docs/pipeline.md): installs PySpark and the Kafka
 # connector (cached), writes 20 000 events (about 2 % malformed), then streams until Ctrl-C.

@@ -59,6 +59,10 @@ def main(argv: list[str]) -> int:
         from bench import omb
 
         return omb.main(argv[1:])
+    if argv[:1] == ["security"]:  # SASL_SSL + ACLs vs PLAINTEXT, both brokers (bench/security.py)
+        from bench import security
+
+        return security.main(argv[1:])
     args = parser().parse_args(argv)
     if args.workloads is None:
         args.workloads = [w for w in REGISTRY if not (args.smoke and REGISTRY[w].slow_start)]

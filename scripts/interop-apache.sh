@@ -27,6 +27,7 @@ suites=(
   tests/e2e/test_transactions_system.py
   tests/e2e/test_security.py
   tests/e2e/test_security_clients.py
+  tests/e2e/test_security_fuzz.py
   tests/e2e/test_acls.py
   tests/e2e/test_user_quotas.py
   tests/e2e/test_scram_credentials.py

@@ -92,3 +92,22 @@ def test_bench_smoke(tmp_path: Path) -> None:
     assert "start-to-ready" in md
     if importlib.util.find_spec("matplotlib"):
         assert (out / "smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.timeout(180)
+def test_bench_security_smoke(tmp_path: Path) -> None:
+    """`python -m bench security` (issue 23) end to end on Flotilla with 1 s phases: both transports
+    measured, the ACLs let the SASL_SSL user produce and consume, the report written. No timings."""
+    out = tmp_path / "security"
+    cmd = [sys.executable, "-m", "bench", "security", "--seconds", "1", "--warmup", "0.5", "--targets", "flotilla",
+           "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-5000:]}"
+    assert "flotilla sasl_ssl: consume" in proc.stderr, "no progress lines"
+    data = json.loads(out.with_suffix(".json").read_text())
+    for transport in ("plaintext", "sasl_ssl"):
+        for phase in ("produce", "consume"):
+            result = data["results"]["flotilla"][transport][phase]
+            assert "error" not in result and result["records"] > 0, (transport, phase, result)
+    assert data["ratios"]["sasl_over_plain"]["flotilla"]["produce"] is not None
+    assert "| flotilla | sasl_ssl | produce |" in out.with_suffix(".md").read_text()
