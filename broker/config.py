@@ -253,7 +253,16 @@ KEYS: tuple[Key, ...] = (
         "How a client certificate's subject becomes the principal's name: DEFAULT (the whole DN) or "
         "RULE:pattern/replacement/[LU] rules, the first matching one applies."),
     Key("inter.broker.listener.name", "", lambda v: v.strip().upper(),
-        "Listener other brokers use to reach this one (default: the first listener)."),
+        "Listener brokers reach each other on (replication, transaction markers). Default, as Kafka: "
+        "the listener named by security.inter.broker.protocol (PLAINTEXT); Flotilla falls back to "
+        "the first listener when no listener has that name and neither key is set (Kafka refuses)."),
+    Key("security.inter.broker.protocol", "", lambda v: v.strip().upper(),
+        "Security protocol of the inter-broker listener, naming it (Kafka's default PLAINTEXT); set "
+        "this or inter.broker.listener.name, not both."),
+    Key("sasl.mechanism.inter.broker.protocol", "GSSAPI", _upper,
+        "SASL mechanism a broker authenticates with on a SASL inter-broker listener: PLAIN, "
+        "SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI is not served). The broker's own "
+        "credentials are the username=/password= options of listener.name.<l>.<mechanism>.sasl.jaas.config."),
     Key("broker.rack", "", str.strip,
         "Rack (or zone) of this broker; the controller spreads a partition's replicas over racks."),
     Key("log.dirs", "./data", _dirs, "Directories holding partition logs and checkpoint files."),
@@ -578,17 +587,59 @@ def parse_config(raw: Mapping[str, str]) -> BrokerConfig:
     if 0 < queued < values["socket.request.max.bytes"]:
         raise ConfigError(f"'queued.max.request.bytes' ({queued}) must be at least 'socket.request.max.bytes' "
                           f"({values['socket.request.max.bytes']}) or -1")
-    inter = values["inter.broker.listener.name"]
-    if inter and inter not in {l.name for l in values["listeners"]}:
-        raise ConfigError(f"'inter.broker.listener.name' {inter!r} is not one of the names in 'listeners'")
     if values["flotilla.metadata.store"] == "kubernetes" and not values["flotilla.cluster.name"]:
         raise ConfigError("'flotilla.cluster.name' is required when 'flotilla.metadata.store' is kubernetes")
-    inter_name = inter or values["listeners"][0].name
-    if values["flotilla.metadata.store"] == "kubernetes" and protocols.get(inter_name, "PLAINTEXT") != "PLAINTEXT":
-        raise ConfigError(f"inter-broker listener {inter_name} is {protocols[inter_name]}: brokers reach each other "
-                          "over PLAINTEXT only so far ('inter.broker.listener.name' must name a PLAINTEXT listener)")
+    values[INTER_BROKER_LISTENER] = _inter_broker_listener(raw, values)
     values["__raw__"] = dict(raw)
     return BrokerConfig(values=values)
+
+
+INTER_BROKER_LISTENER = "__inter_broker_listener__"  # the resolved name, in BrokerConfig.values
+INTER_BROKER_UNAUTHENTICATED = "__inter_broker_unauthenticated__"  # the lenient default: no SASL credentials
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _inter_broker_listener(raw: Mapping[str, str], values: dict[str, Any]) -> str:
+    """The inter-broker listener's name, by Kafka's rules (KafkaConfig): inter.broker.listener.name,
+    else the listener named after security.inter.broker.protocol; it must be advertised; a SASL one
+    needs sasl.mechanism.inter.broker.protocol among its sasl.enabled.mechanisms."""
+    name, protocol_key = values["inter.broker.listener.name"], values["security.inter.broker.protocol"]
+    protocols = values["listener.security.protocol.map"]
+    if name and "security.inter.broker.protocol" in raw:
+        raise ConfigError("Only one of 'inter.broker.listener.name' and 'security.inter.broker.protocol' should be set")
+    if protocol_key and protocol_key not in _PROTOCOLS:
+        raise ConfigError(f"invalid value {protocol_key!r} for configuration key 'security.inter.broker.protocol': "
+                          f"expected one of {', '.join(_PROTOCOLS)}")
+    advertised = [l.name for l in (values["advertised.listeners"] or values["listeners"])]
+    if name:
+        if name not in protocols and name != "PLAINTEXT":
+            raise ConfigError(f"listener with name {name} defined in 'inter.broker.listener.name' not found in "
+                              "'listener.security.protocol.map'")
+        key = "inter.broker.listener.name"
+    else:
+        name, key = protocol_key or "PLAINTEXT", "security.inter.broker.protocol"
+        if name not in advertised and not protocol_key:
+            # Flotilla's leniency, Kafka refuses (docs/security.md): the first listener, and on SASL
+            # no credentials unless sasl.mechanism.inter.broker.protocol is set.
+            name = values["listeners"][0].name
+            if "sasl.mechanism.inter.broker.protocol" not in raw:
+                values[INTER_BROKER_UNAUTHENTICATED] = True
+                return name
+    if name not in advertised:
+        raise ConfigError(f"'{key}' {name}: the inter-broker listener must be a listener name defined in "
+                          f"'advertised.listeners' (here: {', '.join(advertised)})")
+    if protocols.get(name, "PLAINTEXT").startswith("SASL_"):
+        mechanism = values["sasl.mechanism.inter.broker.protocol"]
+        per_listener = values["listener.name"].get(name, {})
+        enabled = per_listener.get("sasl.enabled.mechanisms", values["sasl.enabled.mechanisms"])
+        if mechanism not in enabled:
+            raise ConfigError(f"'sasl.mechanism.inter.broker.protocol' ({mechanism}) must be included in "
+                              f"'sasl.enabled.mechanisms' of listener {name} ({','.join(enabled)}) when SASL is used "
+                              "for inter-broker communication")
+        if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ConfigError(f"'sasl.mechanism.inter.broker.protocol' {mechanism} (Kafka's default is GSSAPI) is not "
+                              "served: brokers authenticate to each other with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+    return name
 
 
 def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:

@@ -1,6 +1,8 @@
 """A Kafka-protocol client connection, for what brokers ask each other (the replica fetcher's
 Fetch and OffsetForLeaderEpoch): kio's request types written with the right request header,
-one request in flight at a time, responses read with kio's readers.
+one request in flight at a time, responses read with kio's readers. With an InterBrokerClient
+(broker/security/inter_broker_client.py) the connection is TLS and/or SASL-authenticated as the
+inter-broker listener asks, before any other request.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
+import ssl
 import struct
 from typing import Any
 
@@ -25,9 +28,13 @@ class ClientError(ConnectionError):
     """The peer could not be reached, closed the connection, or answered something unreadable."""
 
 
+class AuthenticationFailed(ClientError):
+    """The peer refused this broker's TLS handshake or SASL credentials on the inter-broker listener."""
+
+
 class KafkaConnection:
-    def __init__(self, host: str, port: int, client_id: str) -> None:
-        self.host, self.port, self.client_id = host, port, client_id
+    def __init__(self, host: str, port: int, client_id: str, security: Any = None) -> None:
+        self.host, self.port, self.client_id, self.security = host, port, client_id, security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._ids = itertools.count(1)
@@ -37,11 +44,27 @@ class KafkaConnection:
         return f"{self.host}:{self.port}"
 
     async def connect(self, timeout_s: float) -> None:
+        sec = self.security
+        tls: dict[str, Any] = {}
+        if sec is not None and sec.ssl_context is not None:
+            tls = {"ssl": sec.ssl_context, "server_hostname": self.host.strip("[]")}
+        where = f"{self.address} (listener {sec.listener})" if sec is not None else self.address
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout_s)
+                asyncio.open_connection(self.host, self.port, **tls), timeout_s)
+        except ssl.SSLError as e:
+            raise AuthenticationFailed(f"TLS handshake with {where} failed: {e.reason or e}") from None
         except (OSError, asyncio.TimeoutError) as e:
-            raise ClientError(f"cannot connect to {self.address}: {e or type(e).__name__}") from None
+            raise ClientError(f"cannot connect to {where}: {e or type(e).__name__}") from None
+        if sec is not None and sec.sasl:
+            from broker.security.sasl_client import SaslAuthenticationFailed, authenticate
+
+            try:
+                await authenticate(lambda req: self.request(req, timeout_s), sec.mechanism, sec.username,
+                                   sec.password, where)
+            except SaslAuthenticationFailed as e:
+                self.close()
+                raise AuthenticationFailed(str(e)) from None
 
     async def request(self, req: Any, timeout_s: float) -> Any:
         """Send `req` (a kio request of some version) and return kio's response of that version."""

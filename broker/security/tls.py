@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from broker.config import ConfigError
 
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
-_TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
@@ -56,7 +56,7 @@ def _password(value: str) -> bytes | None:
     return value.encode() if value else None
 
 
-def _load_keystore(ctx: ssl.SSLContext, get: Callable[[str], Any], where: str) -> None:
+def load_keystore(ctx: ssl.SSLContext, get: Callable[[str], Any], where: str) -> None:
     kind = get("ssl.keystore.type").upper()
     location = get("ssl.keystore.location")
     chain, key = get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
@@ -87,7 +87,7 @@ def _load_keystore(ctx: ssl.SSLContext, get: Callable[[str], Any], where: str) -
                           "keytool -importkeystore -deststoretype PKCS12)")
 
 
-def _load_truststore(ctx: ssl.SSLContext, get: Callable[[str], Any], where: str) -> bool:
+def load_truststore(ctx: ssl.SSLContext, get: Callable[[str], Any], where: str) -> bool:
     kind = get("ssl.truststore.type").upper()
     location, inline = get("ssl.truststore.location"), get("ssl.truststore.certificates")
     if inline:
@@ -115,14 +115,14 @@ def server_context(get: Callable[[str], Any], where: str, client_auth: str) -> s
     (its `listener.name.<l>.` form first); `where` names the listener in errors."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     versions = [v.strip() for v in get("ssl.enabled.protocols").split(",") if v.strip()]
-    unknown = [v for v in versions if v not in _TLS_VERSIONS]
+    unknown = [v for v in versions if v not in TLS_VERSIONS]
     if unknown or not versions:
         raise ConfigError(f"{where}: ssl.enabled.protocols {unknown or versions} must name TLSv1.2 and/or TLSv1.3")
-    ctx.minimum_version = min(_TLS_VERSIONS[v] for v in versions)
-    ctx.maximum_version = max(_TLS_VERSIONS[v] for v in versions)
+    ctx.minimum_version = min(TLS_VERSIONS[v] for v in versions)
+    ctx.maximum_version = max(TLS_VERSIONS[v] for v in versions)
     try:
-        _load_keystore(ctx, get, where)
-        has_truststore = _load_truststore(ctx, get, where)
+        load_keystore(ctx, get, where)
+        has_truststore = load_truststore(ctx, get, where)
     except (OSError, ValueError) as e:  # ssl.SSLError is an OSError; cryptography raises ValueError
         raise ConfigError(f"{where}: cannot load TLS keys or certificates: {e}") from None
     if client_auth not in _CLIENT_AUTH:

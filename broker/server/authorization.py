@@ -3,10 +3,9 @@ it, and a warning when the brokers' own requests would be refused.
 
 Brokers send each other follower Fetches, WriteTxnMarkers and AddPartitionsToTxn verifications
 over the inter-broker listener; Kafka authorizes those as CLUSTER_ACTION on the cluster, which a
-broker has as a super user or through an ACL. Flotilla brokers reach each other over PLAINTEXT
-(docs/security.md), so their principal is User:ANONYMOUS, as a Kafka broker's is on a PLAINTEXT
-inter-broker or controller listener: `super.users` must name it (or an ACL allow it
-CLUSTER_ACTION), exactly as Kafka needs.
+broker has as a super user or through an ACL. On a SASL inter-broker listener a broker's principal
+is User:<its username>; on PLAINTEXT (and SSL without client certificates) User:ANONYMOUS, as a
+Kafka broker's: `super.users` must name it (or an ACL allow it CLUSTER_ACTION), exactly as Kafka needs.
 """
 
 from __future__ import annotations
@@ -32,8 +31,12 @@ def open_authorizer(config, metadata_store, directory: Path) -> tuple[AclStore |
     authorizer = StandardAuthorizer(config["super.users"], config["allow.everyone.if.no.acl.found"])
     acls.subscribe(authorizer.update)
     authorizer.update(acls.acls)
-    if INTER_BROKER_PRINCIPAL not in authorizer.super_users:
+    from broker.security.inter_broker_client import inter_broker_client
+
+    client = inter_broker_client(config)
+    principal = f"User:{client.username}" if client.sasl else INTER_BROKER_PRINCIPAL
+    if principal not in authorizer.super_users:
         log.warning("authorizer: brokers reach each other on listener %s as %s, which is not in super.users: "
                     "follower fetches and transaction markers need an ACL allowing it CLUSTER_ACTION on the "
-                    "cluster", inter_broker_listener(config), INTER_BROKER_PRINCIPAL)
+                    "cluster", inter_broker_listener(config), principal)
     return acls, authorizer

@@ -110,9 +110,11 @@ class Broker:
         self.transactions = TransactionCoordinator(
             config=config, store=self.store, topics=self.topics, replicas=self.replicas,
             produce_purgatory=self.produce_purgatory, producer_ids=self.producer_ids,
-            markers=MarkerSender(self.store, self.node_id, self.replica_fetchers.listener))
+            markers=MarkerSender(self.store, self.node_id, self.replica_fetchers.listener,
+                                 self.replica_fetchers.security))
         # KIP-890 part 1: partition leaders ask the coordinator before a transaction opens there.
-        self.txn_verifier = TxnVerifier(self.transactions, self.store, self.node_id, self.replica_fetchers.listener)
+        self.txn_verifier = TxnVerifier(self.transactions, self.store, self.node_id, self.replica_fetchers.listener,
+                                       self.replica_fetchers.security)
         # KIP-13 quotas: static defaults from the config, dynamic ones from the cluster metadata.
         self.quota_metrics = QuotaMetrics(self.metrics.registry)
         self.quotas = QuotaManagers(QuotaConfig.from_broker_config(config), on_throttle=self.quota_metrics.on_throttle)

@@ -38,8 +38,10 @@ def own_broker_epoch(image: MetadataImage, node_id: int) -> int:
 
 
 def inter_broker_listener(config: "BrokerConfig") -> str:
-    """The listener brokers reach each other on: `inter.broker.listener.name`, else the first."""
-    return config["inter.broker.listener.name"] or config.listeners[0].name
+    """The listener brokers reach each other on, as broker/config.py resolved it (Kafka's rules)."""
+    from broker.config import INTER_BROKER_LISTENER
+
+    return config[INTER_BROKER_LISTENER]
 
 
 def refusal(image: MetadataImage, replica_id: int, replica_epoch: int, listener: str | None,

@@ -39,8 +39,9 @@ from kio.static.primitive import i32, i64
 
 from broker.config import BrokerConfig
 from broker.log.log import LogError
-from broker.network.client import ClientError, KafkaConnection
+from broker.network.client import AuthenticationFailed, ClientError, KafkaConnection
 from broker.protocol.records import whole_batches_size
+from broker.security.inter_broker_client import inter_broker_client
 from broker.server import cluster_view, follower_identity
 from broker.server.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from broker.server.replica_manager import ReplicaManager, TopicPartition
@@ -118,7 +119,8 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except ClientError as e:
-                log.log(logging.DEBUG if failing else logging.INFO,
+                level = logging.ERROR if isinstance(e, AuthenticationFailed) else logging.INFO
+                log.log(logging.DEBUG if failing else level,
                         "replica fetcher for leader %d: %s; retrying every %.1fs", self.leader_id, e, backoff)
                 failing = True
                 self._reset()
@@ -143,7 +145,8 @@ class ReplicaFetcher:
         address = cluster_view.node_address(image, self.leader_id, self.manager.listener)
         if address is None:
             raise ClientError(f"broker {self.leader_id} is not registered")
-        conn = KafkaConnection(address.host, address.port, f"flotilla-replica-fetcher-{self.manager.node_id}")
+        conn = KafkaConnection(address.host, address.port, f"flotilla-replica-fetcher-{self.manager.node_id}",
+                               self.manager.security)
         await conn.connect(CONNECT_TIMEOUT_S)
         self.conn = conn
         self._reset_session()
@@ -427,8 +430,8 @@ class ReplicaFetcherManager:
         self.config = config
         self.node_id = config.node_id
         self.replicas = replicas
-        inter = config["inter.broker.listener.name"]
-        self.listener = inter or config.listeners[0].name
+        self.security = inter_broker_client(config)  # TLS/SASL to peers; ConfigError at start-up
+        self.listener = self.security.listener
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.running = False
         self.quotas = None  # server/replication_quota.ReplicationQuotas (its follower side), set by the broker

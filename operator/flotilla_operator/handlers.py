@@ -57,7 +57,7 @@ from . import rebalancer
 from .builders import rebalance as rb
 from . import events as ev
 from .admin_address import admin_address
-from .operator_credentials import CredentialsError, ensure_admin_auth
+from .operator_credentials import CredentialsError, ensure_admin_auth, ensure_broker_credentials
 from .annotations import acknowledge_patch, live_restart_token, paused, restart_token
 from .apply import ApiError, Kube, load_api_client
 from .builders import client_quota as cq
@@ -401,6 +401,10 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
                 await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
                 raise kopf.PermanentError(conflict)
+            try:
+                await ensure_broker_credentials(kube, body)  # before pods that read them start
+            except CredentialsError as exc:
+                raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
             sts = None
             try:
                 for obj in desired.objects:

@@ -110,33 +110,15 @@ async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, 
 
 async def _authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str,
                         auth: AdminAuth, timeout: float) -> None:
-    """SaslHandshake, then SCRAM (RFC 5802, scramp's client) in SaslAuthenticate frames, as
-    Kafka's clients do; AdminError naming the broker's answer when it refuses."""
-    import scramp
-    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
-    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+    """SASL as Kafka's clients do it (broker/security/sasl_client.py, shared with the brokers'
+    inter-broker connections); AdminError naming the broker's answer when it refuses."""
+    from broker.security.sasl_client import SaslAuthenticationFailed, authenticate
 
-    hs = await _exchange(reader, writer, address, SaslHandshakeRequest(mechanism=auth.mechanism), timeout)
-    if int(hs.error_code) != 0:
-        raise AdminError(f"{address}: SASL mechanism {auth.mechanism} refused (error {int(hs.error_code)}; "
-                         f"enabled: {', '.join(hs.mechanisms) or 'none'})")
-    client = scramp.ScramClient([auth.mechanism], auth.username, auth.password)
-    first = await _exchange(reader, writer, address,
-                            SaslAuthenticateRequest(auth_bytes=client.get_client_first().encode()), timeout)
-    if int(first.error_code) != 0:
-        raise AdminError(f"{address}: SASL authentication as {auth.username} failed: {first.error_message}")
     try:
-        client.set_server_first(first.auth_bytes.decode())
-        final = client.get_client_final()
-    except scramp.ScramException as e:
-        raise AdminError(f"{address}: SCRAM exchange failed: {e}") from None
-    last = await _exchange(reader, writer, address, SaslAuthenticateRequest(auth_bytes=final.encode()), timeout)
-    if int(last.error_code) != 0:
-        raise AdminError(f"{address}: SASL authentication as {auth.username} failed: {last.error_message}")
-    try:
-        client.set_server_final(last.auth_bytes.decode())
-    except scramp.ScramException as e:
-        raise AdminError(f"{address}: the broker's SCRAM proof did not verify: {e}") from None
+        await authenticate(lambda req: _exchange(reader, writer, address, req, timeout), auth.mechanism,
+                           auth.username, auth.password, address)
+    except SaslAuthenticationFailed as e:
+        raise AdminError(str(e)) from None
 
 
 async def request(address: str, req: Any, timeout: float = TIMEOUT_S, auth: AdminAuth = PLAINTEXT) -> Any:

@@ -12,6 +12,9 @@ client's client.id, so a broker's logs and quotas show one identity). Per cluste
   watches (broker/security/kube_scram_store.py), in the brokers' own document format
   (broker/security/scram_store.py) and with the same compare-and-set. It cannot use
   AlterUserScramCredentials: that would need it to be authenticated already;
+- with a SASL first listener the brokers reach each other there as `flotilla-broker`
+  (`ensure_broker_credentials`: its password in `<cluster>-broker-credentials`, which the pods read,
+  and its credential in the stored credentials, the same way);
 - `User:flotilla-operator` is a super user: builders/configmap.py adds it to `super.users` of every
   cluster with a SASL listener, so ACLs never lock the operator out of the quotas and ACLs it manages.
 
@@ -33,7 +36,7 @@ from broker.security.credentials import scram_credential
 from broker.security.kube_scram_store import DATA_KEY, secret_name as scram_secret_name
 from broker.security.scram_store import apply_changes, from_doc, to_doc
 
-from .builders.common import OPERATOR_USER, Owner, metadata
+from .builders.common import BROKER_USER, OPERATOR_USER, Owner, broker_credentials_secret_name, metadata
 from .builders.configmap import OPERATOR_PRINCIPAL
 from .kafka_admin import PLAINTEXT, AdminAuth
 
@@ -64,11 +67,13 @@ def new_password() -> str:
     return secrets.token_urlsafe(32)
 
 
-def build_credentials_secret(owner: Owner, password: str) -> dict[str, Any]:
-    """The operator's password for one cluster, owned by the KafkaCluster (gone with it)."""
+def build_credentials_secret(owner: Owner, password: str, name: str | None = None,
+                             user: str = OPERATOR_USER) -> dict[str, Any]:
+    """A user's password for one cluster (the operator's unless `name`/`user` say otherwise),
+    owned by the KafkaCluster (gone with it)."""
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": metadata(owner, credentials_secret_name(owner.name)),
-            "data": {"username": _b64(OPERATOR_USER), "password": _b64(password)}}
+            "metadata": metadata(owner, name or credentials_secret_name(owner.name)),
+            "data": {"username": _b64(user), "password": _b64(password)}}
 
 
 def password_of(secret: Mapping[str, Any] | None) -> str | None:
@@ -141,14 +146,16 @@ async def update_stored_credential(kube: Any, kafka_cluster: Mapping[str, Any], 
     raise CredentialsError(f"Secret {name}: {CAS_ATTEMPTS} concurrent writers won in a row; trying again later")
 
 
-async def _password(kube: Any, kafka_cluster: Mapping[str, Any]) -> str:
-    """The operator's password for this cluster: the kept Secret's, or a new one (created once)."""
+async def _password(kube: Any, kafka_cluster: Mapping[str, Any], name: str | None = None,
+                    user: str = OPERATOR_USER) -> str:
+    """A user's password for this cluster (the operator's by default): the kept Secret's, or a new
+    one (created once)."""
     meta = kafka_cluster["metadata"]
     owner = Owner(name=meta["name"], namespace=meta["namespace"], uid=meta.get("uid") or "")
-    name = credentials_secret_name(owner.name)
+    name = name or credentials_secret_name(owner.name)
     secret = await kube.get("Secret", owner.namespace, name)
     if secret is None:
-        await kube.create(build_credentials_secret(owner, new_password()))  # None: another writer won
+        await kube.create(build_credentials_secret(owner, new_password(), name, user))  # None: another writer won
         secret = await kube.get("Secret", owner.namespace, name)
     password = password_of(secret)
     if not password:
@@ -178,3 +185,20 @@ async def ensure_admin_auth(kube: Any, kafka_cluster: Mapping[str, Any]) -> Admi
         raise CredentialsError(f"the operator's credentials for KafkaCluster {meta['name']}: {exc}") from None
     return AdminAuth(security_protocol=protocol, username=OPERATOR_USER if password else "", password=password,
                      ca_pem=ca_pem)
+
+
+async def ensure_broker_credentials(kube: Any, kafka_cluster: Mapping[str, Any]) -> bool:
+    """With a SASL first listener (the inter-broker one): the Secret `<cluster>-broker-credentials`
+    holding the brokers' own password (the pods read it, builders/statefulset.py) and its SCRAM-SHA-512
+    credential in the stored credentials, before the brokers start. False: nothing needed."""
+    if not bootstrap_protocol(kafka_cluster).startswith("SASL_"):
+        return False
+    from .apply import ApiError
+
+    meta = kafka_cluster["metadata"]
+    try:
+        password = await _password(kube, kafka_cluster, broker_credentials_secret_name(meta["name"]), BROKER_USER)
+        await update_stored_credential(kube, kafka_cluster, BROKER_USER, password)
+    except ApiError as exc:
+        raise CredentialsError(f"the brokers' credentials for KafkaCluster {meta['name']}: {exc}") from None
+    return True

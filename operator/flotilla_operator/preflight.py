@@ -8,8 +8,15 @@ instead of a broker crash-looping halfway through a rolling update.
 
 from __future__ import annotations
 
-# Per-pod keys the broker gets as --override; any valid value will do for the check.
-_POD_OVERRIDES = {"node.id": "0", "advertised.listeners": "PLAINTEXT://broker-0.example.svc:9092"}
+# Per-pod keys the broker gets as --override; any valid value will do for the check
+# (advertised.listeners: every listener of the file, as builders/statefulset.py advertises them).
+_POD_OVERRIDES = {"node.id": "0"}
+
+
+def _advertised(listeners: str) -> str:
+    names = [item.split("://", 1)[0].strip() for item in listeners.split(",") if "://" in item]
+    return ",".join(f"{name}://broker-0.example.svc:{9092 + i}" for i, name in enumerate(names)) \
+        or "PLAINTEXT://broker-0.example.svc:9092"
 
 
 def check_server_properties(text: str) -> str | None:
@@ -21,6 +28,7 @@ def check_server_properties(text: str) -> str | None:
     try:
         raw = parse_properties(text)
         raw.update(_POD_OVERRIDES)
+        raw["advertised.listeners"] = _advertised(raw.get("listeners", ""))
         parse_config(raw)
     except ConfigError as exc:
         return str(exc)

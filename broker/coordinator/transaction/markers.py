@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1.request import (WritableTxnMarker, WritableTxnMarkerTopic,
@@ -60,9 +60,9 @@ def settled(response, asked: set[Partition]) -> tuple[set[Partition], set[Partit
 
 
 class MarkerSender:
-    def __init__(self, store: "MetadataStore", node_id: int, listener: str) -> None:
+    def __init__(self, store: "MetadataStore", node_id: int, listener: str, security: Any = None) -> None:
         self.store, self.node_id, self.listener = store, node_id, listener
-        self._conns = InterBrokerConnections(store, listener, f"flotilla-txn-markers-{node_id}")
+        self._conns = InterBrokerConnections(store, listener, f"flotilla-txn-markers-{node_id}", security)
         self._locks: dict[int, asyncio.Lock] = {}
         self.sent = 0  # markers acknowledged (partition count), for metrics and tests
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.add_partitions_to_txn.v4.request import (AddPartitionsToTxnRequest, AddPartitionsToTxnTopic,
                                                          AddPartitionsToTxnTransaction)
@@ -54,9 +54,9 @@ def for_producer(code: ErrorCode) -> tuple[ErrorCode, str | None]:
 
 class TxnVerifier:
     def __init__(self, coordinator: "TransactionCoordinator", store: "MetadataStore", node_id: int,
-                 listener: str) -> None:
+                 listener: str, security: Any = None) -> None:
         self.coordinator, self.store, self.node_id, self.listener = coordinator, store, node_id, listener
-        self._conns = InterBrokerConnections(store, listener, f"flotilla-txn-verify-{node_id}")
+        self._conns = InterBrokerConnections(store, listener, f"flotilla-txn-verify-{node_id}", security)
         self._locks: dict[int, asyncio.Lock] = {}
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,

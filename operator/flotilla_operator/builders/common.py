@@ -21,6 +21,19 @@ CONFIG_FILE = "server.properties"
 
 # The operator's Kafka user on clusters whose bootstrap listener is SASL (operator_credentials.py).
 OPERATOR_USER = "flotilla-operator"
+# The brokers' own SCRAM-SHA-512 user on a SASL inter-broker listener (operator_credentials.py).
+BROKER_USER = "flotilla-broker"
+BROKER_PASSWORD_ENV = "FLOTILLA_BROKER_PASSWORD"
+
+
+def broker_credentials_secret_name(cluster: str) -> str:
+    return f"{cluster}-broker-credentials"
+
+
+def sasl_inter_broker(spec: Any) -> bool:
+    """Whether the brokers authenticate to each other: the first listener (the bootstrap and
+    inter-broker one) is SASL_*."""
+    return spec.listeners[0].protocol.startswith("SASL_")
 
 @dataclass(frozen=True)
 class Owner:

@@ -6,9 +6,11 @@ from typing import Any
 
 from ..models import METRICS_PORT, KafkaClusterSpec, replication_settings
 from .cluster_id import id_from_uid
-from .common import OPERATOR_USER
+from .common import BROKER_USER, OPERATOR_USER, sasl_inter_broker
 
 OPERATOR_PRINCIPAL = f"User:{OPERATOR_USER}"
+BROKER_PRINCIPAL = f"User:{BROKER_USER}"
+INTER_BROKER_MECHANISM = "SCRAM-SHA-512"
 from .common import CONFIG_FILE, DATA_DIR, Owner, configmap_name, metadata
 
 
@@ -42,7 +44,7 @@ def operator_config(owner: Owner, spec: KafkaClusterSpec, cluster_id: str | None
     }
     if any(l.name != l.protocol for l in listeners):
         config["listener.security.protocol.map"] = ",".join(f"{l.name}:{l.protocol}" for l in listeners)
-    if len(listeners) > 1 or listeners[0].name != listeners[0].protocol:
+    if len(listeners) > 1 or listeners[0].name != listeners[0].protocol or sasl_inter_broker(spec):
         config["inter.broker.listener.name"] = listeners[0].name
     config.update(sasl_config(spec))
     return config
@@ -50,7 +52,7 @@ def operator_config(owner: Owner, spec: KafkaClusterSpec, cluster_id: str | None
 
 def sasl_config(spec: KafkaClusterSpec) -> dict[str, str]:
     """With a SASL listener: SCRAM-SHA-512 offered (unless spec.config says which mechanisms), and
-    the operator's user a super user (operator_credentials.py), added to any super.users of
+    the operator's user (and, with a SASL first listener, the brokers' own) a super user (operator_credentials.py), added to any super.users of
     spec.config, so that ACLs never lock the operator out of what it manages. Nothing for
     PLAINTEXT-only fleets: their file, and so their pods, stay as they were."""
     if not any(l.protocol.startswith("SASL_") for l in spec.listeners):
@@ -59,7 +61,14 @@ def sasl_config(spec: KafkaClusterSpec) -> dict[str, str]:
     if "sasl.enabled.mechanisms" not in spec.config:
         out["sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
     users = [u.strip() for u in str(spec.config.get("super.users", "")).split(";") if u.strip()]
-    out["super.users"] = ";".join(users + [OPERATOR_PRINCIPAL] * (OPERATOR_PRINCIPAL not in users))
+    own = [OPERATOR_PRINCIPAL]
+    if sasl_inter_broker(spec):
+        # The brokers reach each other on the first listener as flotilla-broker (SCRAM-SHA-512, its
+        # password from the Secret <cluster>-broker-credentials, passed to the broker in
+        # builders/statefulset.py): a super user, as Kafka's brokers need CLUSTER_ACTION.
+        out["sasl.mechanism.inter.broker.protocol"] = INTER_BROKER_MECHANISM
+        own.append(BROKER_PRINCIPAL)
+    out["super.users"] = ";".join(users + [u for u in own if u not in users])
     return out
 
 

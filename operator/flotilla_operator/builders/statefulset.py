@@ -8,15 +8,19 @@ from typing import Any
 from ..annotations import RESTART_TOKEN
 from ..models import METRICS_PORT, KafkaClusterSpec
 from .common import (
+    BROKER_PASSWORD_ENV,
+    BROKER_USER,
     CONFIG_DIR,
     CONFIG_FILE,
     CONFIG_HASH_ANNOTATION,
     DATA_DIR,
     Owner,
+    broker_credentials_secret_name,
     configmap_name,
     headless_service_name,
     labels,
     metadata,
+    sasl_inter_broker,
     selector_labels,
     service_account_name,
     statefulset_name,
@@ -45,8 +49,16 @@ def broker_command(owner: Owner, spec: KafkaClusterSpec) -> list[str]:
         'ordinal="${HOSTNAME##*-}"\n'
         f"exec flotilla broker --config {config} \\\n"
         '  --override "node.id=${ordinal}" \\\n'
-        f'  --override "advertised.listeners={advertised}"\n'
+        f'  --override "advertised.listeners={advertised}"'
     )
+    if sasl_inter_broker(spec):
+        # The brokers' own credentials for the inter-broker listener (Kafka's JAAS convention),
+        # the password from the Secret (env), never in the ConfigMap or the pod spec.
+        key = f"listener.name.{spec.listeners[0].name.lower()}.scram-sha-512.sasl.jaas.config"
+        jaas = (r'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                rf'username=\"{BROKER_USER}\" password=\"${{{BROKER_PASSWORD_ENV}}}\";')
+        script += f' \\\n  --override "{key}={jaas}"'
+    script += "\n"
     return ["/bin/sh", "-c", script]
 
 
@@ -66,7 +78,9 @@ def _container(owner: Owner, spec: KafkaClusterSpec, image: str, pull_policy: st
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
             {"name": "FLOTILLA_CLUSTER", "value": owner.name},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
-        ],
+        ] + ([{"name": BROKER_PASSWORD_ENV, "valueFrom": {"secretKeyRef": {
+            "name": broker_credentials_secret_name(owner.name), "key": "password"}}}]
+             if sasl_inter_broker(spec) else []),
         # Ready when registered and back in the ISR of every partition it holds (each with a
         # leader): the RollingUpdate restarts the next broker only then. Alive while the metrics
         # server answers /healthz, which a broker catching up does: it is never killed for lagging.

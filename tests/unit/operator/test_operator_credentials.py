@@ -43,14 +43,14 @@ def test_the_bootstrap_listener_decides_the_protocol():
 
 def test_a_sasl_fleet_makes_the_operator_a_super_user_and_offers_scram():
     text = server_properties(OWNER, KafkaClusterSpec.model_validate({"listeners": SASL}))
-    assert "super.users=User:flotilla-operator\n" in text
+    assert "super.users=User:flotilla-operator;User:flotilla-broker\n" in text
     assert "sasl.enabled.mechanisms=SCRAM-SHA-512\n" in text
     assert "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT" not in text  # name == protocol
     # the user's super users are kept, once each, with the operator's added
     spec = KafkaClusterSpec.model_validate({"listeners": SASL, "config": {
         "super.users": "User:admin", "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"}})
     text = server_properties(OWNER, spec)
-    assert text.count("super.users=") == 1 and "super.users=User:admin;User:flotilla-operator\n" in text
+    assert text.count("super.users=") == 1 and "super.users=User:admin;User:flotilla-operator;User:flotilla-broker\n" in text
     assert "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512\n" in text
 
 

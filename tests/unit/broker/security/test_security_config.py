@@ -28,12 +28,6 @@ def test_mapping_rules_are_checked_at_start():
         parse_config({"ssl.principal.mapping.rules": "RULE:broken"})
 
 
-def test_inter_broker_listener_must_stay_plaintext_in_a_fleet():
-    with pytest.raises(ConfigError, match="PLAINTEXT only so far"):
-        parse_config({"listeners": "SSL://127.0.0.1:1", "flotilla.metadata.store": "kubernetes",
-                      "flotilla.cluster.name": "c"})
-
-
 def test_properties_continuation_lines_join_inline_pem():
     props = parse_properties("ssl.keystore.key=-----BEGIN PRIVATE KEY----- \\\n  QUJD\\\n  -----END PRIVATE KEY-----\n"
                              "a=ends with two backslashes \\\\\nb=2\n")
