@@ -124,11 +124,10 @@ def encode_fetch_response(
     # A partition with no records, no aborted transactions, no preferred replica and no leader
     # hint (an idle partition of a full fetch: thousands per response) is one pack and one append.
     head = struct.Struct(">ihqqq" if version >= 5 else ">ihqq").pack
-    plain_tail = {
-        rec: array_len(None) + (_i32(-1) if version >= 11 else b"") + array_len(None if rec is None else 0)
-        + (b"\x00" if flexible else b"")
-        for rec in (None, b"")
-    }
+    # No records are written as empty records, never as null: Kafka's broker always sends
+    # MemoryRecords.EMPTY (an error, nothing new), and librdkafka treats a null record set
+    # (MessageSetSize -1) as a protocol error and stops fetching that partition.
+    plain_tail = array_len(None) + (_i32(-1) if version >= 11 else b"") + array_len(0) + (b"\x00" if flexible else b"")
     for t in topics:
         if version >= FIRST_TOPIC_ID:
             out.write((t.topic_id or uuid.UUID(int=0)).bytes)
@@ -145,7 +144,7 @@ def encode_fetch_response(
             rec = p.records
             if ((rec is None or rec == b"") and p.aborted_transactions is None and p.preferred_read_replica == -1
                     and p.current_leader is None and not isinstance(rec, FileRegion)):
-                buf += plain_tail[None if rec is None else b""]
+                buf += plain_tail
                 continue
             aborted = p.aborted_transactions
             out.write(array_len(None if aborted is None else len(aborted)))
@@ -156,14 +155,11 @@ def encode_fetch_response(
                     out.write(b"\x00")
             if version >= 11:
                 out.write(_i32(p.preferred_read_replica))
-            if p.records is None:
-                out.write(array_len(None))
-            else:
-                out.write(array_len(p.records_size))
-                if isinstance(p.records, FileRegion):
-                    out.region(p.records)
-                else:
-                    out.write(p.records)
+            out.write(array_len(p.records_size))  # None: empty, as above
+            if isinstance(p.records, FileRegion):
+                out.region(p.records)
+            elif p.records:
+                out.write(p.records)
             if flexible:
                 if p.current_leader is None:
                     out.write(b"\x00")

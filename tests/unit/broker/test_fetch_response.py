@@ -18,7 +18,7 @@ def kio_bytes(version, correlation_id, topics, session_id):
     m = codec.response_module(1, version)
     parts_cls = m.PartitionData
     def part(p):
-        rec = p.records
+        rec = b"" if p.records is None else p.records  # no records are sent as empty, never null (as Kafka)
         if isinstance(rec, FileRegion):
             rec = os.pread(rec.fd, rec.length, rec.position)
         aborted = None if p.aborted_transactions is None else tuple(
@@ -114,3 +114,20 @@ def test_quota_size_is_kafkas_fetch_response_size_of(version):
                                                         PartitionResult(1, 0, 3, 3, 0, None, -1, b"")])]
     assert fetch_response.quota_size(version, topics) == kafka_size(topics)
     assert fetch_response.quota_size(version, []) == kafka_size([]) > 4
+
+
+
+@pytest.mark.parametrize("version", range(fetch_response.MIN_VERSION, fetch_response.MAX_VERSION + 1))
+def test_a_partition_without_records_is_sent_with_empty_records_never_null(version):
+    """Kafka answers an error or an idle partition with MemoryRecords.EMPTY; librdkafka reads a
+    null record set (MessageSetSize -1) as a protocol error and stops fetching the partition (seen
+    after the operator moved leaders: a consumer group stalled on NOT_LEADER_OR_FOLLOWER answers)."""
+    error = ErrorCode.not_leader_or_follower.value
+    topics = [TopicResult("t", uuid.UUID(int=7), [
+        PartitionResult(0, error, -1, -1, -1, None, -1, None),   # the one-pack path
+        PartitionResult(1, error, -1, -1, -1, [], -1, None),     # the general path
+    ])]
+    ours = b"".join(fetch_response.encode_fetch_response(version, 5, 7, 0, 0, topics))
+    empty = [TopicResult("t", uuid.UUID(int=7), [
+        PartitionResult(0, error, -1, -1, -1, None, -1, b""), PartitionResult(1, error, -1, -1, -1, [], -1, b"")])]
+    assert ours == kio_bytes(version, 5, empty, 0)
