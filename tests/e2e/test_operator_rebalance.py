@@ -16,6 +16,12 @@ operator reaches them through the flotilla.io/operator-bootstrap-servers annotat
   by hand on two brokers is left as it is while paused, and spread once the pause is lifted;
 - every acknowledged record is read exactly once, and no produce failed.
 
+A rebalance survives a restart of the operator and of the brokers' controller mid-way: moves in
+flight finish without the operator (the broker controller carries them, through its own
+failover); the operator started again goes on from status.rebalance and what the cluster holds:
+the same rebalance (startedAt, partitionsTotal), no move started twice, its throttles cleared at
+the end, one RebalanceStarted and one RebalanceCompleted.
+
     pytest -p flotilla.testenv.pytest_plugin -m kube tests/e2e/test_operator_rebalance.py
 """
 
@@ -26,6 +32,7 @@ import time
 
 import pytest
 
+from tests.e2e.test_operator_recovery import running_operator
 from tests.e2e.test_operator import (apply, broker_pods, condition, crds, get_json, kafkacluster,  # noqa: F401
                                      metrics_port, operator, ready_at_generation)
 from tests.e2e.test_replication import producer, read_all
@@ -237,5 +244,156 @@ def test_scale_up_spreads_and_scale_down_drains_under_a_producer(kube_env, kube_
         assert len(values) == len(set(values)), "a record was read twice"
         assert sorted(values) == sorted(writer.acked), (len(values), len(writer.acked))
     finally:
+        cluster.close()
+        kube_env.kubectl("delete", "kafkacluster", NAME, "-n", ns, "--wait=false", check=False)
+
+
+THROTTLE_KEYS = {"broker": ("leader.replication.throttled.rate", "follower.replication.throttled.rate"),
+                 "topic": ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")}
+
+
+def in_flight(bootstrap: str, topic: str) -> dict[int, tuple[int, ...]]:
+    """partition -> target replicas of `topic`'s reassignments in flight (kafka-python's
+    ListPartitionReassignments; its replicas are the target's then those being removed)."""
+    from tests.e2e.test_reassignment import kp_admin
+
+    admin = kp_admin(bootstrap)
+    try:
+        moving = admin.list_partition_reassignments()
+    finally:
+        admin.close()
+    return {tp.partition: tuple(b for b in r["replicas"] if b not in r["removing_replicas"])
+            for tp, r in moving.items() if tp.topic == topic}
+
+
+def throttles_set(bootstrap: str, topic: str, brokers) -> dict[str, dict[str, str]]:
+    """The replication throttles DescribeConfigs shows set (not defaults), per broker and on the topic."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    found = {}
+    for kind, name in [("broker", str(b)) for b in brokers] + [("topic", topic)]:
+        res = ConfigResource(ResourceType.BROKER if kind == "broker" else ResourceType.TOPIC, name)
+        entries = admin.describe_configs([res], request_timeout=15)[res].result(30)
+        set_ = {k: entries[k].value for k in THROTTLE_KEYS[kind] if k in entries and entries[k].value
+                and ConfigSource(entries[k].source).name.startswith("DYNAMIC")}
+        if set_:
+            found[f"{kind} {name}"] = set_
+    return found
+
+
+class MoveLog:
+    """Every (partition, target) seen in flight, with the samples it was seen at, in the background:
+    a move started twice shows as two separate runs of samples."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap, self.topic, self.samples, self.errors = bootstrap, topic, [], []
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop_flag.is_set():
+            try:
+                self.samples.append(in_flight(self.bootstrap, self.topic))
+            except Exception as exc:  # a broker restarting: the sample is skipped
+                self.errors.append(repr(exc))
+            time.sleep(0.2)
+
+    def started_twice(self) -> dict[tuple[int, tuple[int, ...]], int]:
+        runs: dict[tuple[int, tuple[int, ...]], int] = {}
+        before: set = set()
+        for sample in self.samples:
+            now = set(sample.items())
+            for move in now - before:
+                runs[move] = runs.get(move, 0) + 1
+            before = now
+        return {m: n for m, n in runs.items() if n > 1}
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.thread.join(10)
+
+
+def test_a_rebalance_survives_an_operator_and_a_controller_restart(kube_env, kube_namespace, crds, tmp_path):
+    ns = kube_namespace
+    parts = 6
+    cluster = Brokers(tmp_path, kube_env, ns)
+    log = None
+    try:
+        cluster.start_some([0, 1, 2])
+        kc = kafkacluster(NAME, ns, replicas=3,
+                          rebalance={"throttleBytesPerSecond": 256 * 1024, "maxPartitionMovesInFlight": 1})
+        kc["metadata"]["annotations"] = {"flotilla.io/operator-bootstrap-servers":
+                                         ",".join(b.bootstrap for b in cluster.brokers)}
+        topic = kafka_wire.unique_topic("restart")
+        with running_operator(kube_env):
+            apply(kube_env, kc)
+            wait_for("3 brokers Ready", ready_at_generation(kube_env, ns, NAME, 3), timeout=120)
+            wait_for("the first fleet adopted", lambda: (get_json(kube_env, "kafkacluster", NAME, "-n", ns).get("status")
+                     or {}).get("rebalance"), until=lambda r: bool(r) and r.get("completedBrokers") == [0, 1, 2], timeout=60)
+            with kafka_wire.connect(cluster.broker(0).bootstrap) as conn:
+                assert int(conn.create_topic(topic, parts, replication_factor=RF)) == 0
+            cluster.wait_leaders(topic, parts)
+            p = producer(cluster.bootstrap)  # ~1.5 MiB a partition: a copy takes seconds at 256 KiB/s
+            for i in range(24 * parts):
+                p.produce(topic, partition=i % parts, value=b"x" * 65536)
+                p.poll(0)
+            assert p.flush(60) == 0, "the fill records were not all acknowledged"
+
+            kube_env.kubectl("patch", "kafkacluster", NAME, "-n", ns, "--type=merge", "-p", '{"spec": {"replicas": 5}}')
+            wait_for("pods of brokers 3 and 4", lambda: pod_exists(kube_env, ns, 3) and pod_exists(kube_env, ns, 4),
+                     timeout=60)
+            cluster.start_some([3, 4])
+            log = MoveLog(cluster.bootstrap, topic)
+            mid, first = wait_for("the rebalance mid-way, moves in flight", lambda: (
+                get_json(kube_env, "kafkacluster", NAME, "-n", ns)["status"].get("rebalance") or {},
+                in_flight(cluster.bootstrap, topic)),
+                until=lambda rm: rm[0].get("phase") == "Moving" and rm[0].get("partitionsMoved", 0)
+                < rm[0].get("partitionsTotal", 0) and rm[1], timeout=60)
+        # The operator is stopped: what was in flight finishes without it.
+        started = [e["reason"] for e in events(kube_env, ns)].count("RebalanceStarted")
+        moving = {**first, **in_flight(cluster.bootstrap, topic)}
+        stopped_at = get_json(kube_env, "kafkacluster", NAME, "-n", ns)["status"]["rebalance"]
+        assert (stopped_at["startedAt"], stopped_at["reason"]) == (mid["startedAt"], "ScaleUp"), stopped_at
+
+        # The brokers' controller (the broker holding the metadata Lease) is killed and comes back.
+        controller = cluster.controller_id()
+        cluster.broker(controller).kill9()
+        cluster.broker(controller).start()
+        cluster.wait_formed(expect=[0, 1, 2, 3, 4])
+        wait_for("the moves in flight finished without the operator", lambda: (
+            in_flight(cluster.bootstrap, topic), cluster.metadata(cluster.broker(0), [topic]).topics[0].partitions),
+            until=lambda fm: not fm[0] and all(tuple(int(r) for r in pm.replica_nodes) == moving[int(pm.partition_index)]
+                                               for pm in fm[1] if int(pm.partition_index) in moving), timeout=90)
+        still = get_json(kube_env, "kafkacluster", NAME, "-n", ns)["status"]["rebalance"]
+        assert still["phase"] == "Moving" and still["partitionsMoved"] < still["partitionsTotal"], still
+        # Moves were left for the operator started again to start (one in flight at a time).
+        assert still["partitionsTotal"] - still["partitionsMoved"] > len(moving), (still, moving)
+
+        with running_operator(kube_env):
+            done = wait_for("the rebalance completed after the restart", lambda: get_json(
+                kube_env, "kafkacluster", NAME, "-n", ns)["status"].get("rebalance"),
+                until=lambda r: bool(r) and r.get("phase") == "Idle" and r.get("completedBrokers") == [0, 1, 2, 3, 4],
+                timeout=90)
+        log.stop()
+        assert (done["startedAt"], done["reason"]) == (mid["startedAt"], "ScaleUp"), done
+        assert done["partitionsMoved"] == done["partitionsTotal"] == mid["partitionsTotal"], (mid, done)
+        assert "throttledTopics" not in done and "throttledBrokers" not in done, done
+        assert log.samples and log.started_twice() == {}, log.started_twice()
+        assert throttles_set(cluster.bootstrap, topic, range(5)) == {}
+        # 12 replicas and 6 leaders over 5 brokers.
+        wait_for("replicas and leaders within floor..ceil", lambda: placement(cluster, topic),
+                 until=lambda hl: all(2 <= n <= 3 for n in hl[0].values()) and all(1 <= n <= 2 for n in hl[1].values()),
+                 timeout=30)
+        # The restarted operator announces no new start, and one completion. (A module run once showed
+        # two RebalanceStarted posted 0.13 s apart by the first operator, before the stop: two
+        # concurrent rebalance steps racing on status.rebalance; not yet explained, see the report.)
+        reasons = [e["reason"] for e in events(kube_env, ns)]
+        assert reasons.count("RebalanceStarted") == started >= 1, reasons
+        assert reasons.count("RebalanceCompleted") == 1, reasons
+    finally:
+        if log is not None:
+            log.stop()
         cluster.close()
         kube_env.kubectl("delete", "kafkacluster", NAME, "-n", ns, "--wait=false", check=False)
