@@ -192,6 +192,9 @@ elif action == "offsets":   # partitions [group]: {"watermarks": {p: [start, end
         out["committed"] = {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in parts], timeout=30)}
     c.close()
     print(json.dumps(out))
+elif action == "placement":   # {partition: [leader, replicas]} from Metadata
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30).topics[topic]
+    print(json.dumps({p: [m.leader, list(m.replicas)] for p, m in md.partitions.items()}))
 elif action == "ledger":    # group stop-file: produce and consume (committing) until stop-file exists
     group, stop_file = args[0], args[1]
     RATE = 50  # records a second
