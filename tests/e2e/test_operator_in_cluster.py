@@ -198,17 +198,19 @@ elif action == "placement":   # {partition: [leader, replicas]} from Metadata
 elif action == "ledger":    # group stop-file: produce and consume (committing) until stop-file exists
     group, stop_file = args[0], args[1]
     RATE = 50  # records a second
-    delivered, errors, consumed, consumer_errors = [], [], [], []
+    delivered, errors, consumed, consumer_errors, where = [], [], [], [], {}
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
     # The group starts committed at 0 and never resets by itself: a record deleted before the group
     # consumed it would be an OFFSET_OUT_OF_RANGE error here, not a silent jump.
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "auto.offset.reset": "error"})
+                  "auto.offset.reset": "error", **({"debug": os.environ["LEDGER_DEBUG"]} if os.environ.get("LEDGER_DEBUG") else {})})
     c.subscribe([topic])
     started = last_commit = time.monotonic()
     sent, commits, drain_until = 0, 0, None
     def on_delivery(err, msg):
         (errors.append(str(err)) if err else delivered.append(msg.value().decode()))
+        if not err:
+            where[msg.value().decode()] = msg.partition()
     while True:
         if drain_until is None and os.path.exists(stop_file):
             p.flush(60)
@@ -236,9 +238,11 @@ elif action == "ledger":    # group stop-file: produce and consume (committing) 
         c.commit(asynchronous=False)
     except KafkaException:
         pass
+    positions = {tp.partition: tp.offset for tp in c.position(c.assignment())}
     c.close()
     print(json.dumps({"sent": sent, "delivered": delivered, "errors": errors, "consumed": consumed,
-                      "consumer_errors": consumer_errors[:20], "commits": commits}))
+                      "consumer_errors": consumer_errors[:20], "commits": commits,
+                      "partition_of": where, "positions": positions}))
 '''
 
 
@@ -654,7 +658,11 @@ def test_three_to_five_to_three_brokers_under_a_producer_and_a_group_on_claims(k
         assert result["errors"] == [] and len(delivered) == result["sent"] > 0, (result["errors"][:5], result["sent"])
         assert result["consumer_errors"] == [], result["consumer_errors"]
         assert len(consumed) == len(set(consumed)), "a record was read twice"
-        assert sorted(consumed) == sorted(delivered), (len(consumed), len(delivered))
+        missing: dict[int, int] = {}
+        for v in set(delivered) - set(consumed):
+            missing[result["partition_of"][v]] = missing.get(result["partition_of"][v], 0) + 1
+        assert sorted(consumed) == sorted(delivered), (len(consumed), len(delivered), "unread per partition:",
+                                                       missing, "positions:", result["positions"], err[-6000:])
     finally:
         if ledger and ledger.poll() is None:
             ledger.kill()
