@@ -46,7 +46,7 @@ LOCK_FILE = Path("/run/flotilla-testenv-node.lock")
 #: How long a second real node waits for the first to go before giving up.
 LOCK_TIMEOUT = 900.0
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
-LOCAL_VOLUMES = 8
+LOCAL_VOLUMES = 16
 #: The iptables chain (in FORWARD) that keeps pods' traffic on the bridge.
 ISOLATION_CHAIN = "FLOTILLA-NODE"
 STORAGE_CLASS = "local"

@@ -216,10 +216,10 @@ def build_statefulset(
     }
     if claim_templates:
         sts_spec["volumeClaimTemplates"] = claim_templates
-        sts_spec["persistentVolumeClaimRetentionPolicy"] = {
-            "whenDeleted": "Delete" if storage.delete_claim else "Retain",
-            "whenScaled": "Retain",
-        }
+        # deleteClaim covers both ways a broker goes: the KafkaCluster deleted, or its ordinal
+        # removed by a scale-down (after the drain has moved its replicas elsewhere).
+        policy = "Delete" if storage.delete_claim else "Retain"
+        sts_spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": policy, "whenScaled": policy}
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

@@ -65,7 +65,7 @@ def test_persistent_claims(owner):
     assert claim["metadata"]["name"] == "data"
     assert claim["spec"]["resources"]["requests"]["storage"] == "50Gi"
     assert claim["spec"]["storageClassName"] == "fast"
-    assert s["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete", "whenScaled": "Retain"}
+    assert s["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete", "whenScaled": "Delete"}
     assert all(v["name"] != "data" for v in s["template"]["spec"]["volumes"])
     mounts = {m["name"]: m["mountPath"] for m in _container({"spec": s})["volumeMounts"]}
     assert mounts["data"] == "/var/lib/flotilla/data" and mounts["config"] == "/etc/flotilla"
@@ -73,7 +73,7 @@ def test_persistent_claims(owner):
 
 def test_claims_retained_by_default(owner, spec):
     s = _sts(owner, spec)["spec"]
-    assert s["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
+    assert s["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
     assert "storageClassName" not in s["volumeClaimTemplates"][0]["spec"]
 
 
