@@ -573,9 +573,6 @@ def test_the_persistent_example_keeps_acknowledged_records_across_a_pod_replacem
 # --- an elastic fleet on real pods (issue 24) ---------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="open broker bug: after leaders move, Fetch v16 responses carry null "
-                   "records (size -1) for some partitions; librdkafka logs 'invalid MessageSetSize -1' and stops "
-                   "consuming them (4 of 5 runs); the rebalance, placement and claim checks pass")
 def test_three_to_five_to_three_brokers_under_a_producer_and_a_group_on_claims(kube_node_env, installed):
     """A KafkaCluster of three brokers on claims (deleteClaim: true, small requests) grows to five
     and shrinks back to three while one client produces (acks=all, idempotent) to a 30-partition
