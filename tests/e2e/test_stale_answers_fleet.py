@@ -75,7 +75,12 @@ def test_a_new_leader_with_a_lagging_high_watermark_tells_no_stale_offsets(clust
     topic = kafka_wire.unique_topic("stale")
     via = cluster.brokers[0]
     with kafka_wire.connect(via.bootstrap) as conn:
-        assert conn.create_topic(topic, 1, replication_factor=3) == ErrorCode.none
+        # The broker frozen below must not be the controller: a frozen controller elects nobody
+        # until its Lease (60 s here) runs out, and the stopped leader's partition would stay led by
+        # no one who answers. The controller is the successor; the other two lead and freeze.
+        controller = cluster.controller_id()
+        leader_id, frozen_id = [b.node_id for b in cluster.brokers if b.node_id != controller]
+        assert conn.create_topic(topic, assignment=[[leader_id, controller, frozen_id]]) == ErrorCode.none
         leader_id, first_epoch, replicas, _ = wait_for(
             "three replicas in sync", lambda: Seen(len((s := partition_state(conn, topic))[3]) == 3, s),
             timeout=60).value

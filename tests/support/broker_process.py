@@ -23,7 +23,10 @@ from flotilla.testenv.ports import free_port  # noqa: F401  (re-exported: one po
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = float(os.environ.get("FLOTILLA_TEST_START_TIMEOUT", "60"))
-STOP_TIMEOUT = 30.0
+# A graceful stop may wait up to the broker's controlled-shutdown bound (30 s by default:
+# server/controlled_shutdown.py) for its leaderships to move, then close: the harness must wait
+# longer than that, or a hand-over that times out (a controller change under way) reads as a hang.
+STOP_TIMEOUT = 60.0
 
 
 class BrokerStartError(RuntimeError):

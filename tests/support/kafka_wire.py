@@ -179,17 +179,24 @@ class KafkaConnection:
 
     def create_topic(
         self, name: str, partitions: int = 1, configs: dict[str, str] | None = None, wait: bool = True,
-        replication_factor: int = 1,
+        replication_factor: int = 1, assignment: list[list[int]] | None = None,
     ) -> ErrorCode:
-        from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+        """CreateTopics; `assignment` places the replicas by hand (partition i on assignment[i],
+        preferred leader first), as `kafka-topics.sh --replica-assignment` does."""
+        from kio.schema.create_topics.v7.request import (CreatableReplicaAssignment, CreatableTopic,
+                                                         CreatableTopicConfig, CreateTopicsRequest)
+
+        if assignment is not None:
+            partitions = len(assignment)
 
         req = CreateTopicsRequest(
             topics=(
                 CreatableTopic(
                     name=name,
-                    num_partitions=i32(partitions),
-                    replication_factor=i16(replication_factor),
-                    assignments=(),
+                    num_partitions=i32(-1 if assignment else partitions),
+                    replication_factor=i16(-1 if assignment else replication_factor),
+                    assignments=tuple(CreatableReplicaAssignment(partition_index=i32(i), broker_ids=tuple(
+                        i32(b) for b in brokers)) for i, brokers in enumerate(assignment or ())),
                     configs=tuple(CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()),
                 ),
             ),
