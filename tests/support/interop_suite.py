@@ -88,7 +88,9 @@ class InteropSuite:
             # No admin API: the broker creates the topic on first use (auto.create.topics.enable).
             client.produce(shared_broker.bootstrap, topic, [("k", "first")])
             expected = 1
-        assert topic in client.list_topics(shared_broker.bootstrap)
+        # Kafka's Metadata is eventually consistent: a topic just created may be listed a moment later.
+        wait_for(f"{topic} listed by the client", lambda: topic in client.list_topics(shared_broker.bootstrap),
+                 timeout=30)
         wait_for(f"{topic} with {expected} partitions in Metadata", lambda: partition_count(shared_broker, topic),
                  until=lambda n: n == expected, timeout=30)
 
