@@ -55,6 +55,7 @@ from . import kafka_admin
 from . import record_admin
 from . import rebalancer
 from .builders import rebalance as rb
+from .builders import rebalance_target
 from . import events as ev
 from .admin_address import admin_address
 from .operator_credentials import CredentialsError, ensure_admin_auth, ensure_broker_credentials
@@ -624,7 +625,8 @@ REBALANCE_POLL_S = 2.0  # how often a cluster that may have something to move is
 REBALANCE_RETRY_S = 10.0  # after its Kafka could not be reached
 
 
-def _rebalance_inputs(body: dict[str, Any], statefulset: dict[str, Any] | None) -> rb.Inputs | None:
+def _rebalance_inputs(body: dict[str, Any], statefulset: dict[str, Any] | None,
+                      kept: rebalance_target.Target | None = None) -> rb.Inputs | None:
     meta = body.get("metadata") or {}
     if meta.get("deletionTimestamp") or paused(meta):
         return None
@@ -634,7 +636,7 @@ def _rebalance_inputs(body: dict[str, Any], statefulset: dict[str, Any] | None) 
         return None  # reconcile() reports it
     assert isinstance(spec, KafkaClusterSpec)
     return rb.inputs_from(body, statefulset, desired=spec.replicas, throttle=spec.rebalance.throttle_bytes_per_second,
-                          max_in_flight=spec.rebalance.max_partition_moves_in_flight)
+                          max_in_flight=spec.rebalance.max_partition_moves_in_flight, kept=kept)
 
 
 async def rebalance_step(memo: kopf.Memo, namespace: str, name: str) -> None:
@@ -661,7 +663,8 @@ async def rebalance_step(memo: kopf.Memo, namespace: str, name: str) -> None:
             why = str(exc)
     async with _lock(memo, namespace, name):
         body = await kube.get(KAFKA_CLUSTER.kind, namespace, name)
-        inp = None if body is None else _rebalance_inputs(body, await kube.get("StatefulSet", namespace, sts_name))
+        kept = rebalance_target.decode(await kube.get("ConfigMap", namespace, rebalance_target.configmap_name(name)))
+        inp = None if body is None else _rebalance_inputs(body, await kube.get("StatefulSet", namespace, sts_name), kept)
         if inp is None:
             return
         if cluster is None:
@@ -671,7 +674,8 @@ async def rebalance_step(memo: kopf.Memo, namespace: str, name: str) -> None:
             retry.pop(key, None)
             step = rb.decide(inp, rebalancer.view_of(cluster), datetime.now(timezone.utc))
             assert bootstrap is not None
-            new = await rebalancer.carry_out(bootstrap, cluster, step, dict(inp.previous))
+            new = await rebalancer.keep_then_carry_out(kube, Owner.from_body(body), bootstrap, cluster, step,
+                                                      dict(inp.previous))
         previous = dict(inp.previous)
         if new is None or new == previous:
             return

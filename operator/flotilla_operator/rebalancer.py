@@ -4,8 +4,9 @@ calls it every REBALANCE_POLL_S for each cluster that may have something to move
 
 Order within a step: throttles before the moves they cover; preferred elections after the
 reorders they follow; at the end, elections before the throttles go. A request the cluster
-refuses is reported in the status message and retried at the next step (the plan is recomputed
-from what the cluster holds, so nothing is lost or done twice).
+refuses is reported in the status message and retried at the next step (the plan kept in
+`<cluster>-rebalance-plan` is kept first, so that step heads for the same target: nothing is lost
+or done twice).
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import logging
 from typing import Any
 
 from . import reassignment_admin as ra
+from .apply import ApiError, Kube
 from .builders import rebalance as rb
+from .builders import rebalance_target
+from .builders.common import Owner
 from .kafka_admin import PLAINTEXT, AdminAuth, AdminError
 
 log = logging.getLogger("flotilla_operator")
@@ -56,3 +60,16 @@ async def carry_out(bootstrap: str, cluster: ra.ClusterView, step: rb.Step, prev
         shown = "; ".join(f"{t}-{p}: {why}" for (t, p), why in sorted(refused.items())[:5])
         status["message"] = f"{status.get('message') or ''}; refused: {shown}".lstrip("; ")
     return status
+
+
+async def keep_then_carry_out(kube: Kube, owner: Owner, bootstrap: str, cluster: ra.ClusterView, step: rb.Step,
+                              previous: dict[str, Any]) -> dict[str, Any]:
+    """`carry_out`, once a new or extended plan is kept: nothing starts towards a target that a
+    later step, or an operator started again, would not find."""
+    if step.keep is not None:
+        try:
+            await kube.apply(rebalance_target.configmap(owner, step.keep))
+        except ApiError as exc:
+            return {**previous, "message": f"cannot keep the rebalance plan in ConfigMap "
+                    f"{rebalance_target.configmap_name(owner.name)}: {exc}"}
+    return await carry_out(bootstrap, cluster, step, previous)

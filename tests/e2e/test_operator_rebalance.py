@@ -32,6 +32,7 @@ import time
 
 import pytest
 
+from flotilla_operator.builders import rebalance_target
 from tests.e2e.test_operator_recovery import running_operator
 from tests.e2e.test_operator import (apply, broker_pods, condition, crds, get_json, kafkacluster,  # noqa: F401
                                      metrics_port, operator, ready_at_generation)
@@ -382,6 +383,12 @@ def test_a_rebalance_survives_an_operator_and_a_controller_restart(kube_env, kub
         assert "throttledTopics" not in done and "throttledBrokers" not in done, done
         assert log.samples and log.started_twice() == {}, log.started_twice()
         assert throttles_set(cluster.bootstrap, topic, range(5)) == {}
+        # Both operators headed for the plan the first one made and kept.
+        kept = rebalance_target.decode(get_json(kube_env, "configmap", rebalance_target.configmap_name(NAME), "-n", ns))
+        assert kept is not None and kept.belongs_to(done), (kept, done)
+        held = {int(pm.partition_index): tuple(int(r) for r in pm.replica_nodes)
+                for pm in cluster.metadata(cluster.broker(0), [topic]).topics[0].partitions}
+        assert held == {i: kept.replicas[(topic, i)] for i in range(parts)}, (held, kept.replicas)
         # 12 replicas and 6 leaders over 5 brokers.
         wait_for("replicas and leaders within floor..ceil", lambda: placement(cluster, topic),
                  until=lambda hl: all(2 <= n <= 3 for n in hl[0].values()) and all(1 <= n <= 2 for n in hl[1].values()),

@@ -11,9 +11,11 @@ When (nothing else moves data; a user's own assignments are left alone):
 `flotilla.io/rebalance-paused: "true"` lets moves in flight finish and starts no new ones.
 
 How: the plan is builders/rebalance_plan.py's (balanced replicas and preferred leaders per topic,
-fewest moves), recomputed at every step from what the cluster holds, with each in-flight
-reassignment counted at its target; so nothing but status.rebalance and the controller's
-in-flight reassignments carries a rebalance across operator or controller restarts. Data moves go
+fewest moves), made at the rebalance's first step from what the cluster holds (each in-flight
+reassignment counted at its target) and kept (builders/rebalance_target.py: the ConfigMap
+`<cluster>-rebalance-plan`): later steps head for the same target, so status.rebalance, that
+ConfigMap and the controller's in-flight reassignments carry a rebalance across operator or
+controller restarts, and a rebalance moves no more partitions than it announced. Data moves go
 in batches of at most spec.rebalance.maxPartitionMovesInFlight under KIP-73 throttles set as
 `kafka-reassign-partitions.sh --throttle` sets them; reorders (a new preferred leader) follow, with
 a preferred election; at the end every partition's preferred leader is elected and the throttles
@@ -27,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Collection, Mapping
 
 from . import rebalance_plan as rp
+from .rebalance_target import Target, heading
 
 REBALANCE = "flotilla.io/rebalance"
 REBALANCE_PAUSED = "flotilla.io/rebalance-paused"
@@ -55,6 +58,7 @@ class Inputs:
     previous: Mapping[str, Any]  # status.rebalance ({} when none)
     token: str | None = None  # the flotilla.io/rebalance annotation
     paused: bool = False  # flotilla.io/rebalance-paused
+    kept: Target | None = None  # the plan kept in <cluster>-rebalance-plan (None: none, or unreadable)
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class Step:
     elect: tuple[Partition, ...] = ()  # ElectLeaders PREFERRED, after `start`
     configs: dict[tuple[int, str], dict[str, str | None]] = field(default_factory=dict)  # IncrementalAlterConfigs
     copies: dict[Partition, int] = field(default_factory=dict)  # a new plan: replicas each partition gains (bytesToMove)
+    keep: Target | None = None  # a new or extended plan, to keep before anything starts
 
     @property
     def acts(self) -> bool:
@@ -84,7 +89,7 @@ class Step:
 
 
 def inputs_from(body: Mapping[str, Any], statefulset: Mapping[str, Any] | None, *, desired: int, throttle: int,
-                max_in_flight: int) -> Inputs:
+                max_in_flight: int, kept: Target | None = None) -> Inputs:
     """Inputs from the KafkaCluster object and its StatefulSet."""
     annotations = (body.get("metadata") or {}).get("annotations") or {}
     sts = statefulset or {}
@@ -95,7 +100,7 @@ def inputs_from(body: Mapping[str, Any], statefulset: Mapping[str, Any] | None, 
                   throttle=throttle, max_in_flight=max_in_flight,
                   previous=dict((body.get("status") or {}).get("rebalance") or {}),
                   token=str(token).strip() or None if token is not None else None,
-                  paused=str(annotations.get(REBALANCE_PAUSED, "")).strip().lower() == "true")
+                  paused=str(annotations.get(REBALANCE_PAUSED, "")).strip().lower() == "true", kept=kept)
 
 
 def _active(prev: Mapping[str, Any]) -> bool:
@@ -204,12 +209,18 @@ def decide(inp: Inputs, view: View, now: datetime) -> Step:
     status = _base(prev, brokers, reason, fresh, now, inp)
     effective = {p: (view.in_flight[p][1] if p in view.in_flight else r) for p, r in view.replicas.items()}
     try:
-        plan = rp.target_assignment(effective, brokers, view.racks or None)
+        fresh_plan = rp.target_assignment(effective, brokers, view.racks or None)
     except rp.Unsatisfiable as exc:
         topics = ", ".join(sorted(getattr(exc, "topics", ()) or ()))
         status.update(phase=BLOCKED, message=f"cannot place every replica on broker(s) "
                       f"{', '.join(map(str, brokers))}: {exc}" + (f" (topics: {topics})" if topics and topics not in str(exc) else ""))
         return Step(status)
+    kept = inp.kept if inp.kept is not None and not fresh and inp.kept.belongs_to(status) else None
+    plan = heading(kept, fresh_plan, effective, brokers)
+    keep = None
+    if kept is None or any(kept.replicas.get(p) != t for p, t in plan.items()):
+        keep = Target(started_at=str(status.get("startedAt") or ""), reason=reason, brokers=tuple(brokers),
+                      replicas={**(kept.replicas if kept is not None else {}), **plan})
     pending = rp.moves(effective, plan)
     in_flight = set(view.in_flight)
     remaining = len(pending) + len(in_flight)
@@ -254,7 +265,8 @@ def decide(inp: Inputs, view: View, now: datetime) -> Step:
         f"moving {len(in_flight) + len(data)} partition(s), {max(0, len(pending) - len(batch))} waiting, "
         f"{total - remaining}/{total} done; target broker(s) {', '.join(map(str, brokers))}"))
     copies = {m.partition: len(m.adding) for m in pending if m.moves_data} if fresh else {}
-    return Step(status, start=start, elect=tuple(m.partition for m in order), configs=configs, copies=copies)
+    return Step(status, start=start, elect=tuple(m.partition for m in order), configs=configs, copies=copies,
+                keep=keep)
 
 
 def unreachable(inp: Inputs, why: str) -> dict[str, Any] | None:

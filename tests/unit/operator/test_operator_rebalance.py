@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from flotilla_operator.builders import rebalance as rb
+from flotilla_operator.builders import rebalance_target as rt
+from flotilla_operator.builders.common import Owner
 
 NOW = datetime(2026, 11, 26, 12, 0, 0, tzinfo=timezone.utc)
+OWNER = Owner("elastic", "streams", "uid-1")
 
 
 def assignment(partitions: int, rf: int, brokers: int, topic: str = "orders") -> dict:
@@ -30,6 +36,8 @@ class Cluster:
         self.in_flight: dict = {}
         self.configs: dict = {}
         self.max_seen_in_flight = 0
+        self.started: list = []  # every partition a data move was started for, in order
+        self.kept: rt.Target | None = None
 
     def view(self) -> rb.View:
         return rb.View(frozenset(self.registered), dict(self.replicas), dict(self.leaders), dict(self.in_flight))
@@ -48,6 +56,7 @@ class Cluster:
                 self.replicas[p] = target  # a reorder completes at once
             else:
                 self.in_flight[p] = (self.replicas[p], target)
+                self.started.append(p)
         self.max_seen_in_flight = max(self.max_seen_in_flight, len(self.in_flight))
         for p in step.elect:
             self.leaders[p] = self.replicas[p][0]
@@ -63,9 +72,14 @@ class Cluster:
 
 
 def run(cluster: Cluster, prev: dict, steps: int = 50, **kw) -> tuple[dict, list[dict]]:
+    """Steps until the rebalance is done, each plan kept as the operator keeps it in its ConfigMap
+    (through its encoding: what a restarted operator would read); `cluster.kept` holds the last."""
     seen = []
     for _ in range(steps):
-        step = rb.decide(inputs(prev, **kw), cluster.view(), NOW)
+        step = rb.decide(inputs(prev, kept=cluster.kept, **kw), cluster.view(), NOW)
+        if step.keep is not None:
+            cluster.kept = rt.decode(rt.configmap(OWNER, step.keep))
+            assert cluster.kept == step.keep
         cluster.carry_out(step)
         prev = step.status
         seen.append(prev)
@@ -255,3 +269,124 @@ def test_a_draining_scale_down_is_not_reported_blocked_and_an_unsatisfiable_one_
                            {**moving, "phase": rb.IDLE}, generation=3, now=NOW)
     assert patch["rebalance"]["throttledTopics"] is None and patch["rebalance"]["phase"] == rb.IDLE
     assert [c["type"] for c in patch["conditions"]] == [rb.CONDITION]
+
+
+# --- the plan is kept: a rebalance heads for the target it started with -----------------------
+
+@st.composite
+def fleets(draw):
+    """A fleet of 2..4 brokers holding 1..2 topics (placed round-robin or at random), grown or
+    shrunk to 2..6 brokers."""
+    before = draw(st.integers(2, 4))
+    after = draw(st.integers(2, 6))
+    rf = draw(st.integers(1, min(3, before, after)))
+    replicas = {}
+    for t in range(draw(st.integers(1, 2))):
+        for p in range(draw(st.integers(1, 10))):
+            replicas[(f"t{t}", p)] = tuple(draw(st.permutations(range(before)))[:rf])
+    return replicas, before, after
+
+
+@settings(max_examples=150, deadline=None)
+@given(fleets())
+def test_a_rebalance_moves_no_more_partitions_than_it_announced(fleet):
+    """Replanned from a state half-way to its own target, the greedy planner can choose another
+    target (3 brokers -> 5 announced 4 moves and made 5 in a CI run); a kept plan cannot."""
+    replicas, before, after = fleet
+    cluster = Cluster(replicas, set(range(max(before, after))))
+    prev = {"phase": rb.IDLE, "completedBrokers": list(range(before))}
+    final, seen = run(cluster, prev, steps=200, desired=after, sts=max(before, after), max_in_flight=1)
+    assert final["phase"] == rb.IDLE and final["completedBrokers"] == list(range(after)), final
+    if not cluster.started:
+        return
+    announced = seen[0]["partitionsTotal"]
+    assert all(s["partitionsTotal"] == announced for s in seen), [s["partitionsTotal"] for s in seen]
+    assert final["partitionsMoved"] == announced
+    assert len(cluster.started) == len(set(cluster.started)), "a partition moved twice"
+    assert cluster.replicas == dict(cluster.kept.replicas), "the fleet ended elsewhere than the plan"
+
+
+def test_replanning_half_way_would_have_moved_more():
+    """The case the kept plan exists for (found by the test above before the plan was kept): 6
+    partitions on 3 brokers grown to 5, 5 moves announced; planned again after 2 of them, the
+    planner heads elsewhere and 5 more are due. With the kept plan, 5 moves in all."""
+    from flotilla_operator.builders import rebalance_plan as rp
+
+    start = {("orders", 0): (1, 2), ("orders", 1): (0, 1), ("orders", 2): (0, 2), ("orders", 3): (0, 1),
+             ("orders", 4): (0, 1), ("orders", 5): (2, 1)}
+    replanned, moved = dict(start), 0
+    announced = len(rp.moves(start, rp.target_assignment(start, range(5))))
+    for _ in range(2):
+        pending = rp.moves(replanned, rp.target_assignment(replanned, range(5)))
+        move = rp.next_batch(pending, set(), 1)[0]
+        replanned[move.partition], moved = move.target, moved + 1
+    assert moved + len(rp.moves(replanned, rp.target_assignment(replanned, range(5)))) > announced
+
+    cluster = Cluster(start, {0, 1, 2, 3, 4})
+    final, seen = run(cluster, {"phase": rb.IDLE, "completedBrokers": [0, 1, 2]}, desired=5, sts=5, max_in_flight=1)
+    assert seen[0]["partitionsTotal"] == final["partitionsMoved"] == final["partitionsTotal"] == announced
+    assert len(cluster.started) == len(set(cluster.started))
+
+
+def test_an_operator_started_again_reads_the_kept_plan_and_heads_for_it():
+    cluster = Cluster(assignment(12, 2, 3), {0, 1, 2, 3, 4})
+    first = rb.decide(inputs({"phase": rb.IDLE, "completedBrokers": [0, 1, 2]}, desired=5, sts=5, max_in_flight=1),
+                      cluster.view(), NOW)
+    assert first.keep is not None and first.keep.belongs_to(first.status)
+    cluster.carry_out(first)
+    cluster.tick()
+    kept = rt.decode(rt.configmap(OWNER, first.keep))
+    again = rb.decide(inputs(first.status, desired=5, sts=5, max_in_flight=1, kept=kept), cluster.view(), NOW)
+    assert again.keep is None, "the kept plan was replaced though nothing changed"
+    assert all(kept.replicas[p] == t for p, t in again.start.items())
+    assert again.status["partitionsTotal"] == first.status["partitionsTotal"]
+
+
+def test_a_kept_plan_of_another_rebalance_is_not_followed():
+    cluster = Cluster(assignment(12, 2, 3), {0, 1, 2, 3, 4})
+    stale = rt.Target("2026-01-01T00:00:00Z", rb.SCALE_UP, (0, 1, 2, 3, 4),
+                      {p: (4, 3) for p in cluster.replicas})  # every partition onto brokers 3 and 4
+    step = rb.decide(inputs({"phase": rb.IDLE, "completedBrokers": [0, 1, 2]}, desired=5, sts=5, kept=stale),
+                     cluster.view(), NOW)
+    assert step.keep is not None and step.keep.started_at == step.status["startedAt"] != stale.started_at
+    assert any(t != (4, 3) for t in step.start.values())
+
+
+def test_a_topic_created_mid_way_extends_the_kept_plan():
+    cluster = Cluster(assignment(6, 2, 3), {0, 1, 2, 3, 4})
+    first = rb.decide(inputs({"phase": rb.IDLE, "completedBrokers": [0, 1, 2]}, desired=5, sts=5, max_in_flight=1),
+                      cluster.view(), NOW)
+    cluster.carry_out(first)
+    for p, r in assignment(4, 2, 3, topic="late").items():
+        cluster.replicas[p], cluster.leaders[p] = r, r[0]
+    again = rb.decide(inputs(first.status, desired=5, sts=5, max_in_flight=1, kept=first.keep), cluster.view(), NOW)
+    assert again.keep is not None
+    assert {p for p in again.keep.replicas if p[0] == "late"} == {("late", i) for i in range(4)}
+    assert {p: t for p, t in again.keep.replicas.items() if p[0] == "orders"} == dict(first.keep.replicas)
+
+
+def test_the_plan_configmap_round_trips_small_and_large_and_ignores_what_it_cannot_read():
+    small = rt.Target("2026-11-26T12:00:00Z", rb.SCALE_DOWN, (0, 1, 2), {("orders", 0): (2, 0), ("a.b-c", 11): (1,)})
+    cm = rt.configmap(OWNER, small)
+    assert cm["metadata"]["name"] == "elastic-rebalance-plan" and cm["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert rt.PLAN_KEY in cm["data"] and rt.decode(cm) == small
+    large = rt.Target("t", rb.SCALE_UP, tuple(range(9)),
+                      {(f"topic-with-a-long-name-{t}", p): (p % 9, (p + 1) % 9, (p + 2) % 9)
+                       for t in range(1000) for p in range(50)})
+    big = rt.configmap(OWNER, large)
+    assert "data" not in big and rt.PLAN_GZ_KEY in big["binaryData"] and rt.decode(big) == large
+    assert len(big["binaryData"][rt.PLAN_GZ_KEY]) < 1024 * 1024
+    for broken in (None, {}, {"data": {rt.PLAN_KEY: "{not json"}}, {"data": {rt.PLAN_KEY: '{"topics": 1}'}},
+                   {"binaryData": {rt.PLAN_GZ_KEY: "bm90IGd6aXA="}}):
+        assert rt.decode(broken) is None
+
+
+def test_a_kept_target_that_no_longer_fits_the_partition_is_planned_afresh():
+    kept = rt.Target("t", rb.SCALE_UP, (0, 1, 2, 3), {("o", 0): (3, 1), ("o", 1): (2, 3), ("o", 2): (0, 1)})
+    fresh = {("o", 0): (0, 1, 2), ("o", 1): (2, 1), ("o", 2): (1, 0), ("o", 3): (1, 2)}
+    current = {("o", 0): (0, 1, 2), ("o", 1): (0, 1), ("o", 2): (0, 1), ("o", 3): (1, 2)}
+    # o-0's replication factor went 2 -> 3; o-3 is new; o-1 and o-2 keep their kept targets.
+    assert rt.heading(kept, fresh, current, range(4)) == {("o", 0): (0, 1, 2), ("o", 1): (2, 3), ("o", 2): (0, 1),
+                                                          ("o", 3): (1, 2)}
+    # A kept target on a broker no longer planned over is not followed.
+    assert rt.heading(kept, fresh, current, range(3))[("o", 1)] == (2, 1)
