@@ -35,7 +35,7 @@ import pytest
 from flotilla_operator.builders import rebalance_target
 from tests.e2e.test_operator_recovery import running_operator
 from tests.e2e.test_operator import (apply, broker_pods, condition, crds, get_json, kafkacluster,  # noqa: F401
-                                     metrics_port, operator, ready_at_generation)
+                                     ready_at_generation)
 from tests.e2e.test_replication import producer, read_all
 from tests.support import kafka_wire
 from tests.support.cluster import BrokerCluster
@@ -46,6 +46,16 @@ pytestmark = [pytest.mark.kube, pytest.mark.timeout(300),
 
 NAME = "elastic"
 PARTITIONS, RF = 12, 2
+
+
+@pytest.fixture
+def operator(kube_env, crds):
+    """An operator for one test only. (test_operator.py's is module-scoped: imported here, it kept
+    running through the restart test, so two operators raced on one rebalance and the "stopped"
+    operator never was: the duplicate RebalanceStarted, and a rebalance finished before it was seen
+    mid-way, in the CI run of b8f9170.)"""
+    with running_operator(kube_env) as runner:
+        yield runner
 
 
 class Brokers(BrokerCluster):
@@ -393,11 +403,9 @@ def test_a_rebalance_survives_an_operator_and_a_controller_restart(kube_env, kub
         wait_for("replicas and leaders within floor..ceil", lambda: placement(cluster, topic),
                  until=lambda hl: all(2 <= n <= 3 for n in hl[0].values()) and all(1 <= n <= 2 for n in hl[1].values()),
                  timeout=30)
-        # The restarted operator announces no new start, and one completion. (A module run once showed
-        # two RebalanceStarted posted 0.13 s apart by the first operator, before the stop: two
-        # concurrent rebalance steps racing on status.rebalance; not yet explained, see the report.)
+        # One start, announced by the first operator; the restarted one announces one completion.
         reasons = [e["reason"] for e in events(kube_env, ns)]
-        assert reasons.count("RebalanceStarted") == started >= 1, reasons
+        assert reasons.count("RebalanceStarted") == started == 1, reasons
         assert reasons.count("RebalanceCompleted") == 1, reasons
     finally:
         if log is not None:
