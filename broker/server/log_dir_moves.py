@@ -152,6 +152,9 @@ class LogDirMoves:
         tp = move.tp
         source = part.log
         source.truncation_listeners.remove(move.copier.source_truncated)
+        # Its dir is renamed away: a late background snapshot of it failing says nothing of the disk.
+        source.on_background_failure = lambda e, name=f"{tp[0]}-{tp[1]}": log.info(
+            "%s: background work on the replaced log failed: %s", name, e)
         move.copier.finish(source)
         future_dir = move.future.directory
         old_dir = source.directory
