@@ -1,13 +1,16 @@
-"""AlterReplicaLogDirs (KIP-113) on a broker with two log dirs, over real sockets (kio on the
-wire: neither kafka-python nor confluent-kafka has the call): a replica moved to the other dir
+"""AlterReplicaLogDirs (KIP-113) on a broker with two log dirs, over real sockets: on the wire
+(kio; neither kafka-python nor confluent-kafka has the call) a replica moved to the other dir
 while a producer keeps writing and a consumer keeps reading holds every acknowledged record once,
-DescribeLogDirs then names the new dir, the old dir no longer holds it; and Kafka's errors for a
-dir that is not one of the broker's, a relative path, an unknown partition and the dir it is in.
-Runs against Apache Kafka 4.1 too (`--kafka-target=apache`).
+DescribeLogDirs then names the new dir, the old dir no longer holds it; Kafka's errors for a dir
+that is not one of the broker's, a relative path, an unknown partition and the dir it is in; and
+Kafka 4.1's `kafka-reassign-partitions.sh` with "log_dirs" (the Java admin's alterReplicaLogDirs,
+then --verify). Runs against Apache Kafka 4.1 too (`--kafka-target=apache`).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 from pathlib import Path
 
@@ -18,7 +21,7 @@ from kio.schema.describe_log_dirs.v4.request import DescribableLogDirTopic, Desc
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from tests.support import kafka_wire
+from tests.support import kafka_tools, kafka_wire
 from tests.support.clients import ConfluentFamily
 from tests.support.waiting import wait_for
 
@@ -154,3 +157,39 @@ def test_kafkas_errors(two_dir_broker, tmp_path: Path):
     assert answers[("same-dir", 0)] == ErrorCode.unknown_topic_or_partition
     assert alter(b.bootstrap, [(current, topic, 0)]) == {(topic, 0): ErrorCode.none}  # already there
     assert placement(b.bootstrap, topic)[current] == [False]
+
+
+def test_kafka_reassign_partitions_moves_a_replica_between_dirs(two_dir_broker, tmp_path: Path):
+    """The tool sends AlterReplicaLogDirs through the Java admin, and --verify reads DescribeLogDirs."""
+    b, dirs = two_dir_broker
+    try:
+        kafka_tools.ensure_libs()
+    except kafka_tools.ToolsMissing as e:
+        pytest.skip(str(e))
+    topic = kafka_wire.unique_topic("move-tool")
+    with kafka_wire.connect(b.bootstrap) as conn:
+        assert conn.create_topic(topic, 1) == ErrorCode.none
+        for n in range(20):
+            assert conn.produce_when_led(topic, 0, kafka_wire.build_batch([(b"k", b"v%d" % n)])).error_code == ErrorCode.none
+        [leader] = [p.leader_id for t in conn.metadata([topic]).topics for p in t.partitions]
+    [current] = [d for d, replicas in placement(b.bootstrap, topic).items() if replicas == [False]]
+    [target] = [d for d in dirs if d != current]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [int(leader)], "log_dirs": [target]}]}))
+
+    def tool(*args: str) -> str:
+        out = subprocess.run(kafka_tools.command("reassign.ReassignPartitionsCommand", "--bootstrap-server",
+                                                 b.bootstrap, *args), capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, f"kafka-reassign-partitions {args}: {out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+        return out.stdout
+
+    tool("--execute", "--reassignment-json-file", str(plan))
+    verified = wait_for("--verify to report the replica in its new dir",
+                        lambda: tool("--verify", "--reassignment-json-file", str(plan)),
+                        until=lambda out: f"replica {topic}-0-{leader} completed" in out,
+                        timeout=60, interval=1.0)
+    assert f"Reassignment of partition {topic}-0 is completed" in verified, verified
+    assert placement(b.bootstrap, topic)[target] == [False]
+    with kafka_wire.connect(b.bootstrap) as conn:
+        assert conn.list_offsets(topic, 0) == 20
