@@ -1,7 +1,7 @@
-"""AlterReplicaLogDirs (KIP-113) on a broker with two log dirs, over real sockets: on the wire
-(kio; neither kafka-python nor confluent-kafka has the call) a replica moved to the other dir
-while a producer keeps writing and a consumer keeps reading holds every acknowledged record once,
-DescribeLogDirs then names the new dir, the old dir no longer holds it; Kafka's errors for a dir
+"""AlterReplicaLogDirs (KIP-113) on a broker with two log dirs, over real sockets: through
+kafka-python's admin (`alter_replica_log_dirs`; DescribeLogDirs on the wire, kio, for is_future)
+a replica moved to the other dir while a producer keeps writing and a consumer keeps reading
+holds every acknowledged record once, DescribeLogDirs then names the new dir, the old dir no longer holds it; Kafka's errors for a dir
 that is not one of the broker's, a relative path, an unknown partition and the dir it is in; and
 Kafka 4.1's `kafka-reassign-partitions.sh` with "log_dirs" (the Java admin's alterReplicaLogDirs,
 then --verify). Runs against Apache Kafka 4.1 too (`--kafka-target=apache`).
@@ -15,8 +15,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from kio.schema.alter_replica_log_dirs.v2.request import (AlterReplicaLogDir, AlterReplicaLogDirsRequest,
-                                                          AlterReplicaLogDirTopic)
 from kio.schema.describe_log_dirs.v4.request import DescribableLogDirTopic, DescribeLogDirsRequest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
@@ -31,13 +29,16 @@ BACKLOG_BATCHES = 40  # 40 x 50 records x 10 KB: about 20 MB to copy, many copy 
 
 
 def alter(bootstrap: str, moves: list[tuple[str, str, int]]) -> dict[tuple[str, int], ErrorCode]:
-    """AlterReplicaLogDirs v2 of [(path, topic, partition)]; {(topic, partition): error}."""
-    req = AlterReplicaLogDirsRequest(dirs=tuple(
-        AlterReplicaLogDir(path=path, topics=(AlterReplicaLogDirTopic(name=topic, partitions=(i32(p),)),))
-        for path, topic, p in moves))
-    with kafka_wire.connect(bootstrap) as conn:
-        resp = conn.request(req)
-    return {(t.topic_name, int(p.partition_index)): p.error_code for t in resp.results for p in t.partitions}
+    """kafka-python's admin alter_replica_log_dirs of [(path, topic, partition)] on broker 1 (the
+    test broker's node id on both targets); {(topic, partition): error}."""
+    from kafka import KafkaAdminClient, TopicPartitionReplica
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        answers = admin.alter_replica_log_dirs({TopicPartitionReplica(t, p, 1): path for path, t, p in moves})
+    finally:
+        admin.close()
+    return {(r.topic, r.partition): ErrorCode(error.errno) for r, error in answers.items()}
 
 
 def placement(bootstrap: str, topic: str) -> dict[str, list[bool]]:
