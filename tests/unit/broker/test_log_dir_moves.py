@@ -251,3 +251,36 @@ async def test_a_restart_during_the_swap_keeps_the_moved_log_only(tmp_path):
     leftovers = [e.name for d in rm2.log_dirs for e in d.iterdir() if e.name.startswith("t-0") and e.name != "t-0"]
     assert leftovers == [] and not (current.parent / "t-0").exists()
     rm2.close()
+
+
+async def test_a_followed_replica_moves_while_the_fetcher_appends_and_truncates(tmp_path, monkeypatch):
+    monkeypatch.setattr(log_dir_moves, "STEP_BYTES", 1)  # one batch per step
+    store = ImageStore(TopicRecord("t", TOPIC_ID, 1, 2, {}, (PartitionState(2, 0, (2, 1), (2, 1)),), 0))
+    rm = manager(tmp_path, store)
+    rm.load()
+    part = rm.partitions[("t", 0)]
+    assert not part.is_leader
+    written = {}  # offset -> the batch the log holds there
+    for i in range(50):
+        written[i] = at(i, b"first-%d" % i)
+        rm.append_as_follower(part, written[i])
+    other = next(d for d in rm.log_dirs if d != part.log.directory.parent)
+    assert rm.moves.alter("t", 0, str(other)) == ErrorCode.none
+    future = rm.moves.moves[("t", 0)].future
+
+    async def copied_48():
+        while future.log_end_offset < 48:
+            await asyncio.sleep(0)
+    await asyncio.wait_for(copied_48(), 10)
+    # The new leader's log diverged at 45: the fetcher truncates and appends the leader's batches,
+    # past what the copy holds, before the copy's next step.
+    part.log.truncate_to(45)
+    for i in range(45, 80):
+        written[i] = at(i, b"second-%d" % i)
+        rm.append_as_follower(part, written[i])
+    await wait_moved(rm)
+    assert part.log.directory == other / "t-0"
+    region = part.log.read(0, 1 << 20, upper_bound=part.log.log_end_offset)
+    data = os.pread(region.fd, region.length, region.position)
+    assert data == b"".join(written[i] for i in range(80))  # byte for byte, the diverged batches replaced
+    rm.close()
