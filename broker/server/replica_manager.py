@@ -166,9 +166,8 @@ class ReplicaManager:
         # Replicas moving to another log dir (AlterReplicaLogDirs, server/log_dir_moves.py); the
         # cleaner leaves their logs alone meanwhile, as Kafka pauses cleaning of a moving partition.
         self.moves = LogDirMoves(self)
-        self.cleaner = LogCleaner(self.log_dirs, lambda: {tp: p.log for tp, p in self.partitions.items()
-                                                          if tp not in self.moves.moves},
-                                  backoff_ms=config["log.cleaner.backoff.ms"])
+        self.cleaner = LogCleaner(self.log_dirs, lambda: {tp: p.log for tp, p in self.partitions.items()},
+                                  backoff_ms=config["log.cleaner.backoff.ms"], paused=self.moves.moves.__contains__)
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_seq = 0
         self._checkpoint_written = 0

@@ -125,6 +125,7 @@ async def test_a_move_under_appends_keeps_every_record_once_and_swaps(tmp_path, 
     assert rm.moves.alter("t", 0, str(other)) == ErrorCode.none  # asked again: the same move
     [(name, index, future_dir)] = find_future_dirs(rm.log_dirs)
     assert (name, index, future_dir.parent) == ("t", 0, other)
+    assert rm.cleaner.paused(("t", 0))  # not cleaned while it moves, as Kafka pauses its cleaning
     seen_future = False
     for i in range(200, 400):  # appends interleaved with the copy
         append(rm, 1, start=i)
@@ -138,6 +139,7 @@ async def test_a_move_under_appends_keeps_every_record_once_and_swaps(tmp_path, 
     assert part.log.directory == other / "t-0"
     assert not (start_dir / "t-0").exists() and not find_future_dirs(rm.log_dirs)
     assert [e.name for e in start_dir.iterdir() if e.name.startswith("t-0")] == []  # -delete gone too
+    assert not rm.cleaner.paused(("t", 0))
     append(rm, 10, start=400)
     assert offsets(part.log) == list(range(410))
     described = log_dirs.describe(rm.log_dirs, rm.offline_dirs, rm.partitions, None, rm.moves.futures())
