@@ -434,9 +434,12 @@ class LogCleaner:
     LogCleanerManager), in a background task whose reading and writing run in a thread."""
 
     def __init__(self, log_dirs: list[Path], logs: Callable[[], dict[tuple[str, int], "Log"]],
-                 backoff_ms: int = 15_000, map_capacity: int = MAX_MAP_ENTRIES) -> None:
+                 backoff_ms: int = 15_000, map_capacity: int = MAX_MAP_ENTRIES,
+                 paused: Callable[[tuple[str, int]], bool] = lambda tp: False) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.logs = logs
+        # Logs not to start cleaning now (Kafka's paused cleaning: a replica moving between log dirs).
+        self.paused = paused
         self.backoff_s = backoff_ms / 1000
         self.stop_event = threading.Event()
         self.cleaner = Cleaner(self.stop_event, map_capacity)
@@ -514,6 +517,8 @@ class LogCleaner:
     def filthiest(self, now_ms: int) -> CleanJob | None:
         best = None
         for tp, lg in list(self.logs().items()):
+            if self.paused(tp):
+                continue
             planned = self.plan(tp, lg, now_ms)
             if planned is not None and (best is None or planned[1] > best[1]):
                 best = planned

@@ -167,6 +167,9 @@ class Log:
         # Called with the exception when a background flush or snapshot fails (the replica
         # manager takes the log dir offline); logged only when unset.
         self.on_background_failure = None
+        # Called with (offset, fully) after a truncation: a future log copying this one follows it
+        # (log/future_log.py).
+        self.truncation_listeners: list = []
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
@@ -724,7 +727,12 @@ class Log:
         self._rebuild_producer_state()
         self.high_watermark = min(self.high_watermark, end)
         self.recovery_point = min(self.recovery_point, end)
+        self._truncated(offset, False)
         return True
+
+    def _truncated(self, offset: int, fully: bool) -> None:
+        for listener in self.truncation_listeners:
+            listener(offset, fully)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and start it empty at `offset` (Kafka's truncateFullyAndStartAt): a
@@ -743,6 +751,7 @@ class Log:
         self.recovery_point = offset
         self._unflushed_messages = 0
         self._first_unflushed_at = None
+        self._truncated(offset, True)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for seg in self.segments:

@@ -3,7 +3,9 @@
 Per configured log dir (absolute path): its total and usable bytes (KIP-827, the numbers the
 `flotilla_log_dir_*_bytes` metrics show) and, for each wanted partition held in it, the log's size,
 the offset lag (Kafka's: high watermark minus log end, never below 0, so 0 for every current log)
-and is_future (always false: we have no future logs until AlterReplicaLogDirs exists). An offline
+and is_future false; a replica moving to another dir (AlterReplicaLogDirs, server/log_dir_moves.py)
+is also reported in its target dir with is_future true and, as Kafka's, the offset lag of the copy
+(the current log's end minus the future log's). An offline
 dir answers KAFKA_STORAGE_ERROR with no topics and -1 sizes. Partitions this broker does not hold
 are left out, as Kafka leaves them out; there is no per-partition error.
 """
@@ -39,9 +41,11 @@ class LogDirInfo:
 
 
 def describe(log_dirs: Iterable[Path], offline: dict[Path, str], partitions: dict,
-             wanted: set[tuple[str, int]] | None) -> list[LogDirInfo]:
-    """`partitions`: the replica manager's {(topic, index): Partition}; `wanted` None = all held."""
+             wanted: set[tuple[str, int]] | None, futures: dict | None = None) -> list[LogDirInfo]:
+    """`partitions`: the replica manager's {(topic, index): Partition}; `wanted` None = all held;
+    `futures`: {(topic, index): future Log} of the moves under way."""
     by_dir: dict[Path, dict[str, list[PartitionDirInfo]]] = {}
+    futures = futures or {}
     for (topic, index), part in sorted(partitions.items()):
         if wanted is not None and (topic, index) not in wanted:
             continue
@@ -49,6 +53,10 @@ def describe(log_dirs: Iterable[Path], offline: dict[Path, str], partitions: dic
         lag = max(log.high_watermark - log.log_end_offset, 0)
         by_dir.setdefault(log.directory.parent, {}).setdefault(topic, []).append(
             PartitionDirInfo(index, log.size_bytes, lag))
+        future = futures.get((topic, index))
+        if future is not None:
+            by_dir.setdefault(future.directory.parent, {}).setdefault(topic, []).append(
+                PartitionDirInfo(index, future.size_bytes, max(log.log_end_offset - future.log_end_offset, 0), True))
     out = []
     for d in log_dirs:
         path = str(Path(d).absolute())

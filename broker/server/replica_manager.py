@@ -42,6 +42,7 @@ from broker.metadata.store import MetadataStore, PartitionState, TopicRecord
 from broker.protocol.records import BatchHeader
 from broker.server import partition_metadata, reassignment_metrics
 from broker.server import stray_logs
+from broker.server.log_dir_moves import LogDirMoves
 from broker.server import isr_updates
 from broker.server.leader_epoch_check import check_current_leader_epoch
 from broker.server.purgatory import Purgatory
@@ -162,8 +163,11 @@ class ReplicaManager:
         self.open_failures: dict[TopicPartition, str] = {}
         self._opening: set[TopicPartition] = set()  # queued for _open_in_chunks
         self._opening_tasks: set[asyncio.Task] = set()
+        # Replicas moving to another log dir (AlterReplicaLogDirs, server/log_dir_moves.py); the
+        # cleaner leaves their logs alone meanwhile, as Kafka pauses cleaning of a moving partition.
+        self.moves = LogDirMoves(self)
         self.cleaner = LogCleaner(self.log_dirs, lambda: {tp: p.log for tp, p in self.partitions.items()},
-                                  backoff_ms=config["log.cleaner.backoff.ms"])
+                                  backoff_ms=config["log.cleaner.backoff.ms"], paused=self.moves.moves.__contains__)
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_seq = 0
         self._checkpoint_written = 0
@@ -187,9 +191,11 @@ class ReplicaManager:
                                marks.get(checkpoints.LOG_START_OFFSET, {}).get(tp, 0),
                                marks.get(checkpoints.HIGH_WATERMARK, {}).get(tp, 0))
         self._clean_dirs = {d for d in self.log_dirs if (d / checkpoints.CLEAN_SHUTDOWN).exists()}
+        self.moves.recover_interrupted_swaps()
         self.remove_stray_logs()
         started = time.monotonic()
         self.apply_image(self.store.image, chunked=False)  # before clients connect: all at once
+        self.moves.resume()
         # From now on the logs change: a crash must not find the marker.
         for d in self._clean_dirs:
             (d / checkpoints.CLEAN_SHUTDOWN).unlink()
@@ -232,6 +238,11 @@ class ReplicaManager:
         online = [d for d in self.log_dirs if d not in self.offline_dirs]
         if not online:
             raise StorageError(f"cannot place {name}: every log directory is offline")
+        preferred = self.moves.preferred.pop((topic, partition), None)  # AlterReplicaLogDirs asked before
+        if preferred in online:
+            if self._placed is not None:
+                self._placed.setdefault(preferred, 0)
+            return preferred / name
         if self._placed is None:
             self._placed = {d: sum(1 for e in d.iterdir() if e.is_dir()) if d.exists() else 0 for d in self.log_dirs}
         return min(online, key=lambda d: self._placed[d]) / name
@@ -282,7 +293,16 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(tp)
         self.delete_records_purgatory.check_and_complete(tp)
 
+    def log_moved(self, old: Path, new: Path) -> None:
+        """A replica moved from log dir `old` to `new` (server/log_dir_moves.py): the counts
+        placement uses and the checkpoint files (each dir's list its own partitions) follow."""
+        if self._placed is not None:
+            self._placed[old] = self._placed.get(old, 1) - 1
+            self._placed[new] = self._placed.get(new, 0) + 1
+        self.write_checkpoints()
+
     def _close_partition(self, tp: TopicPartition) -> None:
+        self.moves.cancel(tp)
         part = self.partitions.pop(tp)
         part.log.close()
         self._marks[tp] = (part.log.recovery_point, part.log.log_start_offset, part.log.high_watermark)
@@ -625,6 +645,7 @@ class ReplicaManager:
             await asyncio.gather(*list(self._opening_tasks), return_exceptions=True)
 
     def _delete_partition(self, tp: TopicPartition) -> None:
+        self.moves.cancel(tp)
         part = self.partitions.pop(tp)
         directory = part.log.directory
         part.log.close()
@@ -900,6 +921,7 @@ class ReplicaManager:
         for task in list(self._opening_tasks):  # partitions still queued stay closed
             task.cancel()
         self.cleaner.close()
+        self.moves.close()
         for part in self.partitions.values():
             if not part.log.close():
                 self.mark_offline(part.log.directory.parent, f"flush of {part.topic}-{part.index} on shutdown failed")

@@ -402,6 +402,16 @@ def _log_dirs_error(client) -> int:
     return client._manager.run(client._manager.send, DescribeLogDirsRequest(topics=None)).error_code
 
 
+def _alter_log_dir_errors(client, topic: str) -> set:
+    """AlterReplicaLogDirs' per-partition error codes for `topic`-0 (kafka-python has no call for it)."""
+    from kafka.protocol.admin import AlterReplicaLogDirsRequest as R
+
+    req = R(dirs=[R.AlterReplicaLogDir(path="/no-such-dir", topics=[
+        R.AlterReplicaLogDir.AlterReplicaLogDirTopic(name=topic, partitions=[0])])])
+    resp = client._manager.run(client._manager.send, req)
+    return {p.error_code for t in resp.results for p in t.partitions}
+
+
 def _commit_offsets(su, group: str, tps: list) -> None:
     """Give `group` committed offsets (0) for `tps`, as the super user; a new Kafka cluster answers
     COORDINATOR_NOT_AVAILABLE until its offsets topic exists, hence the retries."""
@@ -421,7 +431,7 @@ def _cluster_operations(conf: dict) -> set:
 
 def test_cluster_admin_apis_need_their_cluster_acls(acl, admin):
     """DescribeLogDirs, DescribeQuorum and ListPartitionReassignments need DESCRIBE on the cluster,
-    ListConfigResources DESCRIBE_CONFIGS, AlterPartitionReassignments ALTER (else
+    ListConfigResources DESCRIBE_CONFIGS, AlterPartitionReassignments and AlterReplicaLogDirs ALTER (else
     CLUSTER_AUTHORIZATION_FAILED); the cluster's authorized operations (Metadata through
     confluent-kafka, DescribeCluster through kafka-python) say what carol may do."""
     import kafka.errors as kerr
@@ -432,6 +442,13 @@ def test_cluster_admin_apis_need_their_cluster_acls(acl, admin):
     cancel = {KpTopicPartition(topic, 0): None}
     try:
         assert _log_dirs_error(carol) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        # AlterReplicaLogDirs needs ALTER on the cluster, answered per partition before the dir is looked at.
+        assert _alter_log_dir_errors(carol, topic) == {KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+        su = _kafka_python(acl)
+        try:
+            assert _alter_log_dir_errors(su, topic) == {KafkaError.LOG_DIR_NOT_FOUND}
+        finally:
+            su.close()
         refused = carol.describe_log_dirs()
         assert refused and all(answer["log_dirs"] == [] for answer in refused), refused
         for call in (carol.describe_metadata_quorum, lambda: carol.list_config_resources(["TOPIC"]),

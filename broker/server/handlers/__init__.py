@@ -13,7 +13,7 @@ _MODULES = (
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups",
     "describe_client_quotas", "alter_client_quotas", "offset_for_leader_epoch", "elect_leaders",
-    "delete_records", "describe_log_dirs", "offset_delete", "describe_quorum", "describe_topic_partitions",
+    "delete_records", "describe_log_dirs", "alter_replica_log_dirs", "offset_delete", "describe_quorum", "describe_topic_partitions",
     "list_config_resources",
     "alter_partition_reassignments", "list_partition_reassignments",
     "write_txn_markers",

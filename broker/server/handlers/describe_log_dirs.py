@@ -23,7 +23,7 @@ class DescribeLogDirsHandler(Handler):
         rm = self.broker.replicas
         wanted = None if request.topics is None else {
             (t.topic, int(p)) for t in request.topics for p in t.partitions}
-        dirs = log_dirs.describe(rm.log_dirs, rm.offline_dirs, rm.partitions, wanted)
+        dirs = log_dirs.describe(rm.log_dirs, rm.offline_dirs, rm.partitions, wanted, rm.moves.futures())
         return ctx.build("DescribeLogDirsResponse", throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                          results=tuple(self._result(ctx, d) for d in dirs))
 

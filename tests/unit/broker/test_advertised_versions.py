@@ -18,6 +18,7 @@ KAFKA_4_1 = {
 KAFKA_4_1.update({45: (0, 1), 46: (0, 0)})  # Alter/ListPartitionReassignments
 KAFKA_4_1.update({29: (1, 3), 30: (1, 3), 31: (1, 3)})  # DescribeAcls, CreateAcls, DeleteAcls (v0 removed in 4.0)
 KAFKA_4_1.update({50: (0, 0), 51: (0, 0)})  # Describe/AlterUserScramCredentials
+KAFKA_4_1.update({34: (1, 2)})  # AlterReplicaLogDirs (4.1.0 jar: AlterReplicaLogDirsRequest.json validVersions 1-2)
 # Where we differ, and why (docs/admin-apis.md repeats it): Produce v0-v2 were removed in Kafka 4
 # (KIP-896) and kio has no schema for them, yet Kafka 4.1's ApiVersions still lists 0 as Produce's minimum.
 DIFFERENCES = {0: (3, 13)}
