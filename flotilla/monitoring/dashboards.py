@@ -1,4 +1,5 @@
-"""The shipped Grafana dashboards: cluster, fetch sessions, quotas, transactions, record deletions.
+"""The shipped Grafana dashboards: cluster, fetch sessions, quotas, transactions, record deletions,
+rebalancing.
 Every query names only metrics the brokers or the operator export (a test reads their /metrics)."""
 
 from __future__ import annotations
@@ -202,6 +203,70 @@ def record_deletions() -> dict[str, Any]:
                      rows, cluster_query="flotilla_log_start_offset")
 
 
+def rebalancing() -> dict[str, Any]:
+    phase = f"flotilla_operator_rebalance_phase{{{OP_SEL}"
+    rows = [
+        Row("Operator rebalance (status.rebalance)", [
+            Panel("Clusters moving", [T(f"sum(flotilla_operator_rebalance_moving{{{OP_SEL}}})")],
+                  kind="stat", width=4, height=4, thresholds=[(None, "green"), (1, "blue")]),
+            Panel("Clusters paused", [T(f'sum({phase}, phase="Paused"}})')],
+                  kind="stat", width=4, height=4, thresholds=[(None, "green"), (1, "orange")],
+                  description="flotilla.io/rebalance-paused: moves in flight finish, nothing new starts."),
+            Panel("Clusters blocked", [T(f'sum({phase}, phase="Blocked"}})')],
+                  kind="stat", width=4, height=4, thresholds=RED,
+                  description="A plan that cannot be met or a cluster that cannot be reached: status.rebalance.message."),
+            Panel("Partitions left to move", [T(f"sum(flotilla_operator_rebalance_partitions_remaining{{{OP_SEL}}})")],
+                  kind="stat", width=4, height=4),
+            Panel("Partitions being reassigned", [T(f"sum(flotilla_reassigning_partitions{{{SEL}}})")],
+                  kind="stat", width=4, height=4, description="ListPartitionReassignments, as the leaders count them."),
+            Panel("Reassignment bytes in", [T(f"sum(rate(flotilla_reassignment_bytes_in_total{{{SEL}}}[{RATE}]))")],
+                  kind="stat", width=4, height=4, unit="Bps"),
+            Panel("Partitions left to move per cluster",
+                  [T(f"max by (namespace, name) (flotilla_operator_rebalance_partitions_remaining{{{OP_SEL}}})",
+                     "{{namespace}}/{{name}}")],
+                  description="partitionsTotal - partitionsMoved of the current rebalance; flat while Moving "
+                              "for 30 minutes fires FlotillaRebalanceStalled."),
+            Panel("Phase per cluster", [T(f"max by (namespace, name, phase) ({phase}}}) > 0",
+                                          "{{namespace}}/{{name}} {{phase}}")],
+                  description="Idle, Moving, Paused or Blocked (1 while in it); Blocked for 15 minutes fires "
+                              "FlotillaRebalanceBlocked."),
+        ]),
+        Row("Reassignments on the brokers (KIP-455)", [
+            Panel("Partitions being reassigned, per leader",
+                  [T(f"sum by (pod) (flotilla_reassigning_partitions{{{SEL}}})", "{{pod}}")], width=8, stack=True),
+            Panel("Reassignment bytes in (appended as an adding replica)",
+                  [T(rate("flotilla_reassignment_bytes_in_total", "pod"), "{{pod}}")], unit="Bps", width=8),
+            Panel("Reassignment bytes out (sent as leader to adding replicas)",
+                  [T(rate("flotilla_reassignment_bytes_out_total", "pod"), "{{pod}}")], unit="Bps", width=8),
+        ]),
+        Row("Replication throttle (KIP-73)", [
+            Panel("Throttled byte rate vs bound",
+                  [T(f"max by (pod, side) (flotilla_replication_throttle_rate_bytes{{{SEL}}} / "
+                     f"flotilla_replication_throttle_limit_bytes{{{SEL}}})", "{{pod}} {{side}}")],
+                  unit="percentunit", width=8,
+                  description="leader/follower.replication.throttled.rate: measured over the bound; near 100% the "
+                              "throttle is what paces the move. No series: no throttle set."),
+            Panel("Throttled byte rate and bound",
+                  [T(f"sum by (pod, side) (flotilla_replication_throttle_rate_bytes{{{SEL}}})", "{{pod}} {{side}}"),
+                   T(f"max by (pod, side) (flotilla_replication_throttle_limit_bytes{{{SEL}}})", "bound {{pod}} {{side}}")],
+                  unit="Bps", width=8),
+            Panel("Reads held back by the throttle",
+                  [T(rate("flotilla_replication_throttle_held_back_total", "pod, side"), "{{pod}} {{side}}")],
+                  unit="ops", width=8,
+                  description="Partition reads left out of a replica fetch (only for replicas out of the ISR) "
+                              "because the throttle was exceeded."),
+            Panel("Throttled bytes replicated", [T(rate("flotilla_replication_throttled_bytes_total", "pod, side"),
+                                                   "{{pod}} {{side}}")], unit="Bps"),
+            Panel("Throttled partitions", [T(f"sum by (pod, side) (flotilla_replication_throttled_partitions{{{SEL}}})",
+                                             "{{pod}} {{side}}")],
+                  description="*.replication.throttled.replicas naming this broker."),
+        ]),
+    ]
+    return dashboard("flotilla-rebalancing", "Flotilla / Rebalancing",
+                     "Data moves: the operator's rebalances, KIP-455 reassignments on the brokers, KIP-73 replication throttles.",
+                     rows, cluster_query="flotilla_reassigning_partitions")
+
+
 #: File name (under monitoring/dashboards/) -> dashboard.
 DASHBOARDS = {
     "flotilla-cluster.json": cluster,
@@ -209,4 +274,5 @@ DASHBOARDS = {
     "flotilla-client-quotas.json": quotas,
     "flotilla-transactions.json": transactions,
     "flotilla-record-deletions.json": record_deletions,
+    "flotilla-rebalancing.json": rebalancing,
 }

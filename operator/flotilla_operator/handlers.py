@@ -446,7 +446,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             if sts is not None and started:
                 # Remembered after this run's status: the roll it starts cannot have finished yet.
                 memo.setdefault("rolling", set()).add((namespace, name))
-            metrics.observe_cluster(namespace, name, spec.replicas, status)
+            metrics.observe_cluster(namespace, name, spec.replicas, status, previous.get("rebalance"))
             log.debug("reconciled %s/%s (%s): %s", namespace, name, why, status["conditions"][0]["reason"])
             return status
 
@@ -489,7 +489,7 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
         if not same_status(previous, status):
             await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
         await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
-        metrics.observe_cluster(namespace, name, spec.replicas, status)
+        metrics.observe_cluster(namespace, name, spec.replicas, status, previous.get("rebalance"))
 
 
 def _cluster_events(memo: kopf.Memo, namespace: str, name: str, previous: dict[str, Any],

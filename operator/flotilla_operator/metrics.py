@@ -1,4 +1,5 @@
-"""The operator's own Prometheus metrics: reconcile counts, durations and errors."""
+"""The operator's own Prometheus metrics: reconcile counts, durations and errors; per-KafkaCluster
+gauges (brokers, controller, rebalance) that the shipped alerts and dashboards read."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from .builders import rebalance as rb
 
 RECONCILE_TOTAL = Counter(
     "flotilla_operator_reconcile",
@@ -54,6 +57,12 @@ REBALANCE_REMAINING = Gauge(
     "Partitions the current rebalance still has to move (partitionsTotal - partitionsMoved).",
     ["namespace", "name"],
 )
+REBALANCE_PHASES = (rb.IDLE, rb.MOVING, rb.PAUSED, rb.BLOCKED)
+REBALANCE_PHASE = Gauge(
+    "flotilla_operator_rebalance_phase",
+    "1 for the phase status.rebalance is in (Idle, Moving, Paused or Blocked), 0 for the others.",
+    ["namespace", "name", "phase"],
+)
 _CLUSTER_GAUGES = (READY_BROKERS, DESIRED_BROKERS, REGISTERED_BROKERS, CONTROLLER, REBALANCE_MOVING,
                    REBALANCE_REMAINING)
 
@@ -69,8 +78,12 @@ DELETION_LAST_SUCCESS = Gauge(
 )
 
 
-def observe_cluster(namespace: str, name: str, desired: int, status: dict) -> None:
-    """The gauges of one KafkaCluster from the status just computed (Leases only when they were read)."""
+def observe_cluster(namespace: str, name: str, desired: int, status: dict, rebalance: dict | None = None) -> None:
+    """The gauges of one KafkaCluster from the status just computed (Leases only when they were read),
+    and the rebalance gauges from the stored status.rebalance, so that an operator restarted under a
+    rebalance that does not change (a Blocked one) reports it at once."""
+    if rebalance:
+        observe_rebalance(namespace, name, rebalance)
     READY_BROKERS.labels(namespace, name).set(status["readyReplicas"])
     DESIRED_BROKERS.labels(namespace, name).set(desired)
     if "registeredBrokers" in status:
@@ -80,8 +93,12 @@ def observe_cluster(namespace: str, name: str, desired: int, status: dict) -> No
 
 
 def observe_rebalance(namespace: str, name: str, rebalance: dict) -> None:
-    """The rebalance gauges from the status.rebalance just written."""
-    REBALANCE_MOVING.labels(namespace, name).set(1 if rebalance.get("phase") == "Moving" else 0)
+    """The rebalance gauges from the status.rebalance just written (alerts watch Blocked and a
+    Moving rebalance whose remaining partitions do not go down)."""
+    phase = rebalance.get("phase")
+    REBALANCE_MOVING.labels(namespace, name).set(1 if phase == rb.MOVING else 0)
+    for p in REBALANCE_PHASES:
+        REBALANCE_PHASE.labels(namespace, name, p).set(1 if phase == p else 0)
     remaining = int(rebalance.get("partitionsTotal") or 0) - int(rebalance.get("partitionsMoved") or 0)
     REBALANCE_REMAINING.labels(namespace, name).set(max(0, remaining))
 
@@ -91,6 +108,11 @@ def forget_cluster(namespace: str, name: str) -> None:
     for metric in _CLUSTER_GAUGES:
         try:
             metric.remove(namespace, name)
+        except KeyError:
+            pass
+    for phase in REBALANCE_PHASES:
+        try:
+            REBALANCE_PHASE.remove(namespace, name, phase)
         except KeyError:
             pass
 

@@ -101,7 +101,9 @@ def test_a_running_broker_exports_every_broker_metric_the_rules_and_dashboards_u
     assert metric(broker.metrics_url, "flotilla_controller_active") == 1
     assert metric(broker.metrics_url, "flotilla_log_dir_total_bytes") > 0
     for name in ("flotilla_incremental_fetch_session_evictions_total", "flotilla_under_min_isr_partitions",
-                 "flotilla_registered_brokers", "flotilla_transactions", "flotilla_log_dir_usable_bytes"):
+                 "flotilla_registered_brokers", "flotilla_transactions", "flotilla_log_dir_usable_bytes",
+                 "flotilla_reassigning_partitions", "flotilla_reassignment_bytes_in_total",
+                 "flotilla_replication_throttle_rate_bytes"):
         assert f"\n{name}" in text, f"{name}: no sample"
 
 

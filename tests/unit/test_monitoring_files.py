@@ -22,6 +22,8 @@ REQUIRED_ALERTS = {
     "FlotillaUnderReplicatedPartitions", "FlotillaOfflinePartitions", "FlotillaUnderMinIsrPartitions",
     "FlotillaBrokerNotReady", "FlotillaFetchSessionCacheFull", "FlotillaClientThrottled",
     "FlotillaLogDirOffline", "FlotillaDiskNearlyFull",
+    # issue 24: a rebalance that cannot go on.
+    "FlotillaRebalanceBlocked", "FlotillaRebalanceStalled",
 }
 
 
@@ -59,7 +61,7 @@ def test_every_alert_has_a_runbook_its_url_points_at():
 def test_dashboards_are_grafana_dashboards_with_unique_uids_and_panel_ids():
     uids = set()
     files = sorted(monitoring_names.DASHBOARDS.glob("*.json"))
-    assert len(files) == 5
+    assert len(files) == 6
     for path in files:
         d = json.loads(path.read_text())
         assert d["uid"] not in uids and len(d["uid"]) <= 40
@@ -83,7 +85,9 @@ def test_queries_balance_their_brackets_and_use_our_metrics():
     # What each dashboard is for is in it.
     for needed in ("flotilla_request_latency_seconds_bucket", "flotilla_isr_shrinks_total",
                    "flotilla_incremental_fetch_session_evictions_total", "flotilla_quota_throttle_time_seconds_total",
-                   "flotilla_transactions", "flotilla_operator_records_deleted_total", "flotilla_registered_brokers"):
+                   "flotilla_transactions", "flotilla_operator_records_deleted_total", "flotilla_registered_brokers",
+                   "flotilla_operator_rebalance_partitions_remaining", "flotilla_reassignment_bytes_in_total",
+                   "flotilla_replication_throttle_limit_bytes"):
         assert needed in used, needed
     assert "flotilla:log_dir_usable_ratio" in used  # a recorded name, not scraped (the e2e test skips it)
 

@@ -81,7 +81,7 @@ def test_chart_monitoring_follows_the_prometheus_operator_api(helm):
     assert {r["targetLabel"] for r in brokers["podMetricsEndpoints"][0]["relabelings"]} == {"kafka_cluster"}
     assert monitors["flotilla-operator"]["spec"]["podMetricsEndpoints"][0]["honorLabels"] is True
     dashboards = [d for d in on if d["kind"] == "ConfigMap" and "grafana_dashboard" in d["metadata"]["labels"]]
-    assert len(dashboards) == 5 and all(d["metadata"]["labels"]["grafana_dashboard"] == "1" for d in dashboards)
+    assert len(dashboards) == 6 and all(d["metadata"]["labels"]["grafana_dashboard"] == "1" for d in dashboards)
     shipped = {p.name: p.read_text().rstrip("\n") for p in (ROOT / "monitoring" / "dashboards").glob("*.json")}
     assert {k: v for d in dashboards for k, v in d["data"].items()} == shipped
     # No Prometheus Operator: nothing of it (install/flotilla.yaml is rendered so).

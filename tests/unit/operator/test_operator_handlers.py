@@ -342,6 +342,24 @@ async def test_status_reports_registered_brokers_and_the_controller_from_the_lea
     assert status["registeredBrokers"] == 2 and status["controller"] == 1
 
 
+async def test_reconcile_reports_the_stored_rebalance_as_a_restarted_operator_finds_it():
+    """A Blocked rebalance writes no new status while it stays Blocked, so only the cluster's
+    reconcile can report it after an operator restart (FlotillaRebalanceBlocked watches it)."""
+    from prometheus_client import REGISTRY
+
+    from flotilla_operator import metrics
+
+    body = cluster()
+    body["status"] = {"rebalance": {"phase": "Blocked", "reason": "ScaleDown", "partitionsTotal": 0,
+                                    "message": "cannot place every replica on broker(s) 0, 1"}}
+    metrics.forget_cluster("ns", "demo")
+    await handlers.reconcile(memo_for(FakeKube([body])), "ns", "demo", why="operator started")
+    phases = {p: REGISTRY.get_sample_value("flotilla_operator_rebalance_phase", {"namespace": "ns", "name": "demo", "phase": p})
+              for p in metrics.REBALANCE_PHASES}
+    metrics.forget_cluster("ns", "demo")
+    assert phases == {"Idle": 0, "Moving": 0, "Paused": 0, "Blocked": 1}
+
+
 async def test_a_lease_event_with_a_new_holder_refreshes_the_status():
     kube = FakeKube([cluster()])
     memo = memo_for(kube)

@@ -56,3 +56,36 @@ def test_cluster_gauges_follow_the_status_and_go_with_the_cluster():
     for gauge in ("desired_brokers", "ready_brokers", "registered_brokers", "controller"):
         assert REGISTRY.get_sample_value(f"flotilla_operator_{gauge}", {"namespace": ns, "name": name}) is None
     metrics.forget_cluster(ns, name)  # twice: nothing left, no error
+
+
+def _phase(ns, name, phase):
+    return REGISTRY.get_sample_value("flotilla_operator_rebalance_phase", {"namespace": ns, "name": name, "phase": phase})
+
+
+def test_rebalance_gauges_say_the_phase_and_what_remains():
+    ns, name = "monitoring-ns", "rb1"
+    metrics.observe_rebalance(ns, name, {"phase": "Moving", "partitionsTotal": 14, "partitionsMoved": 6})
+    assert _gauge("rebalance_moving", ns, name) == 1
+    assert _gauge("rebalance_partitions_remaining", ns, name) == 8
+    assert {p: _phase(ns, name, p) for p in ("Idle", "Moving", "Paused", "Blocked")} == \
+        {"Idle": 0, "Moving": 1, "Paused": 0, "Blocked": 0}
+    # Blocked (a plan that cannot be met): the alert's series; Moving drops to 0.
+    metrics.observe_rebalance(ns, name, {"phase": "Blocked", "message": "cannot place every replica"})
+    assert _phase(ns, name, "Blocked") == 1 and _phase(ns, name, "Moving") == 0
+    assert _gauge("rebalance_moving", ns, name) == 0
+    assert _gauge("rebalance_partitions_remaining", ns, name) == 0
+    metrics.forget_cluster(ns, name)
+    assert all(_phase(ns, name, p) is None for p in ("Idle", "Moving", "Paused", "Blocked"))
+    assert _gauge("rebalance_moving", ns, name) is None
+
+
+def test_a_restarted_operator_reports_the_stored_rebalance_with_the_cluster():
+    """observe_rebalance runs only when a rebalance step changes status.rebalance: a Blocked one that
+    stays as it is would go unreported after a restart, so the cluster's reconcile reports it too."""
+    ns, name = "monitoring-ns", "rb2"
+    metrics.observe_cluster(ns, name, 3, {"readyReplicas": 3})
+    assert _phase(ns, name, "Blocked") is None  # no rebalance ever ran: no series
+    metrics.observe_cluster(ns, name, 2, {"readyReplicas": 3}, {"phase": "Blocked", "partitionsTotal": 4})
+    assert _phase(ns, name, "Blocked") == 1
+    assert _gauge("rebalance_partitions_remaining", ns, name) == 4
+    metrics.forget_cluster(ns, name)
