@@ -24,7 +24,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -34,11 +34,33 @@ from broker.log.log import Log, LogError
 from broker.server import partition_metadata
 
 if TYPE_CHECKING:
-    from broker.server.replica_manager import Partition, ReplicaManager
+    from broker.metadata.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+
+class Partition(Protocol):
+    """What a move reads of a replica (server/replica_manager.py's Partition); its `log` is swapped."""
+
+    topic: str
+    index: int
+    topic_id: Any
+    log: Log
+
+
+class Replicas(Protocol):
+    """What moves use of the replica manager (passed in, not imported: it holds the moves)."""
+
+    log_dirs: list[Path]
+    offline_dirs: dict[Path, str]
+    partitions: Mapping[TopicPartition, Partition]
+    store: "MetadataStore"
+
+    def mark_offline(self, d: Path, reason: str, exc: BaseException | None = None) -> None: ...
+
+    def log_moved(self, old: Path, new: Path) -> None: ...
 STEP_BYTES = COPY_BYTES  # copied per turn of the event loop
 IDLE_S = 0.01  # between steps when the current log has nothing new (never while copying a backlog)
 MAX_NAME = 255  # a directory name's limit (Kafka refuses longer future dir names: INVALID_TOPIC_EXCEPTION)
@@ -59,7 +81,7 @@ class Move:
 class LogDirMoves:
     """The moves under way on this broker, and the log dir asked for partitions not here yet."""
 
-    def __init__(self, replicas: "ReplicaManager") -> None:
+    def __init__(self, replicas: Replicas) -> None:
         self.replicas = replicas
         self.moves: dict[TopicPartition, Move] = {}
         # Kafka's preferredLogDirs: where a partition not held here yet is to be created.
@@ -104,7 +126,7 @@ class LogDirMoves:
             return ErrorCode.kafka_storage_error
         return ErrorCode.none
 
-    def _start(self, part: "Partition", dest: Path, directory: Path | None = None) -> Move:
+    def _start(self, part: Partition, dest: Path, directory: Path | None = None) -> Move:
         tp = (part.topic, part.index)
         fresh = directory is None
         directory = directory or dest / future_dir_name(part.topic, part.index)
@@ -146,7 +168,7 @@ class LogDirMoves:
             rm.mark_offline(move.dest, f"the future log of {tp[0]}-{tp[1]} failed: {e}", e)
 
     # -- the swap ------------------------------------------------------------------------------
-    def _swap(self, part: "Partition", move: Move) -> None:
+    def _swap(self, part: Partition, move: Move) -> None:
         """The future log takes the current one's place (synchronous: nothing runs in between)."""
         rm = self.replicas
         tp = move.tp
