@@ -497,6 +497,9 @@ class RebalanceStatus(ApiModel):
     token: str | None = Field(default=None, description="The last flotilla.io/rebalance value acted upon.")
     throttled_topics: list[str] | None = Field(default=None, description="Topics given throttled replicas (removed at the end).")
     throttled_brokers: list[int] | None = Field(default=None, description="Brokers given throttle rates (removed at the end).")
+    throttle_rate: int | None = Field(
+        default=None, description="The replication throttle (bytes/s) last set on the brokers; a changed "
+        "spec.rebalance.throttleBytesPerSecond is set on them at once, for the moves in flight too.")
 
 
 class KafkaClusterStatus(ApiModel):

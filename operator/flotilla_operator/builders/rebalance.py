@@ -179,6 +179,25 @@ def _clear(prev: Mapping[str, Any]) -> dict[tuple[int, str], dict[str, str | Non
     return out
 
 
+def _changed_rate(prev: Mapping[str, Any], inp: Inputs, view: View,
+                  status: dict[str, Any]) -> dict[tuple[int, str], dict[str, str | None]]:
+    """The brokers' rates when spec.rebalance.throttleBytesPerSecond differs from the rate last set
+    (status.rebalance.throttleRate): set at once, so a throttle raised because moves crawl speeds up
+    the moves in flight, not only the next batch (0 removes the rates: full speed). Notes the new
+    rate in `status`."""
+    from ..reassignment_admin import BROKER
+
+    applied = prev.get("throttleRate")
+    if applied is None or int(applied) == inp.throttle:
+        return {}
+    rate = str(inp.throttle) if inp.throttle > 0 else None
+    brokers = sorted(set(prev.get("throttledBrokers") or ()) | (set(view.registered) if rate else set()))
+    status["throttleRate"] = inp.throttle
+    if rate:
+        status["throttledBrokers"] = brokers
+    return {(BROKER, str(b)): {LEADER_RATE: rate, FOLLOWER_RATE: rate} for b in brokers}
+
+
 def _base(prev: Mapping[str, Any], brokers: tuple[int, ...], reason: str, fresh: bool, now: datetime,
           inp: Inputs) -> dict[str, Any]:
     status = {k: v for k, v in prev.items()}
@@ -238,18 +257,20 @@ def decide(inp: Inputs, view: View, now: datetime) -> Step:
                       message=f"balanced over broker(s) {', '.join(map(str, brokers))}")
         status.pop("throttledTopics", None)
         status.pop("throttledBrokers", None)
+        status.pop("throttleRate", None)
         return Step(status, elect=elect, configs=_clear(prev))
 
+    rates = _changed_rate(prev, inp, view, status) if in_flight else {}
     if inp.paused:
         status.update(phase=PAUSED, message=f"paused by {REBALANCE_PAUSED}: {len(in_flight)} move(s) in flight "
                       f"finish, {len(pending)} wait")
-        return Step(status)
+        return Step(status, configs=rates)
 
     batch = rp.next_batch(pending, in_flight, inp.max_in_flight)
     data = [m for m in batch if m.moves_data]
     order = [m for m in batch if not m.moves_data]
     start = {m.partition: tuple(m.target) for m in batch}
-    configs: dict[tuple[int, str], dict[str, str | None]] = {}
+    configs: dict[tuple[int, str], dict[str, str | None]] = dict(rates)
     if data and inp.throttle > 0:
         topics = {m.partition[0] for m in data}
         moving = {p: ft for p, ft in view.in_flight.items() if p[0] in topics}
@@ -261,6 +282,9 @@ def decide(inp: Inputs, view: View, now: datetime) -> Step:
             configs[(BROKER, str(b))] = {LEADER_RATE: rate, FOLLOWER_RATE: rate}
         status["throttledTopics"] = sorted(set(status.get("throttledTopics") or ()) | topics)
         status["throttledBrokers"] = sorted(set(status.get("throttledBrokers") or ()) | set(view.registered))
+        status["throttleRate"] = inp.throttle
+    elif data and not rates:
+        configs.update(_changed_rate(prev, inp, view, status))  # unthrottled now: earlier rates removed
     status.update(phase=MOVING, message=(
         f"moving {len(in_flight) + len(data)} partition(s), {max(0, len(pending) - len(batch))} waiting, "
         f"{total - remaining}/{total} done; target broker(s) {', '.join(map(str, brokers))}"))

@@ -390,3 +390,34 @@ def test_a_kept_target_that_no_longer_fits_the_partition_is_planned_afresh():
                                                           ("o", 3): (1, 2)}
     # A kept target on a broker no longer planned over is not followed.
     assert rt.heading(kept, fresh, current, range(3))[("o", 1)] == (2, 1)
+
+
+def test_a_throttle_changed_mid_move_reaches_the_moves_in_flight():
+    """Raising spec.rebalance.throttleBytesPerSecond because moves crawl must not wait for the next
+    batch: the brokers' rates change at the next step; 0 removes them; the end clears everything."""
+    cluster = Cluster(assignment(6, 2, 3), {0, 1, 2, 3})
+    prev = {"phase": rb.IDLE, "completedBrokers": [0, 1, 2]}
+    first = rb.decide(inputs(prev, desired=4, sts=4, max_in_flight=1, throttle=1_000_000), cluster.view(), NOW)
+    cluster.carry_out(first)
+    assert cluster.in_flight and first.status["throttleRate"] == 1_000_000
+    assert cluster.configs[(4, "3")] == {rb.LEADER_RATE: "1000000", rb.FOLLOWER_RATE: "1000000"}
+
+    same = rb.decide(inputs(first.status, desired=4, sts=4, max_in_flight=1, throttle=1_000_000), cluster.view(), NOW)
+    assert not same.start and same.configs == {}, "nothing to change while the move runs"
+
+    faster = rb.decide(inputs(first.status, desired=4, sts=4, max_in_flight=1, throttle=8_000_000), cluster.view(), NOW)
+    assert not faster.start, "the batch in flight is not doubled"
+    assert {r: c for r, c in faster.configs.items() if r[0] == 4} == {
+        (4, str(b)): {rb.LEADER_RATE: "8000000", rb.FOLLOWER_RATE: "8000000"} for b in range(4)}
+    assert faster.status["throttleRate"] == 8_000_000
+    cluster.carry_out(faster)
+
+    paused = rb.decide(inputs(faster.status, desired=4, sts=4, throttle=0, paused=True), cluster.view(), NOW)
+    assert paused.status["phase"] == rb.PAUSED
+    assert all(c == {rb.LEADER_RATE: None, rb.FOLLOWER_RATE: None} for c in paused.configs.values())
+    cluster.carry_out(paused)
+    assert not any(r[0] == 4 for r in cluster.configs), "the rates stayed though the throttle is 0"
+
+    cluster.tick()
+    final, _ = run(cluster, paused.status, desired=4, sts=4, throttle=0)
+    assert final["phase"] == rb.IDLE and "throttleRate" not in final and cluster.configs == {}
