@@ -160,8 +160,18 @@ def topic_bytes(log_dir: Path, topic: str) -> dict[int, int]:
     out: dict[int, int] = {}
     for d in Path(log_dir).glob(f"{topic}-*"):
         suffix = d.name[len(topic) + 1:]
-        if d.is_dir() and suffix.isdigit():
-            out[int(suffix)] = sum(f.stat().st_size for f in d.glob("*.log"))
+        if not suffix.isdigit():
+            continue
+        total = 0
+        try:
+            for f in d.glob("*.log"):
+                try:
+                    total += f.stat().st_size
+                except FileNotFoundError:  # a segment deleted (or the directory renamed) meanwhile
+                    pass
+        except OSError:
+            continue
+        out[int(suffix)] = total
     return out
 
 
