@@ -69,6 +69,7 @@ def render(result: dict[str, Any]) -> str:
         f"{result['machine'].get('cores')} cores ({result['machine'].get('cpu_model')}), three brokers per target and "
         "every client on the same machine, one target after the other, one round each.", "",
         versions_line(result["machine"]), "",
+        *([f"**Note:** {result['note']}", ""] if result.get("note") else []),
         f"A topic of {s['partitions']} partitions, replication factor {s['replication_factor']}, with broker 3 in every "
         f"partition (leading half of them), filled with {s['size_mib']:,} MiB by Kafka's ProducerPerformance (acks=all, "
         f"{s['fill_record_size']}-byte records). A steady librdkafka producer (idempotent, acks=all, "
