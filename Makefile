@@ -1,7 +1,7 @@
 # Two commands a newcomer needs:
 #   make broker   set up a virtualenv and start one local broker (127.0.0.1:9092)
 #   make test     set up everything the tests need and run every test
-.PHONY: setup broker test unit interop-apache bench bench-omb bench-security pipeline clean
+.PHONY: setup broker test unit interop-apache bench bench-omb bench-security bench-drain pipeline clean
 
 setup:
 	bash scripts/setup.sh
@@ -30,6 +30,10 @@ bench-omb: setup
 # One broker each side: throughput over SASL_SSL/SCRAM with ACLs vs PLAINTEXT (bench/README.md).
 bench-security: setup
 	.venv/bin/python -m bench security
+
+# Three brokers each side: drain one holding 2 GiB, without and with a replication throttle (bench/README.md).
+bench-drain: setup
+	.venv/bin/python -m bench drain
 
 # The PySpark pipeline against `make broker` (docs/pipeline.md): installs PySpark and the Kafka
 # connector (cached), writes 20 000 events (about 2 % malformed), then streams until Ctrl-C.

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from bench import machine, report, runner
-from bench.catalog import REGISTRY
+from bench.catalog import COMMANDS, REGISTRY
 from bench.workloads import Sizes
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -27,6 +27,7 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m bench",
         description="Flotilla and Apache Kafka side by side: same machine, same clients, same workloads, "
                     "alternating; medians and Flotilla/Kafka ratios.",
+        epilog="Harnesses of their own: " + "; ".join(f"python -m bench {n}: {what}" for n, (_, what) in COMMANDS.items()),
     )
     ap.add_argument("--repeat", type=int, default=None, help="rounds per target (default 3; 1 with --smoke)")
     ap.add_argument("--targets", type=_names, default=None, help="flotilla,apache (default both; flotilla with --smoke"
@@ -55,14 +56,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["omb"]:  # the three-broker, OMB-shaped cases (bench/omb.py)
-        from bench import omb
+    if argv[:1] and argv[0] in COMMANDS:  # a harness of its own: omb, security, drain (bench/catalog.py)
+        import importlib
 
-        return omb.main(argv[1:])
-    if argv[:1] == ["security"]:  # SASL_SSL + ACLs vs PLAINTEXT, both brokers (bench/security.py)
-        from bench import security
-
-        return security.main(argv[1:])
+        return importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
     args = parser().parse_args(argv)
     if args.workloads is None:
         args.workloads = [w for w in REGISTRY if not (args.smoke and REGISTRY[w].slow_start)]
@@ -109,6 +106,9 @@ def main(argv: list[str]) -> int:
             print(f"{name}: {w.description}")
             for c in w.cases(cfg):
                 print(f"    {c.id}")
+        print("\nHarnesses of their own (python -m bench <name> --help):")
+        for name, (_, what) in COMMANDS.items():
+            print(f"{name}: {what}")
         return 0
     opts = runner.Options(
         targets=targets,

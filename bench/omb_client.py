@@ -1,8 +1,10 @@
 """The client processes of the OMB-shaped fleet cases (bench/omb.py): one librdkafka producer or
 consumer per process, as OpenMessaging Benchmark runs one client per thread of its workers, so
-that the four producers and four consumers do not share one interpreter.
+that the four producers and four consumers do not share one interpreter. bench/drain.py's steady
+producer during a partition move is this producer too.
 
     python -m bench.omb_client producer BOOTSTRAP TOPIC --id 0 --seconds 20 --rate 5000 --out DIR
+    python -m bench.omb_client producer ... --seconds 3600 --stop-file F   # until F exists (bench/drain.py)
     python -m bench.omb_client consumer BOOTSTRAP TOPIC --group G --stop-file F --out DIR
     python -m bench.omb_client verify BOOTSTRAP TOPIC --acked DIR
 
@@ -46,8 +48,8 @@ def _wait_until(t: float) -> None:
 
 
 def producer(args: argparse.Namespace) -> dict:
-    """Sends for `seconds` from `start_at`, at `rate` records/s (0: as fast as it can), then
-    flushes. Idempotent, acks=all; with `per_txn`, transactions of that many records, each
+    """Sends for `seconds` from `start_at` (or until `stop_file` exists), at `rate` records/s (0: as
+    fast as it can), then flushes. Idempotent, acks=all; with `per_txn`, transactions of that many records, each
     committed before the next starts."""
     from confluent_kafka import KafkaException, Producer
 
@@ -88,11 +90,17 @@ def producer(args: argparse.Namespace) -> dict:
     t0 = now()
     end = t0 + args.seconds
     rate = args.rate
+    stop = Path(args.stop_file) if args.stop_file else None
+    next_check = t0
     seq = 0
     while True:
         t = now()
         if t >= end:
             break
+        if stop is not None and t >= next_check:  # a harness that ends the load when it is done
+            if stop.exists():
+                break
+            next_check = t + 0.05
         if per_txn:
             p.begin_transaction()
         for _ in range(per_txn or 1):
@@ -253,6 +261,7 @@ def main(argv: list[str]) -> int:
     pp.add_argument("--batch-size", type=int, default=1048576)
     pp.add_argument("--per-txn", type=int, default=0, help="records per transaction (0: not transactional)")
     pp.add_argument("--tolerate-errors", action="store_true", help="report failed deliveries instead of failing")
+    pp.add_argument("--stop-file", default=None, help="stop sending once this file exists (before --seconds)")
     pp.add_argument("--timeout", type=float, default=120)
     pp.add_argument("--out", required=True)
     cp = sub.add_parser("consumer")
