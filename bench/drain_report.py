@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.omb import versions_line
+from bench.report import write_case
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LABELS = {"apache": "Apache Kafka", "flotilla": "Flotilla"}
@@ -166,11 +167,4 @@ def chart(result: dict[str, Any], path: Path) -> bool:
 
 
 def write(result: dict[str, Any], out: Path, name: str) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.json", out / f"{name}.md"]
-    result["rows"] = rows(result)
-    paths[0].write_text(json.dumps(result, indent=1))
-    paths[1].write_text(render(result))
-    if chart(result, out / f"{name}.png"):
-        paths.append(out / f"{name}.png")
-    return paths
+    return write_case(result, out, name, rows, render, chart)

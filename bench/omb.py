@@ -41,6 +41,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.acks_all import TargetUnavailable, create_replicated_topic, wait_in_sync  # noqa: E402
+from bench.report import write_case
 
 RESULTS = REPO / "bench" / "results"
 GB = 1024 ** 3
@@ -596,14 +597,7 @@ def chart(result: dict[str, Any], path: Path) -> bool:
 
 
 def write(result: dict[str, Any], out: Path, name: str) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.json", out / f"{name}.md"]
-    result["rows"] = rows(result)
-    paths[0].write_text(json.dumps(result, indent=1))
-    paths[1].write_text(render(result))
-    if chart(result, out / f"{name}.png"):
-        paths.append(out / f"{name}.png")
-    return paths
+    return write_case(result, out, name, rows, render, chart)
 
 
 def main(argv: list[str] | None = None) -> int:

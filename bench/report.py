@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bench.targets import LABELS
 
@@ -220,4 +220,18 @@ def write(data: dict[str, Any], out_dir: Path, name: str) -> dict[str, Path]:
         data.setdefault("notes", []).append(f"no chart: {e} (pip install 'flotilla[bench]')")
         paths["json"].write_text(json.dumps(data, indent=1, default=str) + "\n")
         del paths["png"]
+    return paths
+
+
+def write_case(result: dict[str, Any], out: Path, name: str, rows: Callable[[dict[str, Any]], Any],
+               render: Callable[[dict[str, Any]], str], chart: Callable[[dict[str, Any], Path], bool]) -> list[Path]:
+    """A fleet case's results (omb, drain): <name>.json with its rows, <name>.md, and <name>.png
+    when the chart could be drawn (matplotlib present)."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.json", out / f"{name}.md"]
+    result["rows"] = rows(result)
+    paths[0].write_text(json.dumps(result, indent=1))
+    paths[1].write_text(render(result))
+    if chart(result, out / f"{name}.png"):
+        paths.append(out / f"{name}.png")
     return paths
