@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.omb import versions_line
-from bench.report import write_case
+from bench.report import fleet_table, write_case
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LABELS = {"apache": "Apache Kafka", "flotilla": "Flotilla"}
@@ -89,17 +89,7 @@ def render(result: dict[str, Any]) -> str:
         "brokers 1 or 2 over any 5 s of the move (sampled every 0.5 s; their existing replicas grow with the steady "
         "producer too), to set against the throttle per broker.", "",
     ]
-    for t, entry in result["targets"].items():
-        if entry.get("unavailable"):
-            lines += [f"**{LABELS[t]} did not run:** {entry['unavailable']}", ""]
-        for e in entry.get("errors", []):
-            lines += [f"**{LABELS[t]} failed:** {e}", ""]
-    lines += ["| case | metric | unit | Flotilla | Apache Kafka | Flotilla / Kafka | better |",
-              "|---|---|---|---|---|---|---|"]
-    for r in rows(result):
-        ratio = f"{r['ratio']:.2f}×" if r["ratio"] is not None else "–"
-        lines.append(f"| {r['case']} | {r['label']} | {r['unit']} | {_num(r['flotilla'])} | {_num(r['apache'])} | "
-                     f"{ratio} | {r['better']} |")
+    lines += fleet_table(result["targets"], rows(result), _num)
     notes = []
     for t, entry in result["targets"].items():
         cases = entry.get("cases") or {}

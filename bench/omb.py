@@ -41,7 +41,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.acks_all import TargetUnavailable, create_replicated_topic, wait_in_sync  # noqa: E402
-from bench.report import write_case
+from bench.report import fleet_table, write_case
 
 RESULTS = REPO / "bench" / "results"
 GB = 1024 ** 3
@@ -533,17 +533,7 @@ def render(result: dict[str, Any]) -> str:
     if rates:
         lines += ["Fixed rates offered to both: " + ", ".join(
             f"{k} {v:,.0f} records/s" for k, v in rates.items()) + ".", ""]
-    for t, entry in result["targets"].items():
-        if entry.get("unavailable"):
-            lines += [f"**{LABELS[t]} did not run:** {entry['unavailable']}", ""]
-        for e in entry.get("errors", []):
-            lines += [f"**{LABELS[t]} failed:** {e}", ""]
-    lines += ["| case | metric | unit | Flotilla | Apache Kafka | Flotilla / Kafka | better |",
-              "|---|---|---|---|---|---|---|"]
-    for r in rows(result):
-        ratio = f"{r['ratio']:.2f}×" if r["ratio"] is not None else "–"
-        lines.append(f"| {r['case']} | {r['label']} | {r['unit']} | {_num(r['flotilla'])} | {_num(r['apache'])} | "
-                     f"{ratio} | {r['better']} |")
+    lines += fleet_table(result["targets"], rows(result), _num)
     notes = []
     for t, entry in result["targets"].items():
         fo = entry.get("cases", {}).get("failover")

@@ -235,3 +235,21 @@ def write_case(result: dict[str, Any], out: Path, name: str, rows: Callable[[dic
     if chart(result, out / f"{name}.png"):
         paths.append(out / f"{name}.png")
     return paths
+
+
+def fleet_table(targets: dict[str, Any], rows: list[dict[str, Any]], num: Callable[[Any], str]) -> list[str]:
+    """Markdown lines of a fleet case (omb, drain): which target did not run or failed, then one row
+    per metric with both targets and their ratio."""
+    lines: list[str] = []
+    for t, entry in targets.items():
+        if entry.get("unavailable"):
+            lines += [f"**{LABELS[t]} did not run:** {entry['unavailable']}", ""]
+        for e in entry.get("errors", []):
+            lines += [f"**{LABELS[t]} failed:** {e}", ""]
+    lines += ["| case | metric | unit | Flotilla | Apache Kafka | Flotilla / Kafka | better |",
+              "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = f"{r['ratio']:.2f}×" if r["ratio"] is not None else "–"
+        lines.append(f"| {r['case']} | {r['label']} | {r['unit']} | {num(r['flotilla'])} | {num(r['apache'])} | "
+                     f"{ratio} | {r['better']} |")
+    return lines
