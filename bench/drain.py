@@ -51,9 +51,9 @@ if str(REPO) not in sys.path:
 
 from bench import drain_plan, drain_report  # noqa: E402
 from bench.acks_all import TargetUnavailable  # noqa: E402
+from bench.targets import LABELS  # noqa: E402
 
 MIB = 1024 * 1024
-LABELS = {"apache": "Apache Kafka", "flotilla": "Flotilla"}
 REPLICATION_FACTOR = 2
 
 

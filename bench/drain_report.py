@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.omb import versions_line
-from bench.report import fleet_table, write_case
+from bench.targets import LABELS
+from bench.report import cores_note, fleet_table, with_notes, write_case
 
 RESULTS = Path(__file__).resolve().parent / "results"
-LABELS = {"apache": "Apache Kafka", "flotilla": "Flotilla"}
 CASES = ("unthrottled", "throttled")
 METRICS = [  # (key, label, unit, higher is better; None: neither)
     ("seconds", "drain time (tool start to settled)", "s", False),
@@ -112,12 +112,8 @@ def render(result: dict[str, Any]) -> str:
             notes.append(f"{LABELS[t]}: the steady producer sent {prod.get('sent') or 0:,} records, "
                          f"{prod.get('acked') or 0:,} acknowledged, {prod.get('errors') or 0} failed deliveries"
                          + (f" (first: {prod['first_errors']})" if prod.get("first_errors") else ""))
-        cores = (entry.get("machine") or {}).get("other_cores")
-        if cores is not None:
-            notes.append(f"{LABELS[t]}: other processes used {cores:.2f} of the cores during its run")
-    if notes:
-        lines += ["", *[f"- {n}." for n in notes]]
-    return "\n".join(lines) + "\n"
+        notes += cores_note(LABELS[t], entry)
+    return with_notes(lines, notes)
 
 
 def chart(result: dict[str, Any], path: Path) -> bool:

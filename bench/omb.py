@@ -41,7 +41,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.acks_all import TargetUnavailable, create_replicated_topic, wait_in_sync  # noqa: E402
-from bench.report import fleet_table, write_case
+from bench.report import cores_note, fleet_table, with_notes, write_case
 
 RESULTS = REPO / "bench" / "results"
 GB = 1024 ** 3
@@ -549,12 +549,8 @@ def render(result: dict[str, Any]) -> str:
                          f"({fo['verify']['duplicates']:,} duplicates), {fo['lost']} lost; "
                          f"{fo['delivery_errors']} failed deliveries, {fo['undelivered']} undelivered"
                          + (f"; error: {ev['error']}" if ev.get("error") else ""))
-        cores = (entry.get("machine") or {}).get("other_cores")
-        if cores is not None:
-            notes.append(f"{LABELS[t]}: other processes used {cores:.2f} of the cores during its run")
-    if notes:
-        lines += ["", *[f"- {n}." for n in notes]]
-    return "\n".join(lines) + "\n"
+        notes += cores_note(LABELS[t], entry)
+    return with_notes(lines, notes)
 
 
 def chart(result: dict[str, Any], path: Path) -> bool:

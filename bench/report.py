@@ -253,3 +253,16 @@ def fleet_table(targets: dict[str, Any], rows: list[dict[str, Any]], num: Callab
         lines.append(f"| {r['case']} | {r['label']} | {r['unit']} | {num(r['flotilla'])} | {num(r['apache'])} | "
                      f"{ratio} | {r['better']} |")
     return lines
+
+
+def cores_note(label: str, entry: dict[str, Any]) -> list[str]:
+    """The note on other processes' CPU during one target's run of a fleet case, if measured."""
+    cores = (entry.get("machine") or {}).get("other_cores")
+    return [] if cores is None else [f"{label}: other processes used {cores:.2f} of the cores during its run"]
+
+
+def with_notes(lines: list[str], notes: list[str]) -> str:
+    """A fleet case's markdown: its lines, then its notes as a list."""
+    if notes:
+        lines = [*lines, "", *[f"- {n}." for n in notes]]
+    return "\n".join(lines) + "\n"
