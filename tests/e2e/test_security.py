@@ -108,10 +108,13 @@ def test_wrong_password_is_refused_with_kafkas_error(secure, kafka_target, liste
                 f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}")
     assert expected in message, message
     # kafka-python logs the broker's SASL_AUTHENTICATION_FAILED answer and gives up bootstrapping.
-    # An attempt may log only "socket disconnected" (kafka-python saw the close before the answer
-    # that preceded it): up to three clients, one of them must show the answer.
+    # Every attempt must fail. An attempt may log only "socket disconnected": kafka-python 3.0.12's
+    # transport (kafka/net/transport.py, _sock_recv) drops the bytes that arrive in the same read as
+    # the close, and Apache Kafka closes right after the answer (one attempt in three on SASL_SSL when
+    # the machine is loaded, and three in a row happened in CI). The answer itself is checked byte for
+    # byte in test_scram_over_the_wire_wrong_proof; here up to ten clients, one must show it.
     logged: list[str] = []
-    for _ in range(3):
+    for _ in range(10):
         caplog.clear()
         with caplog.at_level("ERROR", logger="kafka"):
             with pytest.raises(PyKafkaError):
