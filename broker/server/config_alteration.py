@@ -5,8 +5,10 @@ list keys only), the refusals Kafka gives (duplicate keys, null values, resource
 topic write through `Topics.alter_configs` (validated there, so only keys in force are stored).
 
 A BROKER resource (a broker id, or "" for the cluster default) changes the dynamic broker configs
-(metadata/broker_configs.py): only the replication throttle rates may be set, anything else is
-INVALID_CONFIG saying to set it in the broker's properties. Deleting
+(metadata/broker_configs.py): only the replication throttle rates and the log cleaner's dynamic
+keys may be set, anything else is INVALID_CONFIG saying to set it in the broker's properties; a
+cleaner value Kafka's reconfiguration check refuses (type, bound, thread count steps) is
+INVALID_REQUEST, as Kafka answers it. Deleting
 `replica.alter.log.dirs.io.max.bytes.per.second` (which `kafka-reassign-partitions.sh --verify`
 deletes with the rates) succeeds as the deletion of a key that is not set. BROKER_LOGGER is refused.
 """
@@ -132,9 +134,11 @@ async def _alter_broker(store: "broker_configs.BrokerConfigStore | None", resour
         raise AlterationError(ErrorCode.invalid_request, "this broker keeps no dynamic broker configs")
     try:  # a DELETE of a key that is not set changes nothing; broker_configs.validate refuses other keys
         if validate_only:
-            broker_configs.apply_change(store.configs, entity, transform)
+            broker_configs.apply_change(store.configs, entity, transform, store.check)
         else:
             await store.alter(entity, transform)
+    except broker_configs.RefusedBrokerConfig as e:  # a value Kafka's reconfiguration check refuses
+        raise AlterationError(ErrorCode.invalid_request, str(e)) from None
     except broker_configs.InvalidBrokerConfig as e:
         raise AlterationError(ErrorCode.invalid_config, str(e)) from None
 
