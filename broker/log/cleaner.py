@@ -510,6 +510,10 @@ class LogCleaner:
                        self.throttler)
 
     @property
+    def workers(self) -> list[asyncio.Task]:
+        return [t for t in self._workers.values() if not t.done()]
+
+    @property
     def running(self) -> bool:
         return self._changed is not None
 

@@ -37,12 +37,9 @@ ConfigMap = Mapping[str, Mapping[str, str]]
 
 
 class InvalidBrokerConfig(Exception):
-    """A key or value that cannot be set dynamically; the message says why (INVALID_CONFIG)."""
-
-
-class RefusedBrokerConfig(InvalidBrokerConfig):
-    """A value of a dynamic key Kafka refuses while validating the reconfiguration: its ConfigDef
-    type or bound, or the component's own rule. Kafka answers INVALID_REQUEST (KAFKA-13609)."""
+    """A key or value that cannot be set dynamically (a key Kafka cannot change at run time, a
+    value its ConfigDef type or bound refuses, or one the component's own check refuses); the
+    message says why. Kafka answers INVALID_REQUEST for all of these (KAFKA-13609 left it so)."""
 
 
 def validate(name: str, value: str) -> str:
@@ -52,7 +49,7 @@ def validate(name: str, value: str) -> str:
         try:
             cleaner_settings.parse(name, value)
         except cleaner_settings.InvalidCleanerValue as e:
-            raise RefusedBrokerConfig(str(e)) from None
+            raise InvalidBrokerConfig(str(e)) from None
         return value
     if name not in DYNAMIC_KEYS:
         raise InvalidBrokerConfig(f"{name!r} cannot be updated dynamically on a Flotilla broker (dynamic keys: "

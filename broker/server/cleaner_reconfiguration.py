@@ -44,7 +44,7 @@ class CleanerReconfiguration:
         try:
             self._validated(configs)
         except InvalidCleanerValue as e:
-            raise broker_configs.RefusedBrokerConfig(f"Invalid dynamic configuration: {e}") from None
+            raise broker_configs.InvalidBrokerConfig(f"Invalid dynamic configuration: {e}") from None
 
     def apply(self, configs: broker_configs.ConfigMap) -> None:
         try:

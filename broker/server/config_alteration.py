@@ -6,9 +6,9 @@ topic write through `Topics.alter_configs` (validated there, so only keys in for
 
 A BROKER resource (a broker id, or "" for the cluster default) changes the dynamic broker configs
 (metadata/broker_configs.py): only the replication throttle rates and the log cleaner's dynamic
-keys may be set, anything else is INVALID_CONFIG saying to set it in the broker's properties; a
-cleaner value Kafka's reconfiguration check refuses (type, bound, thread count steps) is
-INVALID_REQUEST, as Kafka answers it. Deleting
+keys may be set; another key (to be set in the broker's properties), a value of the wrong type or
+out of bounds, or one the cleaner cannot take (thread count steps) is INVALID_REQUEST, as Kafka
+answers a broker config its validation refuses. Deleting
 `replica.alter.log.dirs.io.max.bytes.per.second` (which `kafka-reassign-partitions.sh --verify`
 deletes with the rates) succeeds as the deletion of a key that is not set. BROKER_LOGGER is refused.
 """
@@ -137,10 +137,8 @@ async def _alter_broker(store: "broker_configs.BrokerConfigStore | None", resour
             broker_configs.apply_change(store.configs, entity, transform, store.check)
         else:
             await store.alter(entity, transform)
-    except broker_configs.RefusedBrokerConfig as e:  # a value Kafka's reconfiguration check refuses
+    except broker_configs.InvalidBrokerConfig as e:  # Kafka: ConfigException -> INVALID_REQUEST
         raise AlterationError(ErrorCode.invalid_request, str(e)) from None
-    except broker_configs.InvalidBrokerConfig as e:
-        raise AlterationError(ErrorCode.invalid_config, str(e)) from None
 
 
 async def alter(topics: TopicManager, resource_type: int, resource_name: str,

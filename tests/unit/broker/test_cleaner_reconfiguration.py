@@ -15,7 +15,7 @@ from broker.log import cleaner_settings as cs
 from broker.log.cleaner import LogCleaner
 from broker.log.throttler import Throttler
 from broker.metadata import broker_configs
-from broker.metadata.broker_configs import FileBrokerConfigStore, RefusedBrokerConfig
+from broker.metadata.broker_configs import FileBrokerConfigStore, InvalidBrokerConfig
 from broker.server.cleaner_reconfiguration import CleanerReconfiguration
 from broker.server.config_alteration import BROKER, DELETE, SET, alter, incremental
 from broker.server.handlers.describe_configs import (DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG,
@@ -37,7 +37,7 @@ MiB = 1024 * 1024
     (cs.BACKOFF_MS, "-1", "Value must be at least 0"),
 ])
 def test_values_kafka_configdef_refuses_are_refused_naming_the_key(name, value, sense):
-    with pytest.raises(RefusedBrokerConfig) as e:
+    with pytest.raises(InvalidBrokerConfig) as e:
         broker_configs.validate(name, value)
     assert name in str(e.value) and sense in str(e.value)
 
