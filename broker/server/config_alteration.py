@@ -87,7 +87,7 @@ def incremental(entries: list[tuple[str, int, str | None]],
             raise AlterationError(ErrorCode.invalid_request, f"null value not supported for {name!r}")
         if op in (APPEND, SUBTRACT):
             key = topic_config.BY_NAME.get(name)
-            if key is not None and key.type != topic_config.LIST:
+            if (key is not None and key.type != topic_config.LIST) or name in broker_configs.DYNAMIC_KEYS:
                 raise AlterationError(ErrorCode.invalid_config,
                                       f"config value {_OP_NAMES[op].lower()} is not allowed for config key {name!r}"
                                       " (not a list)")

@@ -126,6 +126,8 @@ async def test_alterations_the_running_cleaner_cannot_take_are_invalid_request(t
     assert (await alter(None, BROKER, "1", inc([(cs.THREADS, DELETE, None)]), False, store)
             ).error_code == ErrorCode.none
     assert cleaner.settings.threads == 2  # back to the properties' value
+    out = await alter(None, BROKER, "1", lambda: incremental([(cs.THREADS, 2, "3")], lambda c: c), False, store)
+    assert out.error_code == ErrorCode.invalid_config  # APPEND on a key that is not a list, as Kafka
     # another broker's entity is that broker's to judge
     assert (await alter(None, BROKER, "7", inc([(cs.THREADS, SET, "64")]), False, store)).error_code == ErrorCode.none
 
