@@ -21,7 +21,7 @@ from broker.server.config_alteration import BROKER, DELETE, SET, alter, incremen
 from broker.server.handlers.describe_configs import (DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG,
                                                      DYNAMIC_DEFAULT_BROKER_CONFIG, DOUBLE, INT, LONG,
                                                      STATIC_BROKER_CONFIG, dynamic_entries)
-from tests.unit.broker.test_cleaner import append, fill, open_log
+from tests.unit.broker.test_cleaner import NOW, append, fill, open_log
 
 MiB = 1024 * 1024
 
@@ -259,3 +259,18 @@ async def test_workers_follow_the_thread_count_and_never_share_a_log(tmp_path):
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert lc._workers == {} or all(t.done() for t in lc._workers.values())
+
+
+def test_a_cleaning_under_an_io_limit_sleeps_for_its_bytes(tmp_path):
+    lg = open_log(tmp_path)
+    fill(lg, rounds=6, keys=4)
+    lg.roll()
+    append(lg, [(b"x", b"active")])
+    lc = LogCleaner([tmp_path], lambda: {("t", 0): lg})
+    lc.throttler.check_interval_s = 0.0  # check at every read and write
+    rate = 50_000.0
+    lc.reconfigure(cs.replace(lc.settings, io_max_bytes_per_second=rate))
+    stats = lc.clean_filthiest(NOW)
+    assert stats is not None and stats.bytes_read > 0
+    # every byte read (map, then rewrite) and written counts: at least the rewrite's share of it
+    assert lc.throttler.throttled_seconds >= 0.9 * (stats.bytes_read + stats.bytes_written) / rate - 0.05
