@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
+from broker.log import cleaner_settings
+
 
 class ConfigError(ValueError):
     """A configuration key is unknown or its value is invalid; the message names the key."""
@@ -293,8 +295,8 @@ KEYS: tuple[Key, ...] = (
         "Default cleanup.policy of topics: delete (retention), compact (the log cleaner), or both."),
     Key("log.cleaner.enable", "true", _parse_bool,
         "Run the log cleaner, which compacts topics whose cleanup.policy includes compact."),
-    Key("log.cleaner.backoff.ms", "15000", _int_at_least(0),
-        "How long the log cleaner sleeps when no log needs cleaning."),
+    *(Key(k.name, k.default, cleaner_settings.parser(k.name), k.doc + " Dynamic (docs/admin-apis.md).")
+      for k in cleaner_settings.KEYS),
     Key("log.cleaner.min.cleanable.ratio", "0.5", _ratio,
         "Default min.cleanable.dirty.ratio: clean a log once this share of it is dirty."),
     Key("log.cleaner.delete.retention.ms", "86400000", _int_at_least(0),
@@ -589,6 +591,11 @@ def parse_config(raw: Mapping[str, str]) -> BrokerConfig:
                           f"({values['socket.request.max.bytes']}) or -1")
     if values["flotilla.metadata.store"] == "kubernetes" and not values["flotilla.cluster.name"]:
         raise ConfigError("'flotilla.cluster.name' is required when 'flotilla.metadata.store' is kubernetes")
+    try:
+        cleaner_settings.check(cleaner_settings.from_values({k.name: raw[k.name] for k in cleaner_settings.KEYS
+                                                             if k.name in raw}))
+    except cleaner_settings.InvalidCleanerValue as e:
+        raise ConfigError(str(e)) from None
     values[INTER_BROKER_LISTENER] = _inter_broker_listener(raw, values)
     values["__raw__"] = dict(raw)
     return BrokerConfig(values=values)

@@ -49,6 +49,7 @@ open until they are done (`SegmentFile`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 import os
@@ -62,9 +63,11 @@ from typing import TYPE_CHECKING, Callable
 import crc32c
 
 from broker.log import checkpoints
+from broker.log.cleaner_settings import CleanerSettings
 from broker.log.cleaner_txn import TxnCleaning
 from broker.log.segment import Segment, SegmentFile, segment_name
-from broker.log.segment_swap import finish_swap, iter_batches, paths, remove_files
+from broker.log.segment_swap import READ_CHUNK, finish_swap, iter_batches, paths, remove_files
+from broker.log.throttler import Throttler
 from broker.log.transaction_index import AbortedTxn
 from broker.protocol import compression, records
 from broker.protocol.batch_records import RawRecord, decode_records
@@ -218,9 +221,18 @@ class Cleaned:
 class Cleaner:
     """The work of one cleaning (Kafka's Cleaner); runs in a thread, touches only its job."""
 
-    def __init__(self, stop: threading.Event | None = None, map_capacity: int = MAX_MAP_ENTRIES) -> None:
+    def __init__(self, stop: threading.Event | None = None, map_capacity: int = MAX_MAP_ENTRIES,
+                 read_chunk: int = READ_CHUNK, write_buffer: int = READ_CHUNK,
+                 throttler: Throttler | None = None) -> None:
         self.stop = stop or threading.Event()
         self.map_capacity = map_capacity
+        self.read_chunk = read_chunk  # log.cleaner.io.buffer.size, per worker, as Kafka's read buffer
+        self.write_buffer = write_buffer  # kept batches are written in pieces of about this size
+        self.throttler = throttler  # log.cleaner.io.max.bytes.per.second, shared by the workers
+
+    def _io(self, n: int) -> None:
+        if self.throttler is not None:
+            self.throttler.maybe_throttle(n)
 
     def _check_stop(self) -> None:
         if self.stop.is_set():
@@ -235,8 +247,9 @@ class Cleaner:
                 continue
             if offset_map.full:
                 break
-            for h, data in iter_batches(view.file, view.size):
+            for h, data in iter_batches(view.file, view.size, self.read_chunk):
                 self._check_stop()
+                self._io(len(data))
                 if h.is_control or h.last_offset < job.first_dirty or job.is_aborted(h):
                     continue
                 try:
@@ -258,15 +271,31 @@ class Cleaner:
         remove_files(job.directory, base, ".cleaned")
         seg = Segment(job.directory, base, job.index_interval_bytes, suffix=".cleaned")
         index_from = len(job.txn.kept_index)
+        pending: list[bytes] = []
+        pending_bytes = 0
+
+        def write() -> None:
+            nonlocal pending_bytes
+            seg.append(b"".join(pending), [records.read_header(b) for b in pending])
+            self._io(pending_bytes)
+            pending.clear()
+            pending_bytes = 0
+
         try:
             for view in group:
                 stats.bytes_read += view.size
-                for h, data in iter_batches(view.file, view.size):
+                for h, data in iter_batches(view.file, view.size, self.read_chunk):
                     self._check_stop()
+                    self._io(len(data))
                     out = self.filter_batch(job, h, data, offset_map, stats)
                     if out is None:
                         continue
-                    seg.append(out, [records.read_header(out)])
+                    pending.append(out)
+                    pending_bytes += len(out)
+                    if pending_bytes >= self.write_buffer:
+                        write()
+            if pending:
+                write()
             if seg.size == 0 and group[0] is not job.segments[0]:
                 seg.delete()
                 return Cleaned(base, None)  # dropped: a read of these offsets finds the next batch
@@ -431,33 +460,74 @@ def recorded_delete_horizon(views: list["SegmentView"]) -> int | None:
 
 class LogCleaner:
     """Chooses the filthiest compacted log and cleans it (Kafka's LogCleaner and
-    LogCleanerManager), in a background task whose reading and writing run in a thread."""
+    LogCleanerManager), in `settings.threads` background workers (asyncio tasks) whose reading and
+    writing run in threads; two workers never clean the same log. `reconfigure` applies the
+    dynamic cleaner keys (cleaner_settings.py) while running."""
 
     def __init__(self, log_dirs: list[Path], logs: Callable[[], dict[tuple[str, int], "Log"]],
-                 backoff_ms: int = 15_000, map_capacity: int = MAX_MAP_ENTRIES,
-                 paused: Callable[[tuple[str, int]], bool] = lambda tp: False) -> None:
+                 backoff_ms: int | None = None, map_capacity: int | None = None,
+                 paused: Callable[[tuple[str, int]], bool] = lambda tp: False,
+                 settings: CleanerSettings | None = None) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.logs = logs
         # Logs not to start cleaning now (Kafka's paused cleaning: a replica moving between log dirs).
         self.paused = paused
-        self.backoff_s = backoff_ms / 1000
+        settings = settings or CleanerSettings()
+        if backoff_ms is not None:
+            settings = dataclasses.replace(settings, backoff_ms=backoff_ms)
+        self.settings = settings
+        self._map_capacity = map_capacity  # a fixed capacity (tests), else the settings'
         self.stop_event = threading.Event()
-        self.cleaner = Cleaner(self.stop_event, map_capacity)
+        self.throttler = Throttler(settings.io_max_bytes_per_second, self.stop_event)
+        self.cleaner = self._new_cleaner()
         self.first_dirty: dict[tuple[str, int], int] = {}
         self.delete_horizons: dict[tuple[str, int], int] = {}
         self._horizons_read: set[tuple[str, int]] = set()  # logs whose stamped horizons were read back
+        self.in_progress: set[tuple[str, int]] = set()  # logs a worker is cleaning now
+        self._workers: dict[int, asyncio.Task] = {}
+        self._changed: asyncio.Event | None = None  # set by reconfigure: workers wake, run() resizes
+        self._checkpoint_lock = threading.Lock()
         self.cleanings = 0
         # Totals for /metrics (Kafka's LogCleaner metrics in spirit): bytes read and written,
         # and how long the last cleaning took.
         self.bytes_read = 0
         self.bytes_written = 0
         self.last_clean_seconds = 0.0
-        self._started = 0.0
         for d in self.log_dirs:
             try:
                 self.first_dirty.update(checkpoints.read_checkpoint(d / CHECKPOINT))
             except ValueError as e:
                 log.warning("ignoring unreadable cleaner checkpoint: %s", e)
+
+    @property
+    def backoff_s(self) -> float:
+        return self.settings.backoff_ms / 1000
+
+    def _new_cleaner(self) -> Cleaner:
+        """A Cleaner for one cleaning, sized by the settings in force when it starts."""
+        s = self.settings
+        return Cleaner(self.stop_event, self._map_capacity or s.map_capacity, s.read_chunk, s.write_buffer,
+                       self.throttler)
+
+    @property
+    def workers(self) -> list[asyncio.Task]:
+        return [t for t in self._workers.values() if not t.done()]
+
+    @property
+    def running(self) -> bool:
+        return self._changed is not None
+
+    def reconfigure(self, settings: CleanerSettings) -> None:
+        """Apply new settings (checked by the caller: server/cleaner_reconfiguration.py): the I/O rate at once, the
+        backoff to sleeping workers at once, map and buffer sizes from each worker's next cleaning,
+        and the worker count (extra workers finish their cleaning and stop; new ones start)."""
+        if settings == self.settings:
+            return
+        log.info("log cleaner reconfigured: %s", settings)
+        self.settings = settings
+        self.throttler.set_rate(settings.io_max_bytes_per_second)
+        if self._changed is not None:
+            self._changed.set()
 
     # -- choosing ----------------------------------------------------------------------------
     def plan(self, tp: tuple[str, int], lg: "Log", now_ms: int) -> tuple[CleanJob, float] | None:
@@ -517,7 +587,7 @@ class LogCleaner:
     def filthiest(self, now_ms: int) -> CleanJob | None:
         best = None
         for tp, lg in list(self.logs().items()):
-            if self.paused(tp):
+            if self.paused(tp) or tp in self.in_progress:
                 continue
             planned = self.plan(tp, lg, now_ms)
             if planned is not None and (best is None or planned[1] > best[1]):
@@ -528,32 +598,34 @@ class LogCleaner:
     def clean(self, job: CleanJob) -> CleanStats:
         """Clean one log in the calling thread (tests; the loop uses `clean_async`)."""
         stats = CleanStats()
-        self._started = time.monotonic()
+        started = time.monotonic()
+        self.cleaner = self._new_cleaner()
         offset_map, end = self.cleaner.build_offset_map(job, stats)
         for group in group_by_size([v for v in job.segments if v.next_base <= end], job.segment_bytes):
             cleaned = self.cleaner.clean_group(job, group, offset_map, stats)
             if not swap_in(job, group, cleaned):
                 return stats
             finish_swap(job.directory)
-        self._done(job, end, stats)
+        self._done(job, end, stats, started)
         return stats
 
     async def clean_async(self, job: CleanJob) -> CleanStats:
         """Clean one log: mapping and writing in a thread, each swap on the event loop."""
         stats = CleanStats()
-        self._started = time.monotonic()
-        offset_map, end = await asyncio.to_thread(self.cleaner.build_offset_map, job, stats)
+        started = time.monotonic()
+        cleaner = self._new_cleaner()
+        offset_map, end = await asyncio.to_thread(cleaner.build_offset_map, job, stats)
         for group in group_by_size([v for v in job.segments if v.next_base <= end], job.segment_bytes):
-            cleaned = await asyncio.to_thread(self.cleaner.clean_group, job, group, offset_map, stats)
+            cleaned = await asyncio.to_thread(cleaner.clean_group, job, group, offset_map, stats)
             if not swap_in(job, group, cleaned):
                 log.info("%s-%d: log changed while being cleaned; cleaning again later", *job.topic_partition)
                 return stats
             await asyncio.to_thread(finish_swap, job.directory)
-        self._done(job, end, stats)
+        self._done(job, end, stats, started)
         await asyncio.to_thread(self._write_checkpoints, self._checkpoint_contents())
         return stats
 
-    def _done(self, job: CleanJob, end: int, stats: CleanStats) -> None:
+    def _done(self, job: CleanJob, end: int, stats: CleanStats, started: float) -> None:
         tp = job.topic_partition
         self.first_dirty[tp] = end
         if stats.delete_horizon is not None:
@@ -563,7 +635,7 @@ class LogCleaner:
         self.cleanings += 1
         self.bytes_read += stats.bytes_read
         self.bytes_written += stats.bytes_written
-        self.last_clean_seconds = time.monotonic() - self._started
+        self.last_clean_seconds = time.monotonic() - started
         log.info("%s-%d: cleaned [%d, %d): %d of %d records kept, %d -> %d bytes in %d segments",
                  tp[0], tp[1], job.first_dirty, end, stats.records_kept, stats.records_read,
                  stats.bytes_read, stats.bytes_written, stats.groups)
@@ -573,28 +645,61 @@ class LogCleaner:
         return self.clean(job) if job is not None else None
 
     async def run(self) -> None:
-        """Clean while some log is due; otherwise wait log.cleaner.backoff.ms. Failures are
-        logged and the loop goes on (a bad log must not stop cleaning of the others)."""
-        while True:
-            job = None
-            try:
-                job = self.filthiest(int(time.time() * 1000))
-                if job is not None:
-                    await self.clean_async(job)
-            except asyncio.CancelledError:
-                self.stop_event.set()
-                raise
-            except CleanerAborted:
-                return
-            except Exception:
-                if job is not None and job.segments[0].segment.file is None:
-                    # The partition was closed or deleted while being cleaned: nothing to do.
-                    log.info("%s-%d: closed while being cleaned; cleaning abandoned", *job.topic_partition)
-                else:
-                    log.exception("log cleaner failed%s", f" on {job.topic_partition}" if job else "")
+        """Keep `settings.threads` workers running until cancelled (then the workers stop too)."""
+        self._changed = asyncio.Event()
+        try:
+            while not self.stop_event.is_set():
+                for i in range(self.settings.threads):
+                    if i not in self._workers:
+                        self._workers[i] = asyncio.create_task(self._worker(i), name=f"log-cleaner-{i}")
+                await self._changed.wait()
+                self._changed.clear()
+        except asyncio.CancelledError:
+            self.stop_event.set()
+            workers = list(self._workers.values())
+            for t in workers:
+                t.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+
+    async def _worker(self, worker_id: int) -> None:
+        """Clean while some log is due; otherwise wait log.cleaner.backoff.ms (or until the settings
+        change). Failures are logged and the loop goes on (a bad log must not stop cleaning of the
+        others). A worker whose id the thread count no longer covers stops between cleanings."""
+        try:
+            while worker_id < self.settings.threads and not self.stop_event.is_set():
                 job = None
-            if job is None:
-                await asyncio.sleep(self.backoff_s)
+                try:
+                    job = self.filthiest(int(time.time() * 1000))
+                    if job is not None:
+                        self.in_progress.add(job.topic_partition)
+                        try:
+                            await self.clean_async(job)
+                        finally:
+                            self.in_progress.discard(job.topic_partition)
+                except CleanerAborted:
+                    return
+                except Exception:
+                    if job is not None and job.segments[0].segment.file is None:
+                        # The partition was closed or deleted while being cleaned: nothing to do.
+                        log.info("%s-%d: closed while being cleaned; cleaning abandoned", *job.topic_partition)
+                    else:
+                        log.exception("log cleaner failed%s", f" on {job.topic_partition}" if job else "")
+                    job = None
+                if job is None:
+                    changed = self._changed
+                    if changed is None:
+                        await asyncio.sleep(self.backoff_s)
+                    else:
+                        try:
+                            await asyncio.wait_for(changed.wait(), self.backoff_s)
+                        except asyncio.TimeoutError:
+                            pass
+        finally:
+            if self._workers.get(worker_id) is asyncio.current_task():
+                del self._workers[worker_id]
+            if self._changed is not None:
+                self._changed.set()  # run() starts a worker again if the count still covers this id
 
     def truncated(self, tp: tuple[str, int], log_end_offset: int) -> None:
         """A follower's log was cut back to `log_end_offset`: what it appends from there is dirty,
@@ -616,11 +721,11 @@ class LogCleaner:
                 by_dir.setdefault(lg.directory.parent, {})[tp] = self.first_dirty[tp]
         return by_dir
 
-    @staticmethod
-    def _write_checkpoints(by_dir: dict[Path, dict[tuple[str, int], int]]) -> None:
-        for d, offsets in by_dir.items():
-            if d.exists():
-                checkpoints.write_checkpoint(d / CHECKPOINT, offsets)
+    def _write_checkpoints(self, by_dir: dict[Path, dict[tuple[str, int], int]]) -> None:
+        with self._checkpoint_lock:  # two workers may finish at once
+            for d, offsets in by_dir.items():
+                if d.exists():
+                    checkpoints.write_checkpoint(d / CHECKPOINT, offsets)
 
     def write_checkpoints(self) -> None:
         self._write_checkpoints(self._checkpoint_contents())

@@ -23,11 +23,12 @@ READ_CHUNK = 1 << 20
 SUFFIXES = (".log", ".index", ".timeindex")
 
 
-def iter_batches(file: SegmentFile, size: int) -> Iterator[tuple[BatchHeader, bytes]]:
-    """(header, bytes) of each batch in the first `size` bytes of a segment file."""
+def iter_batches(file: SegmentFile, size: int, read_chunk: int = READ_CHUNK) -> Iterator[tuple[BatchHeader, bytes]]:
+    """(header, bytes) of each batch in the first `size` bytes of a segment file, read
+    `read_chunk` bytes at a time (a batch larger than that in one read of its own)."""
     pos = 0
     while pos < size:
-        chunk = os.pread(file.fd, min(READ_CHUNK, size - pos), pos)
+        chunk = os.pread(file.fd, min(read_chunk, size - pos), pos)
         off = 0
         while True:
             n = records.peek_size(chunk, off)

@@ -48,4 +48,4 @@ class KubernetesBrokerConfigStore(BrokerConfigStore):
         await self.document.close()
 
     async def alter(self, entity: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
-        await self.document.update(lambda doc: to_doc(apply_change(from_doc(doc), entity, change)))
+        await self.document.update(lambda doc: to_doc(apply_change(from_doc(doc), entity, change, self.check)))

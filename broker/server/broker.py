@@ -33,6 +33,7 @@ from broker.server import file_descriptors
 from broker.security.authz_session import denials_counter
 from broker.server.apis import RequestDispatcher
 from broker.server.authorization import open_authorizer
+from broker.server.cleaner_reconfiguration import CleanerReconfiguration
 from broker.server.controlled_shutdown import hand_over
 from broker.server.fetch_session import FetchSessionCache
 from broker.server.handlers import all_handlers
@@ -128,6 +129,11 @@ class Broker:
         self.broker_configs = open_broker_config_store(self.store, first_dir)
         self.broker_configs.subscribe(self.replication_quotas.update_rates)
         self.replication_quotas.update_rates(self.broker_configs.configs)
+        # The dynamic log cleaner keys (server/cleaner_reconfiguration.py): checked, then applied live.
+        cleaner_keys = CleanerReconfiguration(self.node_id, config["__raw__"], self.replicas.cleaner)
+        self.broker_configs.check = cleaner_keys.check
+        self.broker_configs.subscribe(cleaner_keys.apply)
+        cleaner_keys.apply(self.broker_configs.configs)
         self.store.subscribe(self.replication_quotas.on_image)
         self.replica_fetchers.quotas = self.replication_quotas
         self.dispatcher = RequestDispatcher([h(self) for h in all_handlers()], self.metrics)

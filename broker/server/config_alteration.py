@@ -5,8 +5,10 @@ list keys only), the refusals Kafka gives (duplicate keys, null values, resource
 topic write through `Topics.alter_configs` (validated there, so only keys in force are stored).
 
 A BROKER resource (a broker id, or "" for the cluster default) changes the dynamic broker configs
-(metadata/broker_configs.py): only the replication throttle rates may be set, anything else is
-INVALID_CONFIG saying to set it in the broker's properties. Deleting
+(metadata/broker_configs.py): only the replication throttle rates and the log cleaner's dynamic
+keys may be set; another key (to be set in the broker's properties), a value of the wrong type or
+out of bounds, or one the cleaner cannot take (thread count steps) is INVALID_REQUEST, as Kafka
+answers a broker config its validation refuses. Deleting
 `replica.alter.log.dirs.io.max.bytes.per.second` (which `kafka-reassign-partitions.sh --verify`
 deletes with the rates) succeeds as the deletion of a key that is not set. BROKER_LOGGER is refused.
 """
@@ -85,7 +87,7 @@ def incremental(entries: list[tuple[str, int, str | None]],
             raise AlterationError(ErrorCode.invalid_request, f"null value not supported for {name!r}")
         if op in (APPEND, SUBTRACT):
             key = topic_config.BY_NAME.get(name)
-            if key is not None and key.type != topic_config.LIST:
+            if (key is not None and key.type != topic_config.LIST) or name in broker_configs.DYNAMIC_KEYS:
                 raise AlterationError(ErrorCode.invalid_config,
                                       f"config value {_OP_NAMES[op].lower()} is not allowed for config key {name!r}"
                                       " (not a list)")
@@ -132,11 +134,11 @@ async def _alter_broker(store: "broker_configs.BrokerConfigStore | None", resour
         raise AlterationError(ErrorCode.invalid_request, "this broker keeps no dynamic broker configs")
     try:  # a DELETE of a key that is not set changes nothing; broker_configs.validate refuses other keys
         if validate_only:
-            broker_configs.apply_change(store.configs, entity, transform)
+            broker_configs.apply_change(store.configs, entity, transform, store.check)
         else:
             await store.alter(entity, transform)
-    except broker_configs.InvalidBrokerConfig as e:
-        raise AlterationError(ErrorCode.invalid_config, str(e)) from None
+    except broker_configs.InvalidBrokerConfig as e:  # Kafka: ConfigException -> INVALID_REQUEST
+        raise AlterationError(ErrorCode.invalid_request, str(e)) from None
 
 
 async def alter(topics: TopicManager, resource_type: int, resource_name: str,

@@ -80,7 +80,13 @@ def _cleaner_metrics(cleaner) -> Iterable[Any]:
     written.add_metric([], cleaner.bytes_written)
     last = GaugeMetricFamily("flotilla_log_cleaner_last_clean_seconds", "Duration of the last cleaning")
     last.add_metric([], cleaner.last_clean_seconds)
-    return (done, read, written, last)
+    workers = GaugeMetricFamily("flotilla_log_cleaner_threads",
+                                "Log cleaner workers running (log.cleaner.threads, dynamic)")
+    workers.add_metric([], len(cleaner.workers))
+    throttled = CounterMetricFamily("flotilla_log_cleaner_throttled_seconds",
+                                    "Time the log cleaner slept under log.cleaner.io.max.bytes.per.second")
+    throttled.add_metric([], cleaner.throttler.throttled_seconds)
+    return (done, read, written, last, workers, throttled)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from broker.controller.assignment import NO_LEADER
 from broker.log import checkpoints
 from broker.log.durable import STORAGE_IO, fsync_directory
 from broker.log.log import AppendResult, Log, LogConfig, LogDirOffline, LogError, StorageError
+from broker.log import cleaner_settings
 from broker.log.cleaner import LogCleaner
 from broker.log.segment import FileRegion
 from broker.metadata.store import MetadataStore, PartitionState, TopicRecord
@@ -167,7 +168,8 @@ class ReplicaManager:
         # cleaner leaves their logs alone meanwhile, as Kafka pauses cleaning of a moving partition.
         self.moves = LogDirMoves(self)
         self.cleaner = LogCleaner(self.log_dirs, lambda: {tp: p.log for tp, p in self.partitions.items()},
-                                  backoff_ms=config["log.cleaner.backoff.ms"], paused=self.moves.moves.__contains__)
+                                  paused=self.moves.moves.__contains__,
+                                  settings=cleaner_settings.from_values(config["__raw__"]))
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_seq = 0
         self._checkpoint_written = 0

@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from broker import topic_config
 from broker.config import KEYS
+from broker.log import cleaner_settings
 from broker.metadata import broker_configs
 from broker.security.acl import AclOperation
 from broker.server import config_authorization
@@ -29,7 +30,7 @@ _THROTTLE_DOC = {
 _LONG_BROKER_KEYS = {
     "log.roll.ms", "log.retention.ms", "log.retention.bytes", "log.retention.check.interval.ms",
     "log.flush.interval.messages", "log.flush.interval.ms", "connections.max.idle.ms", "producer.id.expiration.ms",
-    "log.cleaner.backoff.ms", "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms", "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
     "offsets.retention.minutes", "offsets.retention.check.interval.ms",
 }
@@ -55,6 +56,8 @@ def broker_entries(config) -> list[Entry]:
     raw = config["__raw__"]
     out = []
     for key in KEYS:
+        if key.name in broker_configs.DYNAMIC_KEYS:
+            continue  # dynamic_entries reports it, with its dynamic levels
         value = raw.get(key.name, key.default)
         if value == "" and config[key.name] in (None, ""):
             value = None  # no value (Kafka answers null)
@@ -66,13 +69,18 @@ def broker_entries(config) -> list[Entry]:
     return out
 
 
-def dynamic_entries(configs, resource_name: str) -> list[Entry]:
-    """The replication throttle rates (dynamic broker configs) as Kafka reports them: a broker's own
-    value (DYNAMIC_BROKER_CONFIG) over the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), else
-    Kafka's default, Long.MAX_VALUE; the cluster-default resource ("") reports only what it sets."""
+_CLEANER_TYPES = {cleaner_settings.INT: INT, cleaner_settings.LONG: LONG, cleaner_settings.DOUBLE: DOUBLE}
+
+
+def dynamic_entries(configs, resource_name: str, static: dict[str, str] | None = None) -> list[Entry]:
+    """The dynamic broker keys as Kafka reports them: a broker's own value (DYNAMIC_BROKER_CONFIG)
+    over the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG) over its properties
+    (STATIC_BROKER_CONFIG) over Kafka's default (a rate's: Long.MAX_VALUE), every level that sets
+    the key a synonym; the cluster-default resource ("") reports only what it sets."""
     out = []
     own = configs.get(resource_name, {}) if resource_name else {}
     default = configs.get(broker_configs.DEFAULT_ENTITY, {})
+    static = static or {}
     for key in broker_configs.DYNAMIC_KEYS:
         synonyms = []
         if key in own:
@@ -81,8 +89,17 @@ def dynamic_entries(configs, resource_name: str) -> list[Entry]:
             synonyms.append((key, default[key], DYNAMIC_DEFAULT_BROKER_CONFIG))
         if not resource_name and not synonyms:
             continue
-        value, source = synonyms[0][1:] if synonyms else (str(broker_configs.LONG_MAX), DEFAULT_CONFIG)
-        out.append(Entry(key, value, source, LONG, _THROTTLE_DOC[key], tuple(synonyms)))
+        cleaner_key = cleaner_settings.BY_NAME.get(key)
+        if cleaner_key is None:
+            value, source = synonyms[0][1:] if synonyms else (str(broker_configs.LONG_MAX), DEFAULT_CONFIG)
+            out.append(Entry(key, value, source, LONG, _THROTTLE_DOC[key], tuple(synonyms)))
+            continue
+        if resource_name:
+            if key in static:
+                synonyms.append((key, static[key], STATIC_BROKER_CONFIG))
+            synonyms.append((key, cleaner_key.default, DEFAULT_CONFIG))
+        value, source = synonyms[0][1:]
+        out.append(Entry(key, value, source, _CLEANER_TYPES[cleaner_key.type], cleaner_key.doc, tuple(synonyms)))
     return out
 
 
@@ -102,9 +119,10 @@ class DescribeConfigsHandler(Handler):
         if resource.resource_type == BROKER:
             if resource.resource_name not in ("", str(b.node_id)):
                 return [], True, ErrorCode.invalid_request, f"this is broker {b.node_id}, not {resource.resource_name}"
-            # Every key is read-only but the replication throttle rates (metadata/broker_configs.py).
+            # Every key is read-only but the dynamic ones (metadata/broker_configs.py).
             store = getattr(b, "broker_configs", None)
-            dynamic = dynamic_entries(store.configs if store is not None else {}, resource.resource_name)
+            dynamic = dynamic_entries(store.configs if store is not None else {}, resource.resource_name,
+                                      b.config["__raw__"])
             if not resource.resource_name:
                 return dynamic, True, ErrorCode.none, None
             return broker_entries(b.config) + dynamic, True, ErrorCode.none, None

@@ -70,10 +70,10 @@ async def test_broker_throttle_rates_are_set_per_broker_and_default_and_cleared_
     assert store.configs["2"] == {"leader.replication.throttled.rate": "50000",
                                   "follower.replication.throttled.rate": "60000"}
     assert FileBrokerConfigStore(tmp_path).configs == store.configs  # survives a restart
-    bad = await alter(None, BROKER, "2", inc([("log.cleaner.threads", SET, "2")]), False, store)
-    assert bad.error_code == ErrorCode.invalid_config and "log.cleaner.threads" in bad.error_message
+    bad = await alter(None, BROKER, "2", inc([("log.dirs", SET, "/x")]), False, store)
+    assert bad.error_code == ErrorCode.invalid_request and "log.dirs" in bad.error_message  # as Kafka
     bad = await alter(None, BROKER, "2", inc([("leader.replication.throttled.rate", SET, "fast")]), False, store)
-    assert bad.error_code == ErrorCode.invalid_config
+    assert bad.error_code == ErrorCode.invalid_request
     assert (await alter(None, BROKER, "x", inc([]), False, store)).error_code == ErrorCode.invalid_request
     assert (await alter(None, BROKER_LOGGER, "2", inc([]), False, store)).error_code == ErrorCode.invalid_request
     assert (await alter(None, BROKER, "1", inc([("leader.replication.throttled.rate", SET, "1")]), True, store)

@@ -66,7 +66,8 @@ def test_disk_space_of_a_log_dir_and_none_for_a_missing_one(tmp_path):
 def test_log_dirs_export_total_and_usable_bytes_and_skip_unreadable_ones(tmp_path):
     good, gone = tmp_path / "good", tmp_path / "gone"
     good.mkdir()
-    cleaner = types.SimpleNamespace(cleanings=0, bytes_read=0, bytes_written=0, last_clean_seconds=0.0)
+    cleaner = types.SimpleNamespace(cleanings=0, bytes_read=0, bytes_written=0, last_clean_seconds=0.0, workers=[],
+                                    throttler=types.SimpleNamespace(throttled_seconds=0.0))
     rm = types.SimpleNamespace(log_dirs=[good, gone], offline_dirs={gone: "disk failed"}, partitions={}, cleaner=cleaner)
     metrics = BrokerMetrics()
     metrics.watch_logs(rm)
