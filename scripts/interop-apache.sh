@@ -34,6 +34,7 @@ suites=(
   tests/e2e/test_reauthentication.py
   tests/e2e/test_compaction_transactions.py
   tests/e2e/test_admin_apis.py
+  tests/e2e/test_broker_cleaner_configs.py
 )
 workers=${FLOTILLA_TEST_WORKERS:-3}
 if [ "$workers" = 0 ]; then

@@ -111,6 +111,20 @@ class Rate:
         return value / (self.window_size_ms(now_ms) / 1000.0)
 
 
+class SimpleRate(Rate):
+    """Kafka's SimpleRate, which its replication throttles (KIP-73's ReplicationQuotaManager) measure
+    with: the sum is divided by the time since the oldest sample started, but never by less than one
+    window. Unlike a client quota's Rate there is no padding to samples-1 windows, so a reassignment
+    that starts copying is held to the throttle after its first window, not after ten windows' worth
+    of bytes at full speed."""
+
+    __slots__ = ()
+
+    def window_size_ms(self, now_ms: int) -> int:
+        self.purge_obsolete(now_ms)
+        return max(now_ms - self._oldest(now_ms).start_ms, self.config.window_ms)
+
+
 def java_round(x: float) -> int:
     """Math.round: halves go up (Python's round() goes to the even neighbour)."""
     return math.floor(x + 0.5)

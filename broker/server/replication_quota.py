@@ -1,6 +1,7 @@
 """KIP-73 replication throttles, as Kafka's ReplicationQuotaManager: one quota for what this broker
 sends as a leader and one for what it fetches as a follower, each a byte rate over Kafka's sampled
-windows (11 of 1 s, `replication.quota.window.*` defaults) and a set of throttled partitions.
+windows (11 of 1 s, `replication.quota.window.*` defaults; measured as Kafka's SimpleRate, so a new
+move is held to the rate after one window) and a set of throttled partitions.
 
 - The rate is the dynamic broker config `leader.replication.throttled.rate` /
   `follower.replication.throttled.rate` (this broker's own value, else the cluster default; unset:
@@ -19,7 +20,7 @@ from collections.abc import Mapping
 
 from broker.metadata import broker_configs
 from broker.metadata.store import MetadataImage
-from broker.server.quota_stats import Rate, RateConfig
+from broker.server.quota_stats import RateConfig, SimpleRate
 
 LEADER, FOLLOWER = "leader", "follower"
 REPLICAS_KEY = {LEADER: "leader.replication.throttled.replicas", FOLLOWER: "follower.replication.throttled.replicas"}
@@ -73,7 +74,7 @@ class ReplicationQuota:
         self.side = side
         self.bound: float | None = None
         self.partitions: frozenset[tuple[str, int]] = frozenset()
-        self.rate = Rate(config)
+        self.rate = SimpleRate(config)
         self.throttled_bytes = 0  # bytes of throttled partitions moved (metrics)
         self.held_back = 0  # partition reads left out because the quota was exceeded (metrics)
 

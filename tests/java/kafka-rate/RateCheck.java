@@ -1,16 +1,18 @@
-// Kafka's own Rate (kafka-clients), fed "<time ms> <value> <samples> <window ms>" lines on stdin;
+// Kafka's own Rate (kafka-clients), or its SimpleRate with the argument "simple" (what replication
+// throttles measure with), fed "<time ms> <value> <samples> <window ms>" lines on stdin;
 // prints "<rate after recording> <window size ms>" per line. tests/unit/broker/test_quota_stats_vs_kafka.py
-// compares Flotilla's quota_stats with it. Run: java -cp kafka-clients.jar RateCheck.java
+// compares Flotilla's quota_stats with it. Run: java -cp kafka-clients.jar RateCheck.java [simple]
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.common.metrics.MetricConfig;
 import org.apache.kafka.common.metrics.stats.Rate;
+import org.apache.kafka.common.metrics.stats.SimpleRate;
 
 public class RateCheck {
     public static void main(String[] args) throws Exception {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
-        Rate rate = new Rate();
+        Rate rate = args.length > 0 && args[0].equals("simple") ? new SimpleRate() : new Rate();
         MetricConfig config = null;
         String line;
         while ((line = in.readLine()) != null) {

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.server.quota_stats import Rate, RateConfig, java_round, throttle_time_ms
+from broker.server.quota_stats import Rate, RateConfig, SimpleRate, java_round, throttle_time_ms
 
 REPO = Path(__file__).resolve().parents[3]
 CHECK = REPO / "tests" / "java" / "kafka-rate" / "RateCheck.java"
@@ -37,18 +37,20 @@ def scenario(seed: int, samples: int, window_ms: int) -> list[tuple[int, float]]
     return out
 
 
+@pytest.mark.parametrize("kind", ["rate", "simple"])
 @pytest.mark.parametrize("samples, window_ms, seed", [(11, 1000, 1), (11, 1000, 2), (3, 500, 3), (30, 2000, 4)])
-def test_rate_and_window_equal_kafkas(samples, window_ms, seed):
+def test_rate_and_window_equal_kafkas(samples, window_ms, seed, kind):
+    """Rate (client quotas) and SimpleRate (replication throttles) each against Kafka's class."""
     java, jar = shutil.which("java"), kafka_clients_jar()
     if java is None or jar is None:
         pytest.skip("needs java and mvn (scripts/setup.d/10-clients.sh installs them)")
     steps = scenario(seed, samples, window_ms)
     stdin = "".join(f"{t} {v} {samples} {window_ms}\n" for t, v in steps)
-    out = subprocess.run([java, "-cp", str(jar), str(CHECK)], input=stdin, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([java, "-cp", str(jar), str(CHECK), kind], input=stdin, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     kafka = [tuple(map(float, line.split())) for line in out.stdout.split("\n") if line.strip()]
     assert len(kafka) == len(steps)
-    ours = Rate(RateConfig(samples=samples, window_ms=window_ms))
+    ours = (SimpleRate if kind == "simple" else Rate)(RateConfig(samples=samples, window_ms=window_ms))
     for i, ((t, v), (k_rate, k_window)) in enumerate(zip(steps, kafka)):
         ours.record(v, t)
         assert ours.window_size_ms(t) == int(k_window), f"step {i} at {t}"

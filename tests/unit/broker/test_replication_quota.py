@@ -58,16 +58,32 @@ def test_a_broker_value_wins_over_the_cluster_default_and_unset_is_unlimited():
         validate(LEADER_RATE, "-1")
 
 
+def test_a_move_that_starts_at_full_speed_is_held_to_the_bound_after_its_first_window():
+    """Kafka's replication quota is a SimpleRate: no padding to samples-1 windows as for client
+    quotas, which let a new move copy ~10 windows' worth of bytes at full speed (the burst the
+    drain bench saw: 109 MiB/s under a 50 MiB/s throttle)."""
+    q = ReplicationQuota("follower")
+    q.bound = 50.0 * 2**20
+    start = 1_000_000
+    for ms in range(0, 600, 100):  # 20 MiB every 100 ms: 120 MiB in the first 0.6 s
+        q.record(20 * 2**20, start + ms)
+    assert q.is_exceeded(start + 600)  # 120 MiB over one window, not over ten (12 MiB/s)
+    assert q.rate.measure(start + 600) == pytest.approx(120 * 2**20)
+    # Quiet until the measured rate is back under the bound: the bytes spread over 2.4 s.
+    assert not q.is_exceeded(start + 2_500)
+    assert q.is_exceeded(start + 2_300)
+
+
 def test_only_a_replica_out_of_the_isr_is_held_back_once_the_rate_is_over_the_bound():
     q = ReplicationQuota("leader")
     q.bound = 1000.0
     q.partitions = frozenset({("t", 0)})
     now = 1_000_000
-    q.record(5_000, now)  # 5000 B over Kafka's minimum 10 s of windows: 500 B/s, under the bound
+    q.record(500, now)  # 500 B over SimpleRate's minimum of one 1 s window: 500 B/s, under the bound
     assert not q.is_exceeded(now)
-    q.record(20_000, now)  # 2500 B/s
+    q.record(2_000, now)  # 2500 B/s
     assert q.is_exceeded(now)
-    assert q.throttled_bytes == 25_000
+    assert q.throttled_bytes == 2_500
     # The rule reads the clock; pin the measurement to test the decision alone.
     q.is_exceeded = lambda now_ms=None: True
     assert q.should_throttle(("t", 0), in_sync=False)
