@@ -4,7 +4,8 @@ AlterConfigs; SET / DELETE / APPEND / SUBTRACT for the incremental API, APPEND a
 list keys only), the refusals Kafka gives (duplicate keys, null values, resource types), and the
 topic write through `Topics.alter_configs` (validated there, so only keys in force are stored).
 
-A BROKER resource (a broker id, or "" for the cluster default) changes the dynamic broker configs
+A BROKER resource (this broker's id, or "" for the cluster default: another broker's id is refused,
+as Kafka refuses it) changes the dynamic broker configs
 (metadata/broker_configs.py): only the replication throttle rates and the log cleaner's dynamic
 keys may be set; another key (to be set in the broker's properties), a value of the wrong type or
 out of bounds, or one the cleaner cannot take (thread count steps) is INVALID_REQUEST, as Kafka
@@ -15,6 +16,7 @@ deletes with the rates) succeeds as the deletion of a key that is not set. BROKE
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -112,6 +114,30 @@ def incremental(entries: list[tuple[str, int, str | None]],
         return out
 
     return change
+
+
+def java_int(text: str) -> int | None:
+    """Integer.parseInt: an optional sign and ASCII digits, nothing else (Python's int() also takes
+    spaces and underscores); None when it is not one."""
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        return None
+    value = int(text)
+    return value if -2**31 <= value < 2**31 else None
+
+
+def refused_broker_name(resource_type: int, resource_name: str, node_id: int) -> Outcome | None:
+    """Kafka's first check of a BROKER resource (ConfigAdminManager.preprocess): its name is empty
+    (the cluster default) or this broker's id. A client sends a broker's own configs to that
+    broker (Kafka's admin client does), so another id is INVALID_REQUEST, with Kafka's messages."""
+    if resource_type != BROKER or resource_name == broker_configs.DEFAULT_ENTITY:
+        return None
+    named = java_int(resource_name)
+    if named is None:
+        return Outcome(ErrorCode.invalid_request, f"Node id must be an integer, but it is: {resource_name}")
+    if named != node_id:
+        return Outcome(ErrorCode.invalid_request,
+                       f"Unexpected broker id, expected {node_id}, but received {resource_name}")
+    return None
 
 
 def _broker_entity(resource_name: str) -> str:

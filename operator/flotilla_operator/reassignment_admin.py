@@ -144,23 +144,35 @@ async def elect_preferred(view: ClusterView, partitions: Sequence[Partition]) ->
             if int(p.error_code) not in (0, ELECTION_NOT_NEEDED)}
 
 
-async def alter_configs(bootstrap: str, changes: Mapping[tuple[int, str], Mapping[str, str | None]],
-                        auth: AdminAuth = PLAINTEXT) -> None:
+async def alter_configs(bootstrap: str, cluster: ClusterView,
+                        changes: Mapping[tuple[int, str], Mapping[str, str | None]]) -> None:
     """IncrementalAlterConfigs: per (resource type, name), SET a value or DELETE (None) each key;
-    AdminError naming the first resource refused."""
+    AdminError naming the first resource refused. A broker's own configs go to that broker, as
+    Kafka's admin client sends them (a broker refuses another broker's id: INVALID_REQUEST); a
+    broker the cluster no longer lists is skipped (nothing of it left to throttle); topics and the
+    cluster default go to the bootstrap."""
     from kio.schema.incremental_alter_configs.v1.request import (AlterableConfig, AlterConfigsResource,
                                                                  IncrementalAlterConfigsRequest)
     from kio.static.primitive import i8
 
-    if not changes:
-        return
-    resources = tuple(AlterConfigsResource(resource_type=i8(rtype), resource_name=name, configs=tuple(
-        AlterableConfig(name=k, config_operation=i8(DELETE if v is None else SET), value=v) for k, v in keys.items()))
-        for (rtype, name), keys in changes.items())
-    resp = await bootstrap_request(bootstrap, IncrementalAlterConfigsRequest(resources=resources, validate_only=False), auth)
-    for r in resp.responses:
-        kind = {TOPIC: "topic", BROKER: "broker"}.get(int(r.resource_type), str(int(r.resource_type)))
-        _check("IncrementalAlterConfigs", r.error_code, r.error_message, f"{kind} {r.resource_name!r}")
+    by_address: dict[str | None, list] = {}
+    for (rtype, name), keys in changes.items():
+        address = None
+        if rtype == BROKER and name:
+            address = cluster.brokers.get(int(name))
+            if address is None:
+                continue
+        by_address.setdefault(address, []).append(AlterConfigsResource(
+            resource_type=i8(rtype), resource_name=name, configs=tuple(
+                AlterableConfig(name=k, config_operation=i8(DELETE if v is None else SET), value=v)
+                for k, v in keys.items())))
+    for address, resources in by_address.items():
+        req = IncrementalAlterConfigsRequest(resources=tuple(resources), validate_only=False)
+        resp = await (bootstrap_request(bootstrap, req, cluster.auth) if address is None
+                      else request(address, req, auth=cluster.auth))
+        for r in resp.responses:
+            kind = {TOPIC: "topic", BROKER: "broker"}.get(int(r.resource_type), str(int(r.resource_type)))
+            _check("IncrementalAlterConfigs", r.error_code, r.error_message, f"{kind} {r.resource_name!r}")
 
 
 async def partition_sizes(view: ClusterView) -> dict[Partition, int]:

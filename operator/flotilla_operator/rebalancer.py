@@ -46,13 +46,13 @@ async def carry_out(bootstrap: str, cluster: ra.ClusterView, step: rb.Step, prev
             sizes = await ra.partition_sizes(cluster)
             status["bytesToMove"] = sum(sizes.get(p, 0) * n for p, n in step.copies.items())
         if not done:
-            await ra.alter_configs(bootstrap, step.configs, cluster.auth)
+            await ra.alter_configs(bootstrap, cluster, step.configs)
         refused = await ra.alter_reassignments(cluster, step.start)
         failed = await ra.elect_preferred(cluster, list(step.elect))
         if failed:
             log.info("preferred elections not done (the auto leader rebalance or a later step retries): %s", failed)
         if done:
-            await ra.alter_configs(bootstrap, step.configs, cluster.auth)
+            await ra.alter_configs(bootstrap, cluster, step.configs)
     except AdminError as exc:
         base = dict(previous) if done else status
         return {**base, "message": f"{step.status.get('message') or ''}; {exc}".lstrip("; ")}

@@ -123,6 +123,46 @@ def test_cleaner_keys_are_set_described_refused_and_deleted_as_kafka_does(broker
         assert describe(conn, "") == {}
 
 
+def test_a_broker_resource_is_this_broker_or_the_cluster_default(broker):
+    """Kafka's admin client sends a broker's own configs to that broker; a broker refuses another
+    broker's id (and a name that is not an integer) with Kafka's messages, in both APIs and in
+    DescribeConfigs, and takes its own id however Java's parseInt reads it ("01")."""
+    from kio.schema.alter_configs.v2.request import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
+    from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+
+    def described(name: str):
+        resp = conn.request(DescribeConfigsRequest(resources=(DescribeConfigsResource(
+            resource_type=i8(BROKER), resource_name=name, configuration_keys=(BACKOFF,)),),
+            include_synonyms=False, include_documentation=False))
+        [r] = resp.results
+        return r.error_code, r.error_message, len(r.configs)
+
+    with kafka_wire.connect(broker.bootstrap) as conn:
+        node = conn.metadata([]).brokers[0].node_id
+        other = str(node + 6)
+        expected = (ErrorCode.invalid_request, f"Unexpected broker id, expected {node}, but received {other}")
+        assert alter(conn, other, [(BACKOFF, SET, "20000")]) == expected
+        assert alter(conn, other, [(BACKOFF, SET, "20000")], validate_only=True) == expected
+        # even deleting a key nothing sets (what kafka-reassign-partitions.sh --verify sends)
+        assert alter(conn, other, [("replica.alter.log.dirs.io.max.bytes.per.second", DELETE, None)]) == expected
+        legacy = conn.request(AlterConfigsRequest(resources=(AlterConfigsResource(
+            resource_type=i8(BROKER), resource_name=other, configs=(AlterableConfig(name=BACKOFF, value="20000"),)),),
+            validate_only=False))
+        assert [(r.error_code, r.error_message) for r in legacy.responses] == [expected]
+        assert alter(conn, " 1", [(BACKOFF, SET, "20000")]) == (
+            ErrorCode.invalid_request, "Node id must be an integer, but it is:  1")
+        assert described(other) == (ErrorCode.invalid_request,
+                                    f"Unexpected broker id, expected {node} or empty string, but received {other}", 0)
+        assert described("x") == (ErrorCode.invalid_request, "Broker id must be an integer, but it is: x", 0)
+        assert describe(conn, str(node))[BACKOFF][:2] == ("15000", DEFAULT_CONFIG)  # nothing was set
+
+        # Java's parseInt reads "01" as this broker (Kafka then stores the value under "01", where no
+        # broker reads it; Flotilla under "1": the value is not checked here, only the name).
+        padded = f"0{node}"
+        assert described(padded)[:2] == (ErrorCode.none, None) or described(padded)[:2] == (ErrorCode.none, "")
+        assert alter(conn, padded, [(BACKOFF, DELETE, None)]) == (ErrorCode.none, None)
+
+
 def metric(broker, name: str) -> float:
     with urllib.request.urlopen(broker.metrics_url, timeout=5) as resp:
         text = resp.read().decode()

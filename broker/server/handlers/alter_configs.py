@@ -16,6 +16,12 @@ class AlterConfigsHandler(Handler):
         out = []
         for r in request.resources:
             entries = [(c.name, c.value) for c in r.configs]
+            refused = config_alteration.refused_broker_name(int(r.resource_type), r.resource_name, self.broker.node_id)
+            if refused is not None:
+                out.append(ctx.build("AlterConfigsResourceResponse", error_code=refused.error_code,
+                                     error_message=refused.error_message, resource_type=r.resource_type,
+                                     resource_name=r.resource_name))
+                continue
             refused = config_authorization.refused_alteration(ctx, r)
             if refused is not None:
                 out.append(refused)

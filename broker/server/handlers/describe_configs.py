@@ -12,6 +12,7 @@ from broker.log import cleaner_settings
 from broker.metadata import broker_configs
 from broker.security.acl import AclOperation
 from broker.server import config_authorization
+from broker.server.config_alteration import java_int
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.topic_config import BOOLEAN, DEFAULT_CONFIG, DOUBLE, INT, LIST, LONG, STATIC_BROKER_CONFIG, STRING, Entry
 
@@ -103,6 +104,18 @@ def dynamic_entries(configs, resource_name: str, static: dict[str, str] | None =
     return out
 
 
+def _refused_broker_name(name: str, node_id: int) -> str | None:
+    """Kafka's ConfigHelper: a BROKER resource is "" (the cluster default) or this broker's id."""
+    if not name:
+        return None
+    named = java_int(name)
+    if named is None:
+        return f"Broker id must be an integer, but it is: {name}"
+    if named == node_id:
+        return None
+    return f"Unexpected broker id, expected {node_id} or empty string, but received {name}"
+
+
 class DescribeConfigsHandler(Handler):
     api_key = 32
     min_version = 1
@@ -117,11 +130,13 @@ class DescribeConfigsHandler(Handler):
                 return [], False, ErrorCode.unknown_topic_or_partition, f"unknown topic {resource.resource_name!r}"
             return topic_config.describe(b.config, rec.configs), False, ErrorCode.none, None
         if resource.resource_type == BROKER:
-            if resource.resource_name not in ("", str(b.node_id)):
-                return [], True, ErrorCode.invalid_request, f"this is broker {b.node_id}, not {resource.resource_name}"
+            refused = _refused_broker_name(resource.resource_name, b.node_id)
+            if refused is not None:
+                return [], True, ErrorCode.invalid_request, refused
             # Every key is read-only but the dynamic ones (metadata/broker_configs.py).
             store = getattr(b, "broker_configs", None)
-            dynamic = dynamic_entries(store.configs if store is not None else {}, resource.resource_name,
+            dynamic = dynamic_entries(store.configs if store is not None else {},
+                                      str(b.node_id) if resource.resource_name else "",
                                       b.config["__raw__"])
             if not resource.resource_name:
                 return dynamic, True, ErrorCode.none, None

@@ -3,8 +3,8 @@
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.server.config_alteration import (APPEND, DELETE, SET, SUBTRACT, AlterationError, incremental,
-                                             replace_all)
+from broker.server.config_alteration import (APPEND, BROKER, DELETE, SET, SUBTRACT, TOPIC, AlterationError,
+                                             incremental, java_int, refused_broker_name, replace_all)
 
 IN_FORCE = {"cleanup.policy": "delete", "retention.ms": "604800000"}
 
@@ -84,3 +84,23 @@ async def test_broker_throttle_rates_are_set_per_broker_and_default_and_cleared_
     for entity in ("2", "", "3"):
         assert (await alter(None, BROKER, entity, inc(clear), False, store)).error_code == ErrorCode.none
     assert dict(store.configs) == {}
+
+
+@pytest.mark.parametrize("text, value", [("1", 1), ("01", 1), ("+3", 3), ("-1", -1), ("2147483647", 2**31 - 1),
+                                         (" 1", None), ("1_0", None), ("", None), ("x", None), ("2147483648", None),
+                                         ("\u0661", None)])
+def test_java_int_reads_what_integer_parse_int_reads(text, value):
+    assert java_int(text) == value
+
+
+def test_a_broker_resource_names_this_broker_or_the_cluster_default():
+    assert refused_broker_name(BROKER, "", 1) is None
+    assert refused_broker_name(BROKER, "1", 1) is None
+    assert refused_broker_name(BROKER, "01", 1) is None
+    assert refused_broker_name(TOPIC, "7", 1) is None  # a topic named 7
+    other = refused_broker_name(BROKER, "7", 1)
+    assert (other.error_code, other.error_message) == (ErrorCode.invalid_request,
+                                                       "Unexpected broker id, expected 1, but received 7")
+    bad = refused_broker_name(BROKER, "one", 1)
+    assert (bad.error_code, bad.error_message) == (ErrorCode.invalid_request,
+                                                   "Node id must be an integer, but it is: one")
