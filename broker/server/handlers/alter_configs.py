@@ -7,6 +7,17 @@ from broker.server import config_alteration, config_authorization
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 
+def refused_before_alteration(ctx: RequestContext, resource, node_id: int):
+    """The AlterConfigsResourceResponse refusing `resource` before anything changes (both alter APIs
+    answer alike), as Kafka checks in this order: a BROKER name that is not this broker's id or
+    empty, then the ACL; None when neither refuses."""
+    named = config_alteration.refused_broker_name(int(resource.resource_type), resource.resource_name, node_id)
+    if named is None:
+        return config_authorization.refused_alteration(ctx, resource)
+    return ctx.build("AlterConfigsResourceResponse", error_code=named.error_code, error_message=named.error_message,
+                     resource_type=resource.resource_type, resource_name=resource.resource_name)
+
+
 class AlterConfigsHandler(Handler):
     api_key = 33
     min_version = 0
@@ -16,13 +27,7 @@ class AlterConfigsHandler(Handler):
         out = []
         for r in request.resources:
             entries = [(c.name, c.value) for c in r.configs]
-            refused = config_alteration.refused_broker_name(int(r.resource_type), r.resource_name, self.broker.node_id)
-            if refused is not None:
-                out.append(ctx.build("AlterConfigsResourceResponse", error_code=refused.error_code,
-                                     error_message=refused.error_message, resource_type=r.resource_type,
-                                     resource_name=r.resource_name))
-                continue
-            refused = config_authorization.refused_alteration(ctx, r)
+            refused = refused_before_alteration(ctx, r, self.broker.node_id)
             if refused is not None:
                 out.append(refused)
                 continue

@@ -5,7 +5,8 @@ broker/server/config_alteration.py."""
 from __future__ import annotations
 
 from broker import topic_config
-from broker.server import config_alteration, config_authorization
+from broker.server import config_alteration
+from broker.server.handlers.alter_configs import refused_before_alteration
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 
@@ -19,13 +20,7 @@ class IncrementalAlterConfigsHandler(Handler):
         out = []
         for r in request.resources:
             entries = [(c.name, int(c.config_operation), c.value) for c in r.configs]
-            refused = config_alteration.refused_broker_name(int(r.resource_type), r.resource_name, self.broker.node_id)
-            if refused is not None:
-                out.append(ctx.build("AlterConfigsResourceResponse", error_code=refused.error_code,
-                                     error_message=refused.error_message, resource_type=r.resource_type,
-                                     resource_name=r.resource_name))
-                continue
-            refused = config_authorization.refused_alteration(ctx, r)
+            refused = refused_before_alteration(ctx, r, self.broker.node_id)
             if refused is not None:
                 out.append(refused)
                 continue
