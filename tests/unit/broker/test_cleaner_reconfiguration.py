@@ -168,12 +168,18 @@ def test_sizes_of_the_next_cleaning_follow_the_settings(tmp_path):
     assert c.throttler is cleaner.throttler and cleaner.throttler.rate == 5e5
 
 
-def test_a_small_map_leaves_the_rest_of_the_dirty_section_for_the_next_cleaning(tmp_path):
+def cleaner_of_one_dirty_log(tmp_path, rounds: int):
+    """A log with `rounds` of 4 keys rolled into closed segments (an active one after them), and a
+    cleaner of it alone."""
     lg = open_log(tmp_path)
-    fill(lg, rounds=3, keys=4)
+    fill(lg, rounds=rounds, keys=4)
     lg.roll()
     append(lg, [(b"x", b"active")])
-    lc = LogCleaner([tmp_path], lambda: {("t", 0): lg})
+    return lg, LogCleaner([tmp_path], lambda: {("t", 0): lg})
+
+
+def test_a_small_map_leaves_the_rest_of_the_dirty_section_for_the_next_cleaning(tmp_path):
+    lg, lc = cleaner_of_one_dirty_log(tmp_path, rounds=3)
     lc.reconfigure(cs.CleanerSettings(dedupe_buffer_size=2 * MiB, load_factor=2 * cs.ENTRY_BYTES / (2 * MiB)))
     assert lc._new_cleaner().map_capacity == 2
     first_dirty = lc.plan(("t", 0), lg, 0)[0].first_dirty
@@ -262,11 +268,7 @@ async def test_workers_follow_the_thread_count_and_never_share_a_log(tmp_path):
 
 
 def test_a_cleaning_under_an_io_limit_sleeps_for_its_bytes(tmp_path):
-    lg = open_log(tmp_path)
-    fill(lg, rounds=6, keys=4)
-    lg.roll()
-    append(lg, [(b"x", b"active")])
-    lc = LogCleaner([tmp_path], lambda: {("t", 0): lg})
+    _, lc = cleaner_of_one_dirty_log(tmp_path, rounds=6)
     lc.throttler.check_interval_s = 0.0  # check at every read and write
     rate = 50_000.0
     lc.reconfigure(cs.replace(lc.settings, io_max_bytes_per_second=rate))
