@@ -23,7 +23,8 @@ Per target, on one fleet start (bench/omb.py's fleets; both number their brokers
    `leader/follower.replication.throttled.replicas`; `--verify` clears them afterwards (untimed).
 
 Reported per case: drain time, bytes moved per second, broker CPU, the producer's p50/p99/p99.9
-in the `--before` seconds before the move and during it; for the throttled case the least time the
+in the `--before` seconds before the move and during it, and during it apart from the records sent
+from 1 s before to 3 s after a partition's leader changed (polled every 0.2 s while the move runs); for the throttled case the least time the
 throttle allows (drain_plan.throttle_floor). Results: bench/results/<name>.{json,md,png}
 (bench/drain_report.py); ratios are Flotilla / Kafka. A target that cannot run says why.
 """
@@ -139,13 +140,17 @@ def settled(bootstrap: str, topic: str, want: drain_plan.Layout) -> tuple[bool, 
     return ok, {"reassigning": moving, "states": {p: (s[0], s[1], sorted(s[2])) for p, s in states.items()}}
 
 
-def wait_settled(bootstrap: str, topic: str, want: drain_plan.Layout, timeout: float, poll: float = 0.2) -> float:
-    """Polls `settled` until true; the monotonic time it was first seen true."""
+def wait_settled(bootstrap: str, topic: str, want: drain_plan.Layout, timeout: float, poll: float = 0.2,
+                 leaders_seen: list[tuple[float, dict[int, int]]] | None = None) -> float:
+    """Polls `settled` until true; the monotonic time it was first seen true. Each poll's
+    partition -> leader is appended to `leaders_seen` if given (when leaders changed)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
         try:
             ok, last = settled(bootstrap, topic, want)
+            if leaders_seen is not None:
+                leaders_seen.append((time.monotonic(), {p: s[0] for p, s in last["states"].items()}))
             if ok:
                 return time.monotonic()
         except (OSError, EOFError, ValueError, RuntimeError) as e:
@@ -244,16 +249,17 @@ def move(cluster: Any, topic: str, target: drain_plan.Layout, workdir: Path, nam
     if throttle:
         args += ["--throttle", str(throttle)]
     cpu0 = fleet_cpu(cluster)
+    leaders_seen = [(time.monotonic(), {q: s[0] for q, s in partition_states(bootstrap, topic).items()})]
     with Growth(watch or {}, topic) as growth:
         t0 = time.monotonic()
         out = reassign_tool(bootstrap, workdir, *args)
         started = time.monotonic()
         if "Successfully started partition reassignment" not in out:
             raise RuntimeError(f"kafka-reassign-partitions --execute did not start the move: {out[-2000:]}")
-        done = wait_settled(bootstrap, topic, target, p.drain_timeout)
+        done = wait_settled(bootstrap, topic, target, p.drain_timeout, leaders_seen=leaders_seen)
     result = {"start": t0, "end": done, "seconds": done - t0, "tool_seconds": started - t0,
               "seconds_after_tool": done - started, "broker_cpu_s": fleet_cpu(cluster) - cpu0,
-              "tool_output": out[-1500:]}
+              "tool_output": out[-1500:], "leader_changes": drain_plan.leader_changes(leaders_seen)}
     if watch:
         peaks = growth.peaks()
         result["peak_5s_bytes_per_sec"] = peaks
@@ -358,6 +364,12 @@ def one_target(cluster: Any, target: str, p: Params, workdir: Path, out: dict[st
         case.update(percentiles(during, "during"))
         case.update(percentiles(drain_plan.window(sent_at, lat, case["start"], case["end"]), "during_incl_tool"))
         case["before_records"], case["during_records"] = len(before), len(during)
+        # Is a p99 jump the copy or the leader changes (the producer waits for each new leader)?
+        near, away = drain_plan.split_near(sent_at, lat, case["start"] + case["tool_seconds"], case["end"],
+                                           case.get("leader_changes", []))
+        case.update(percentiles(away, "during_away"))
+        case["during_near_leader_change_records"], case["leader_change_count"] = len(near), len(case.get("leader_changes", []))
+        case.update(percentiles(near, "during_near"))
         if case.get("before_p99_ms") and case.get("during_p99_ms") is not None:
             case["during_over_before_p99"] = case["during_p99_ms"] / case["before_p99_ms"]
     out["producer"] = {k: produced.get(k) for k in ("sent", "acked", "errors", "first_errors", "undelivered")}

@@ -75,6 +75,29 @@ def window(sent_at: Sequence[float], lat: Sequence[float], start: float, end: fl
     return [d for s, d in zip(sent_at, lat) if start <= s < end]
 
 
+def leader_changes(observations: Sequence[tuple[float, Mapping[int, int]]]) -> list[float]:
+    """The times, among (time, partition -> leader) observations in time order, at which some
+    partition's leader differs from the observation before (a partition not seen before is no change)."""
+    out: list[float] = []
+    for (_, before), (t, now) in zip(observations, observations[1:]):
+        if any(p in before and before[p] != leader for p, leader in now.items()):
+            out.append(t)
+    return out
+
+
+def split_near(sent_at: Sequence[float], lat: Sequence[float], start: float, end: float, marks: Sequence[float],
+               before: float = 1.0, after: float = 3.0) -> tuple[list[float], list[float]]:
+    """The latencies of records sent in [start, end), split into those sent from `before` seconds
+    before to `after` seconds after any of `marks` (a leader change: the producer waits for the
+    new leader) and the others."""
+    near: list[float] = []
+    away: list[float] = []
+    for s, d in zip(sent_at, lat):
+        if start <= s < end:
+            (near if any(m - before <= s < m + after for m in marks) else away).append(d)
+    return near, away
+
+
 def peak_rate(samples: Sequence[tuple[float, int]], span: float) -> float | None:
     """The fastest growth, in bytes/s, over any `span` seconds of (time, bytes) samples taken in
     time order: from each sample to the first one at least `span` later. None if the samples cover

@@ -28,6 +28,9 @@ METRICS = [  # (key, label, unit, higher is better; None: neither)
     ("during_p999_ms", "produce p99.9 during the move", "ms", False),
     ("during_max_ms", "produce max during the move", "ms", False),
     ("during_over_before_p99", "p99 during / p99 before", "×", False),
+    ("leader_change_count", "polls (0.2 s) that saw a leader change during the move", "", None),
+    ("during_away_p99_ms", "produce p99 during, away from leader changes (1 s before to 3 s after)", "ms", False),
+    ("during_near_p99_ms", "produce p99 during, near leader changes", "ms", False),
 ]
 # Keys only the throttled case has; they are left out of the unthrottled rows.
 THROTTLED_ONLY = {"floor_s", "seconds_over_floor"}

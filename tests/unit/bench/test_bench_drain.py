@@ -83,3 +83,18 @@ def test_peak_rate_is_the_fastest_growth_over_the_span():
     assert drain_plan.peak_rate(samples, 2.0) == 25.0  # 1 s -> 3 s: 50 bytes in 2 s
     assert drain_plan.peak_rate(samples, 5.0) is None  # the samples cover 4 s only
     assert drain_plan.peak_rate([], 1.0) is None
+
+
+def test_leader_changes_are_the_polls_where_some_leader_differs():
+    seen = [(0.0, {0: 3, 1: 1}), (0.2, {0: 3, 1: 1}), (0.4, {0: 2, 1: 1}), (0.6, {0: 2, 1: 1, 2: 1}),
+            (0.8, {0: 2, 1: 2, 2: 2})]
+    assert drain_plan.leader_changes(seen) == [0.4, 0.8]  # partition 2 first seen at 0.6: no change
+    assert drain_plan.leader_changes(seen[:1]) == []
+
+
+def test_records_near_a_leader_change_are_told_apart():
+    sent = [1.0, 4.5, 5.5, 7.9, 8.0, 9.5]
+    lat = [0.01, 0.02, 0.9, 0.5, 0.03, 0.04]
+    near, away = drain_plan.split_near(sent, lat, 1.0, 9.0, [5.0])  # near: [4.0, 8.0)
+    assert near == [0.02, 0.9, 0.5] and away == [0.01, 0.03]  # 9.5 is after the window
+    assert drain_plan.split_near(sent, lat, 0.0, 10.0, []) == ([], lat)
