@@ -58,7 +58,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 def _num(x: float | None) -> str:
     if x is None:
         return "–"
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
+    return f"{x:,.0f}" if abs(x) >= 100 or float(x).is_integer() else f"{x:,.2f}"
 
 
 def _mib(n: Any) -> str:
