@@ -35,6 +35,7 @@ REBALANCE_BLOCKED = "RebalanceBlocked"
 # ClientQuota
 QUOTA_APPLIED = "QuotaApplied"
 QUOTA_NOT_APPLIED = "QuotaNotApplied"
+QUOTA_CONFLICT = "QuotaConflict"
 # KafkaUser
 USER_APPLIED = "UserApplied"
 USER_NOT_APPLIED = "UserNotApplied"
@@ -194,7 +195,8 @@ def quota_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]) 
 
 def user_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]) -> list[Event]:
     """UserApplied when the credential, ACLs and quotas of a new generation are in force;
-    UserNotApplied (a Warning naming the reason) when they could not be for a new reason."""
+    UserNotApplied (a Warning naming the reason) when they could not be for a new reason;
+    QuotaConflict (a Warning) when spec.quotas newly yields to an older ClientQuota of the user."""
     out = pause_events(previous, status) + stalled_events(previous, status)
     old, new = _cond(previous, READY), _cond(status, READY)
     gen_changed = (previous or {}).get("observedGeneration") != status.get("observedGeneration")
@@ -204,6 +206,9 @@ def user_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]) -
     elif new.get("reason") not in (None, "Pending") and not _true(status, STALLED):
         if old.get("reason") != new.get("reason") or gen_changed:
             out.append(Event(WARNING, USER_NOT_APPLIED, f"{new.get('reason')}: {new.get('message') or ''}"))
+    conflict = status.get("quotaConflict")
+    if conflict and (conflict != (previous or {}).get("quotaConflict") or gen_changed):
+        out.append(Event(WARNING, QUOTA_CONFLICT, conflict))
     return out
 
 

@@ -736,6 +736,13 @@ async def _quota_status(memo: kopf.Memo, body: kopf.Body, ready: bool, reason: s
     await _emit(memo["kube"], dict(body), ev.quota_events(previous, status))
 
 
+async def _quota_owner(kube: Kube, kind: str, body: dict[str, Any]) -> tuple[str, str]:
+    """(kind, name) of the resource owning the quotas `body` sets: ClientQuotas and KafkaUsers with
+    quotas of its namespace compete for an entity (builders/client_quota.owner_of)."""
+    ns = body["metadata"]["namespace"]
+    return cq.owner_of(body, await kube.list(CLIENT_QUOTA.kind, ns), await kube.list(KAFKA_USER.kind, ns), kind=kind)
+
+
 async def reconcile_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
     """Apply the quota if this resource owns its entity, then report what each broker holds."""
     meta, spec = body["metadata"], dict(body.get("spec") or {})
@@ -752,12 +759,11 @@ async def reconcile_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
         except ValueError as exc:
             await _quota_status(memo, body, False, "Invalid", str(exc), None)
             return
-        peers = await memo["kube"].list(CLIENT_QUOTA.kind, meta["namespace"])
-        owner = cq.owner_of(dict(body), peers)
+        owner = await _quota_owner(memo["kube"], CLIENT_QUOTA.kind, dict(body))
         entity, cluster = cq.entity_of(spec), spec["clusterRef"]["name"]
-        if owner["metadata"]["name"] != meta["name"]:
+        if owner != (CLIENT_QUOTA.kind, meta["name"]):
             await _quota_status(memo, body, False, "Conflict",
-                                f"ClientQuota {owner['metadata']['name']} already sets the quota of {entity} in "
+                                f"{owner[0]} {owner[1]} already sets the quota of {entity} in "
                                 f"cluster {cluster}; this one is not applied", None)
             return
         bootstrap, auth, why = await _admin_address(memo, meta["namespace"], cluster, require_ready=False)
@@ -820,8 +826,7 @@ async def clientquota_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf
     except ValueError:
         return
     try:
-        peers = await memo["kube"].list(CLIENT_QUOTA.kind, meta["namespace"])
-        if cq.owner_of(dict(body), peers)["metadata"]["name"] != meta["name"]:
+        if await _quota_owner(memo["kube"], CLIENT_QUOTA.kind, dict(body)) != (CLIENT_QUOTA.kind, meta["name"]):
             return
         bootstrap, auth, _ = await _admin_address(memo, meta["namespace"], spec["clusterRef"]["name"],
                                                   require_ready=False)
@@ -926,16 +931,21 @@ async def _reconcile_kafka_user(memo: kopf.Memo, body: dict[str, Any]) -> None:
                                                           await kafka_admin.describe_acls(bootstrap, ku.principal(user), auth)))
             await kafka_admin.delete_acls(bootstrap, delete, auth)
             await kafka_admin.create_acls(bootstrap, create, auth)
-            ops = ku.quota_ops(spec, previously_managed=bool(previous.get("quotas")))
+            owner = await _quota_owner(kube, KAFKA_USER.kind, body)
+            conflict = None if owner == (KAFKA_USER.kind, user) else (
+                f"quotas not applied: {owner[0]} {owner[1]} already sets the quota of user {user} in cluster "
+                f"{spec['clusterRef']['name']} (the oldest resource owns an entity)")
+            ops = None if conflict else ku.quota_ops(spec, previously_managed=bool(previous.get("quotas")))
             if ops is not None:
                 await kafka_admin.alter_client_quota(bootstrap, {"user": user}, ops, auth)
         except kafka_admin.AdminError as exc:
             await _user_status(memo, body, False, "Unreachable", str(exc), extra)
             return
-        extra.update({"acls": len(desired), "quotas": ku.applied_quotas(ops)})
+        extra.update({"acls": len(desired), "quotas": ku.applied_quotas(ops), "quotaConflict": conflict})
         changes = f"; {len(create)} ACL(s) created, {len(delete)} deleted" if create or delete else ""
         await _user_status(memo, body, True, "Applied",
-                           f"SCRAM-SHA-512 user {user} with {len(desired)} ACL(s){changes}", extra)
+                           f"SCRAM-SHA-512 user {user} with {len(desired)} ACL(s){changes}" +
+                           (f"; {conflict}" if conflict else ""), extra)
 
 
 @kopf.on.resume(GROUP, VERSION, KAFKA_USER.plural)
@@ -970,7 +980,8 @@ async def kafkauser_deleted(event: dict[str, Any], body: kopf.Body, memo: kopf.M
                 await kafka_admin.alter_scram_credential(bootstrap, user, ku.MECHANISM_CODE, None, auth)
                 held = await kafka_admin.describe_acls(bootstrap, ku.principal(user), auth)
                 await kafka_admin.delete_acls(bootstrap, held, auth)
-                if spec.get("quotas") or (body.get("status") or {}).get("quotas"):
+                if (spec.get("quotas") or (body.get("status") or {}).get("quotas")) and await _quota_owner(
+                        memo["kube"], KAFKA_USER.kind, dict(body)) == (KAFKA_USER.kind, user):
                     await kafka_admin.alter_client_quota(bootstrap, {"user": user}, cq.removal_ops(), auth)
                 break
             except kafka_admin.AdminError:

@@ -1050,6 +1050,9 @@ class KafkaUserStatus(ApiModel):
     secret: str | None = Field(default=None, description="The Secret holding username, password and sasl.jaas.config.")
     quotas: KafkaUserQuotas | None = Field(default=None, description="The quotas last applied to the user entity.")
     acls: int | None = Field(default=None, description="How many ACL bindings the principal holds.")
+    quota_conflict: str | None = Field(
+        default=None, description=("Set while spec.quotas is not applied because an older ClientQuota sets the "
+                                   "quota of this user entity (the oldest resource owns an entity)."))
     conditions: list[Condition] | None = Field(
         default=None,
         description=("Ready (reasons: Applied, Pending, Unreachable, Invalid, Conflict) and Stalled; "

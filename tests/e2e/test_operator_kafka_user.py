@@ -165,6 +165,78 @@ def test_the_operator_authenticates_and_a_kafka_user_works_end_to_end(kube_env, 
              timeout=60)
 
 
+def _held(address: str, operator: dict[str, str], user: str) -> dict[str, float]:
+    """What the broker holds for the user entity (DescribeClientQuotas as the operator's user)."""
+    auth = kafka_admin.AdminAuth("SASL_PLAINTEXT", operator["username"], operator["password"])
+    return asyncio.run(kafka_admin.describe_client_quota(address, {"user": user}, auth))
+
+
+def _holds_throughout(address: str, operator: dict[str, str], user: str, want: dict[str, float],
+                      seconds: float) -> list[dict[str, float]]:
+    """Every second for `seconds` (longer than the operator's 10 s resync when it matters): what
+    the broker held, to show the quota never flips between the two resources."""
+    import time
+
+    seen, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        seen.append(_held(address, operator, user))
+        time.sleep(1.0)
+    return [s for s in seen if s != want]
+
+
+def test_a_kafka_user_and_a_client_quota_of_one_user_do_not_fight(kube_env, kube_namespace, sasl_broker,
+                                                                  user_operator):
+    """A KafkaUser's spec.quotas and a ClientQuota of the same user name one entity: the oldest
+    resource owns it, the other is reported and applies nothing, and deleting the one that lost
+    removes nothing (GitOps tools apply both every few minutes: the quota must not flip)."""
+    ns, address = kube_namespace, f"127.0.0.1:{sasl_broker.sasl_port}"
+    cluster = stand_in_cluster(CLUSTER, ns, address)
+    cluster["spec"]["listeners"] = [{"name": "SASL_PLAINTEXT", "port": 9092, "protocol": "SASL_PLAINTEXT"}]
+    apply(kube_env, cluster)
+
+    def kafka_user(name: str, rate: int) -> dict:
+        return {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaUser", "metadata": {"name": name, "namespace": ns},
+                "spec": {"clusterRef": {"name": CLUSTER}, "authentication": {"type": "scram-sha-512"},
+                         "quotas": {"producerByteRate": rate}}}
+
+    def client_quota(name: str, user: str, rate: int) -> dict:
+        return {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": name, "namespace": ns},
+                "spec": {"clusterRef": {"name": CLUSTER}, "entity": {"user": user}, "producerByteRate": rate}}
+
+    # The KafkaUser first: it owns user alice's quota; the newer ClientQuota reports Conflict.
+    apply(kube_env, kafka_user("alice", 2097152))
+    _ready(kube_env, "kafkauser", ns, "alice")
+    operator = _secret(kube_env, ns, f"{CLUSTER}-operator-credentials")
+    apply(kube_env, client_quota("alice-q", "alice", 1048576))
+    lost = _ready(kube_env, "clientquota", ns, "alice-q", reason="Conflict")
+    assert "KafkaUser alice" in condition(lost, "Ready")["message"], condition(lost, "Ready")
+    assert _holds_throughout(address, operator, "alice", {"producer_byte_rate": 2097152.0}, 12) == []
+    kube_env.kubectl("delete", "clientquota", "alice-q", "-n", ns, "--wait=true", "--timeout=60s")
+    assert _holds_throughout(address, operator, "alice", {"producer_byte_rate": 2097152.0}, 5) == []
+
+    # The ClientQuota first: the newer KafkaUser works (credential, Ready) but applies no quota.
+    apply(kube_env, client_quota("bob-q", "bob", 1048576))
+    _ready(kube_env, "clientquota", ns, "bob-q")
+    apply(kube_env, kafka_user("bob", 4194304))
+    bob = wait_for("KafkaUser bob to report the quota conflict", lambda: get_json(kube_env, "kafkauser", "bob", "-n", ns),
+                   until=lambda u: bool((u.get("status") or {}).get("quotaConflict")), timeout=60)
+    assert "ClientQuota bob-q" in bob["status"]["quotaConflict"], bob["status"]
+    assert condition(bob, "Ready")["status"] == "True" and "quotas not applied" in condition(bob, "Ready")["message"]
+    assert "quotas" not in bob["status"], bob["status"]
+    warned = get_json(kube_env, "events", "-n", ns, "--field-selector", "involvedObject.name=bob")["items"]
+    assert any(e["reason"] == "QuotaConflict" and e["type"] == "Warning" for e in warned), warned
+    conf = _sasl(address, "bob", _secret(kube_env, ns, "bob")["password"])
+    wait_for("the KafkaUser's credential to work", lambda: auth_error(conf), until=lambda message: message == "",
+             timeout=30)
+    assert _holds_throughout(address, operator, "bob", {"producer_byte_rate": 1048576.0}, 12) == []
+    # Deleting the KafkaUser that lost removes its credential, not the ClientQuota's quota.
+    kube_env.kubectl("delete", "kafkauser", "bob", "-n", ns, "--wait=true", "--timeout=60s")
+    wait_for("the deleted KafkaUser's credential to be refused", lambda: auth_error(conf),
+             until=lambda message: "authentication" in message.lower() or "invalid credentials" in message.lower(),
+             timeout=60)
+    assert _holds_throughout(address, operator, "bob", {"producer_byte_rate": 1048576.0}, 3) == []
+
+
 def test_the_admin_clients_speak_sasl_ssl_with_the_clusters_ca(tmp_path):
     """SASL_SSL: kafka_admin (TLS trusting the given CA, then SCRAM) and record_admin's librdkafka
     settings reach a real broker; a wrong password is refused with the broker's message."""

@@ -2,9 +2,10 @@
 
 A ClientQuota owns every quota key it can set for its entity: keys its spec leaves out are
 removed, so editing a resource and deleting it are both exact. Two resources naming the same
-entity of the same cluster are a conflict: the oldest one (creation time, then name) owns the
-entity and is applied; the others are reported, never applied, so the cluster never flips
-between them.
+entity of the same cluster are a conflict: the oldest one (creation time, then kind, then name)
+owns the entity and is applied; the others are reported, never applied, so the cluster never flips
+between them. A KafkaUser with `spec.quotas` names its own user entity, so it conflicts with a
+ClientQuota of that user (without a client id) in the same way.
 """
 
 from __future__ import annotations
@@ -48,15 +49,34 @@ def _num(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def owner_of(body: dict[str, Any], peers: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Which of the resources naming the same entity (this one included) owns it: the oldest."""
-    ns = body["metadata"]["namespace"]
-    key = entity_key(ns, body.get("spec") or {})
-    same = [p for p in peers if not p["metadata"].get("deletionTimestamp")
-            and entity_key(p["metadata"]["namespace"], p.get("spec") or {}) == key]
-    if not any(p["metadata"]["name"] == body["metadata"]["name"] for p in same):
-        same.append(body)
-    return min(same, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+CLIENT_QUOTA, KAFKA_USER = "ClientQuota", "KafkaUser"
+
+
+def _claim(kind: str, body: dict[str, Any]) -> tuple | None:
+    """The (namespace, cluster, entity) whose quotas a resource sets: a ClientQuota its entity; a
+    KafkaUser with `spec.quotas` its own user (without it, none)."""
+    meta, spec = body["metadata"], body.get("spec") or {}
+    if kind == KAFKA_USER:
+        if spec.get("quotas") is None:
+            return None
+        return (meta["namespace"], (spec.get("clusterRef") or {}).get("name"), (("user", meta["name"]),))
+    return entity_key(meta["namespace"], spec)
+
+
+def owner_of(body: dict[str, Any], peers: Iterable[dict[str, Any]], users: Iterable[dict[str, Any]] = (),
+             kind: str = CLIENT_QUOTA) -> tuple[str, str]:
+    """(kind, name) of the resource that owns the quotas `body` (a `kind`) sets: the oldest of the
+    ClientQuotas (`peers`) and KafkaUsers with quotas (`users`) naming the same entity of the same
+    cluster, this one included; ties by kind, then name, so every run decides the same. A resource
+    being deleted owns nothing, unless it is `body` (its deletion asks whether it was the owner)."""
+    key = _claim(kind, body)
+    me = (kind, body["metadata"]["name"])
+    if key is None:
+        return me
+    same = {(k, b["metadata"]["name"]): b for k, group in ((CLIENT_QUOTA, peers), (KAFKA_USER, users)) for b in group
+            if not b["metadata"].get("deletionTimestamp") and _claim(k, b) == key}
+    same[me] = body
+    return min(same, key=lambda kn: (same[kn]["metadata"].get("creationTimestamp") or "", kn[0], kn[1]))
 
 
 def applied_matches(desired: dict[str, float | None], held: dict[str, float]) -> bool:

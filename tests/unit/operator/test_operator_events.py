@@ -67,6 +67,17 @@ def test_quota_events():
     assert reasons(ev.quota_events(pending, conflict)) == [("Warning", "Conflict")]
 
 
+def test_user_events_warn_once_when_its_quotas_yield_to_a_client_quota():
+    applied = status(Ready=("True", "Applied"), Stalled=("False", "AsExpected"))
+    yielded = {**status(Ready=("True", "Applied"), Stalled=("False", "AsExpected")),
+               "quotaConflict": "quotas not applied: ClientQuota q already sets the quota of user alice"}
+    assert reasons(ev.user_events(applied, yielded)) == [("Warning", "QuotaConflict")]
+    assert reasons(ev.user_events(yielded, yielded)) == []  # every resync: no new event
+    assert reasons(ev.user_events(yielded, {**yielded, "observedGeneration": 2})) == [
+        ("Normal", "UserApplied"), ("Warning", "QuotaConflict")]
+    assert reasons(ev.user_events(yielded, applied)) == []  # the conflict is over: status says so
+
+
 def test_deletion_events():
     done = status(Ready=("True", "Deleted"))
     assert reasons(ev.deletion_events({}, done, ran=True, deleted=5, topic="t")) == [("Normal", "RecordsDeleted")]
