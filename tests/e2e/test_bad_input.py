@@ -144,6 +144,7 @@ def test_bad_crc_is_corrupt_message(shared_broker: ServerProcess) -> None:
     topic = kafka_wire.unique_topic("crc")
     with kafka_wire.connect(shared_broker.bootstrap) as conn:
         assert int(conn.create_topic(topic, 1)) == 0
+        conn.wait_for_leaders(topic, 1)
         batch = kafka_wire.build_batch([(b"k", b"v")] * 3)
         resp = conn.produce(topic, 0, kafka_wire.with_bad_crc(batch))
         assert int(resp.error_code) == CORRUPT_MESSAGE
@@ -672,6 +673,7 @@ def test_acks_0_produce_error_closes_the_connection(shared_broker: ServerProcess
     with kafka_wire.connect(shared_broker.bootstrap) as good, kafka_wire.connect(shared_broker.bootstrap) as conn:
         topic = kafka_wire.unique_topic("acks0")
         assert int(conn.create_topic(topic, 1)) == 0
+        conn.wait_for_leaders(topic, 1)  # else a not-yet-led partition's error closes the connection
         conn.produce(topic, 0, kafka_wire.build_batch([(b"k", b"v")]), acks=0)
         assert int(conn.api_versions().error_code) == 0, "a good acks=0 produce must keep the connection"
         conn.produce(topic, 7, kafka_wire.build_batch([(b"k", b"v")]), acks=0)  # no partition 7
