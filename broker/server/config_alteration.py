@@ -144,13 +144,11 @@ def _broker_entity(resource_name: str) -> str:
     """The entity of a BROKER resource: "" (cluster default) or a broker id, as Kafka accepts them."""
     if resource_name == broker_configs.DEFAULT_ENTITY:
         return resource_name
-    try:
-        if int(resource_name) < 0:
-            raise ValueError
-    except ValueError:
+    named = java_int(resource_name)  # parsed as refused_broker_name parsed it ("01" is broker 1)
+    if named is None or named < 0:
         raise AlterationError(ErrorCode.invalid_request,
-                              f"broker resource name must be a broker id or empty, not {resource_name!r}") from None
-    return str(int(resource_name))
+                              f"broker resource name must be a broker id or empty, not {resource_name!r}")
+    return str(named)
 
 
 async def _alter_broker(store: "broker_configs.BrokerConfigStore | None", resource_name: str,
