@@ -58,6 +58,8 @@ from .builders import rebalance as rb
 from .builders import rebalance_target
 from . import events as ev
 from .admin_address import admin_address
+from .builders import certificates as certs
+from .cluster_certificates import CertificateError, clients_ca, ensure_cluster_certificates
 from .operator_credentials import CredentialsError, ensure_admin_auth, ensure_broker_credentials
 from .annotations import acknowledge_patch, live_restart_token, paused, restart_token
 from .apply import ApiError, Kube, load_api_client
@@ -70,7 +72,8 @@ from .builders.common import MANAGED_BY, OPERATOR_USER, Owner, cluster_of, forei
 from .builders.roll import TEMPLATE_HASH_ANNOTATION, RollDecision, roll_partition, roll_state
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
-from .models import CLIENT_QUOTA, KAFKA_CLUSTER, KAFKA_USER, RECORD_DELETION, KafkaClusterSpec, RecordDeletionSpec, parse_spec
+from .models import (CLIENT_QUOTA, KAFKA_CLUSTER, KAFKA_USER, RECORD_DELETION, Certificates, KafkaClusterSpec,
+                     RecordDeletionSpec, parse_spec)
 from .preflight import check_server_properties
 from .schedules import Schedule, Schedules
 from .settings import Settings
@@ -358,9 +361,24 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 raise kopf.PermanentError(identity.error)
             scale = await _scale(kube, memo, owner, spec, current)
             token, restart_requested = restart_token(body["metadata"], current, datetime.now(timezone.utc))
+            try:
+                # Before the StatefulSet: a broker never starts without its certificate.
+                certificates = await ensure_cluster_certificates(
+                    kube, owner, spec, replicas=max(spec.replicas, scale.replicas or 0))
+            except CertificateError as exc:
+                message = f"certificates: {exc}"
+                status = kafka_cluster_status(
+                    owner, replicas=spec.replicas, port=spec.listeners[0].port, config_hash=None,
+                    statefulset=current, previous=previous, error=message, error_reason="ApplyFailed",
+                    cluster_id=identity.cluster_id,
+                )
+                await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
+                raise kopf.TemporaryError(message, delay=RETRY_DELAY) from exc
+            await _emit(kube, body, [ev.Event(ev.NORMAL, ev.CERTIFICATES_ISSUED, line) for line in certificates.issued])
             build = dict(image=op.broker_image, pull_policy=op.image_pull_policy,
                          statefulset_replicas=scale.replicas, cluster_id=identity.cluster_id,
-                         restart_token=token)
+                         restart_token=token, certificate_generation=certificates.generation)
             draft = build_all(owner, spec, **build)
             problem = check_server_properties(draft.server_properties)
             if problem:
@@ -478,7 +496,8 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
         scale = await _scale(kube, memo, owner, spec, statefulset)
         desired = build_all(owner, spec, image=op.broker_image, pull_policy=op.image_pull_policy,
                             statefulset_replicas=scale.replicas, cluster_id=identity.cluster_id,
-                            restart_token=live_restart_token(statefulset))
+                            restart_token=live_restart_token(statefulset),
+                            certificate_generation=certs.live_generation(statefulset))
         roll = await _roll(kube, memo, owner, statefulset, desired, scale.replicas)
         status = kafka_cluster_status(
             owner, replicas=spec.replicas, port=spec.listeners[0].port,
@@ -867,8 +886,9 @@ async def _user_status(memo: kopf.Memo, body: dict[str, Any], ready: bool, reaso
 
 
 async def _user_secret(kube: Kube, body: dict[str, Any]) -> tuple[str | None, bool, str]:
-    """(password, new?, "") from the user's Secret, created once with a random password; or
-    (None, False, why) when a Secret of that name is not this KafkaUser's."""
+    """(password, new?, "") from the user's Secret, created once with a random password (or
+    rewritten from a TLS user's); or (None, False, why) when a Secret of that name is not this
+    KafkaUser's."""
     meta = body["metadata"]
     current = await kube.get("Secret", meta["namespace"], ku.secret_name(body))
     why = ku.foreign_secret(current, body)
@@ -876,10 +896,53 @@ async def _user_secret(kube: Kube, body: dict[str, Any]) -> tuple[str | None, bo
         return None, False, why
     if current is not None and ku.password_of(current):
         return ku.password_of(current), False, ""
+    if current is not None:  # the user authenticated with a certificate until now
+        return ku.password_of(await kube.replace({**ku.build_secret(body, ku.new_password()),
+                                                 "metadata": {**current["metadata"]}})), True, ""
     created = await kube.create(ku.build_secret(body, ku.new_password()))
     if created is None:  # someone created it in between: read it again next time
         return None, False, f"Secret {ku.secret_name(body)} appeared while being created; retrying"
     return ku.password_of(created), True, ""
+
+
+async def _user_certificate(kube: Kube, body: dict[str, Any]) -> tuple[bool, str]:
+    """(True, what was done) once the user's Secret holds a certificate from the cluster's clients
+    CA that is not due for renewal (issued or renewed here); (False, why) when it cannot."""
+    meta, cluster = body["metadata"], body["spec"]["clusterRef"]["name"]
+    current = await kube.get("Secret", meta["namespace"], ku.secret_name(body))
+    why = ku.foreign_secret(current, body)
+    if why:
+        return False, why
+    authority = await clients_ca(kube, meta["namespace"], cluster)
+    if authority is None:
+        return False, (f"KafkaCluster {cluster} has no clients CA yet (it issues one for a listener with protocol SSL "
+                       "and authentication tls)")
+    ca, bundle = authority
+    settings = _cluster_certificate_settings(await kube.get(KAFKA_CLUSTER.kind, meta["namespace"], cluster))
+    now = datetime.now(timezone.utc)
+    held = certs.decoded(current)
+    if not certs.user_certificate_due(held, ca, meta["name"], now=now, renew_before_days=settings.renew_before_days):
+        if held.get("ca.crt") == bundle:
+            return True, ""
+        files = {**held, "ca.crt": bundle}  # the cluster CA was renewed: trust the new bundle
+        what = "CA bundle updated"
+    else:
+        files = certs.user_certificate_files(ca, bundle, meta["name"], now=now, days=settings.validity_days)
+        what = "certificate renewed" if held.get("user.crt") else "certificate issued"
+    secret = ku.build_tls_secret(body, {k: v for k, v in files.items() if k != "username"})
+    if current is None:
+        if await kube.create(secret) is None:
+            return False, f"Secret {ku.secret_name(body)} appeared while being created; retrying"
+    else:
+        await kube.replace({**secret, "metadata": {**current["metadata"]}})
+    return True, what
+
+
+def _cluster_certificate_settings(kafka_cluster: dict[str, Any] | None) -> Certificates:
+    try:
+        return Certificates.model_validate(((kafka_cluster or {}).get("spec") or {}).get("certificates") or {})
+    except ValueError:
+        return Certificates()
 
 
 async def reconcile_kafka_user(memo: kopf.Memo, namespace: str, name: str) -> None:
@@ -917,13 +980,24 @@ async def _reconcile_kafka_user(memo: kopf.Memo, body: dict[str, Any]) -> None:
         if not bootstrap:
             await _user_status(memo, body, False, "Pending", why)
             return
-        password, new, why = await _user_secret(kube, body)
-        if password is None:
-            await _user_status(memo, body, False, "Conflict", why)
-            return
+        tls = ku.authentication(body) == "tls"
+        if tls:
+            done, what = await _user_certificate(kube, body)
+            if not done:
+                await _user_status(memo, body, False, "Conflict" if "not this KafkaUser" in what else "Pending", what)
+                return
+        else:
+            password, new, why = await _user_secret(kube, body)
+            if password is None:
+                await _user_status(memo, body, False, "Conflict", why)
+                return
         extra: dict[str, Any] = {"secret": ku.secret_name(body)}
         try:
-            if new or ku.MECHANISM_CODE not in await kafka_admin.scram_mechanisms(bootstrap, user, auth):
+            held_mechanisms = await kafka_admin.scram_mechanisms(bootstrap, user, auth)
+            if tls:
+                if ku.MECHANISM_CODE in held_mechanisms:  # a SCRAM user until now: its password goes
+                    await kafka_admin.alter_scram_credential(bootstrap, user, ku.MECHANISM_CODE, None, auth)
+            elif new or ku.MECHANISM_CODE not in held_mechanisms:
                 await kafka_admin.alter_scram_credential(bootstrap, user, ku.MECHANISM_CODE,
                                                          ku.salted_upsertion(password), auth)
             desired = ku.desired_acls(user, spec)
@@ -943,8 +1017,9 @@ async def _reconcile_kafka_user(memo: kopf.Memo, body: dict[str, Any]) -> None:
             return
         extra.update({"acls": len(desired), "quotas": ku.applied_quotas(ops), "quotaConflict": conflict})
         changes = f"; {len(create)} ACL(s) created, {len(delete)} deleted" if create or delete else ""
+        kind = "TLS" if tls else "SCRAM-SHA-512"
         await _user_status(memo, body, True, "Applied",
-                           f"SCRAM-SHA-512 user {user} with {len(desired)} ACL(s){changes}" +
+                           f"{kind} user {user} with {len(desired)} ACL(s){changes}" +
                            (f"; {conflict}" if conflict else ""), extra)
 
 

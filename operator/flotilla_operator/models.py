@@ -82,6 +82,12 @@ STORAGE_IMMUTABLE_RULE = (
     "has(self.storageClassName) == has(oldSelf.storageClassName) && "
     "(!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)"
 )
+LISTENER_TLS_AUTH_MESSAGE = "spec.listeners[].authentication tls needs protocol SSL"
+FIRST_LISTENER_TLS_AUTH_MESSAGE = (
+    "spec.listeners[0].authentication must be unset: the brokers and the operator reach each other on the first "
+    "listener (put the mTLS listener second)")
+CERT_RENEWAL_MESSAGE = "spec.certificates.renewBeforeDays must be less than validityDays"
+CA_RENEWAL_MESSAGE = "spec.certificates.renewBeforeDays must be less than caValidityDays"
 CONFIG_KEY_MESSAGE = "spec.config keys must be Kafka configuration key names (lower case, e.g. log.retention.ms)"
 
 
@@ -297,7 +303,9 @@ class Listener(ApiModel):
                     f"self.port != {METRICS_PORT}",
                     f"spec.listeners[].port must not be {METRICS_PORT}: the metrics port",
                     ".port",
-                )
+                ),
+                cel("!has(self.authentication) || self.protocol == 'SSL'", LISTENER_TLS_AUTH_MESSAGE,
+                    ".authentication"),
             ]
         }
     )
@@ -310,11 +318,18 @@ class Listener(ApiModel):
     port: int = Field(
         default=BROKER_PORT, ge=1024, le=65535, description="Port the brokers listen on and the Services expose."
     )
-    protocol: Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         default="PLAINTEXT",
         description="Security protocol. SASL_* listeners offer SCRAM-SHA-512 unless spec.config sets "
-        "sasl.enabled.mechanisms (SASL_SSL also needs the ssl.keystore.* keys in spec.config); when the "
-        "first listener is SASL_*, the operator authenticates there as User:flotilla-operator, a super user.",
+        "sasl.enabled.mechanisms; when the first listener is SASL_*, the operator authenticates there as "
+        "User:flotilla-operator, a super user. SSL and SASL_SSL listeners serve the certificates the operator "
+        "issues from the cluster CA (Secret <name>-cluster-ca-cert holds the CA clients trust) unless "
+        "spec.config sets ssl.keystore.location.",
+    )
+    authentication: Literal["tls"] | None = Field(
+        default=None,
+        description="tls: clients must present a certificate of the clients CA (KafkaUsers with authentication "
+        "tls get one); the principal is User:<certificate CN>. SSL listeners only, not the first listener.",
     )
 
     @field_validator("port")
@@ -323,6 +338,41 @@ class Listener(ApiModel):
         if port == METRICS_PORT:
             raise ValueError(f"spec.listeners[].port must not be {METRICS_PORT}: the metrics port")
         return port
+
+    @model_validator(mode="after")
+    def _tls_authentication_on_ssl(self) -> Listener:
+        if self.authentication is not None and self.protocol != "SSL":
+            raise ValueError(LISTENER_TLS_AUTH_MESSAGE)
+        return self
+
+
+class Certificates(ApiModel):
+    """Lifetimes of the certificates the operator issues (cluster CA, clients CA, brokers, KafkaUsers)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel("self.renewBeforeDays < self.validityDays", CERT_RENEWAL_MESSAGE, ".renewBeforeDays"),
+                cel("self.renewBeforeDays < self.caValidityDays", CA_RENEWAL_MESSAGE, ".renewBeforeDays"),
+            ]
+        }
+    )
+
+    validity_days: int = Field(default=365, ge=2, le=3650,
+                               description="Days a broker or user certificate is valid.")
+    ca_validity_days: int = Field(default=1825, ge=2, le=7300, description="Days a CA certificate is valid.")
+    renew_before_days: int = Field(
+        default=30, ge=1, le=3649,
+        description="A certificate this many days from expiry is renewed: brokers' by a rolling restart that keeps "
+        "every partition in its ISR; a renewed CA is trusted beside the old one until the old one expires.")
+
+    @model_validator(mode="after")
+    def _renewal_inside_validity(self) -> Certificates:
+        if self.renew_before_days >= self.validity_days:
+            raise ValueError(CERT_RENEWAL_MESSAGE)
+        if self.renew_before_days >= self.ca_validity_days:
+            raise ValueError(CA_RENEWAL_MESSAGE)
+        return self
 
 
 class PodMetadata(ApiModel):
@@ -417,8 +467,14 @@ class KafkaClusterSpec(ApiModel):
             "x-kubernetes-list-map-keys": ["name"],
             "x-kubernetes-validations": [
                 cel("self.all(l, self.exists_one(m, m.port == l.port))", "spec.listeners ports must be unique"),
+                cel("!has(self[0].authentication)", FIRST_LISTENER_TLS_AUTH_MESSAGE),
             ],
         },
+    )
+    certificates: Certificates = Field(
+        default_factory=Certificates,
+        description="Lifetimes of the certificates the operator issues for SSL and SASL_SSL listeners.",
+        json_schema_extra={"default": {}},
     )
     template: PodTemplate = Field(
         default_factory=PodTemplate,
@@ -475,6 +531,8 @@ class KafkaClusterSpec(ApiModel):
             raise ValueError("spec.listeners names must be unique")
         if len(set(ports)) != len(ports):
             raise ValueError("spec.listeners ports must be unique")
+        if listeners[0].authentication is not None:
+            raise ValueError(FIRST_LISTENER_TLS_AUTH_MESSAGE)
         return listeners
 
 
@@ -1011,7 +1069,11 @@ class AclRule(ApiModel):
 class KafkaUserAuthentication(ApiModel):
     """How the user authenticates."""
 
-    type: Literal["scram-sha-512"] = Field(description="scram-sha-512: a SCRAM-SHA-512 credential (KIP-554).")
+    type: Literal["scram-sha-512", "tls"] = Field(
+        description="scram-sha-512: a SCRAM-SHA-512 credential (KIP-554), its password in the user's Secret; tls: a "
+        "client certificate CN=<name> from the cluster's clients CA (the Secret holds ca.crt, user.crt, user.key and "
+        "user.pem, the PEM keystore Kafka clients read), "
+        "for SSL listeners with authentication tls, renewed before it expires.")
 
 
 class KafkaUserAuthorization(ApiModel):

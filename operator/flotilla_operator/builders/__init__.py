@@ -50,11 +50,13 @@ def build_all(
     cluster_id: str | None = None,
     partition: int = 0,
     restart_token: str | None = None,
+    certificate_generation: int | None = None,
 ) -> Desired:
     """`statefulset_replicas` holds the StatefulSet above spec.replicas while a scale-down is
     blocked (scale_down.py); `cluster_id` is the fleet's recorded id (cluster_id.py; None: a new
     fleet's from the uid); `partition` gates the roll (roll.py); `restart_token` marks the pod
-    template of a manual rolling update (annotations.py); everything else follows the spec."""
+    template of a manual rolling update (annotations.py); `certificate_generation` is that of the
+    brokers' TLS certificates (certificates.py); everything else follows the spec."""
     configmap = build_configmap(owner, spec, cluster_id)
     digest = config_hash(configmap["data"][CONFIG_FILE])
     objects = [
@@ -71,7 +73,7 @@ def build_all(
         # Last: the brokers start only once everything they need exists.
         build_statefulset(owner, spec, image=spec.image or image, config_hash=digest, pull_policy=pull_policy,
                           replicas=statefulset_replicas, partition=partition,
-                          restart_token=restart_token),
+                          restart_token=restart_token, certificate_generation=certificate_generation),
     ]
     return Desired(config_hash=digest, objects=objects)
 

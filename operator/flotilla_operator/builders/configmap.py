@@ -6,6 +6,7 @@ from typing import Any
 
 from ..models import METRICS_PORT, KafkaClusterSpec, replication_settings
 from .cluster_id import id_from_uid
+from .certificates import CA_FILE, CLIENTS_CA_FILE, PRINCIPAL_MAPPING_RULES, TLS_DIR, managed_listeners
 from .common import BROKER_USER, OPERATOR_USER, sasl_inter_broker
 
 OPERATOR_PRINCIPAL = f"User:{OPERATOR_USER}"
@@ -47,7 +48,30 @@ def operator_config(owner: Owner, spec: KafkaClusterSpec, cluster_id: str | None
     if len(listeners) > 1 or listeners[0].name != listeners[0].protocol or sasl_inter_broker(spec):
         config["inter.broker.listener.name"] = listeners[0].name
     config.update(sasl_config(spec))
+    config.update(tls_config(spec))
     return config
+
+
+def tls_config(spec: KafkaClusterSpec) -> dict[str, str]:
+    """The TLS keys of listeners served with the operator's certificates (builders/certificates.py;
+    keys spec.config sets itself are left to it): PEM keystores (each broker's file is a per-pod
+    --override, builders/statefulset.py), the cluster CA as the inter-broker listener's truststore,
+    and on mTLS listeners client certificates required from the clients CA, CN=<user> mapped to
+    User:<user>."""
+    out: dict[str, str] = {}
+    first = spec.listeners[0].name
+    for listener in managed_listeners(spec):
+        prefix = f"listener.name.{listener.name.lower()}."
+        out[prefix + "ssl.keystore.type"] = "PEM"
+        if listener.authentication == "tls":
+            out[prefix + "ssl.client.auth"] = "required"
+            out[prefix + "ssl.truststore.type"] = "PEM"
+            out[prefix + "ssl.truststore.location"] = f"{TLS_DIR}/{CLIENTS_CA_FILE}"
+            out["ssl.principal.mapping.rules"] = PRINCIPAL_MAPPING_RULES
+        elif listener.name == first:
+            out[prefix + "ssl.truststore.type"] = "PEM"
+            out[prefix + "ssl.truststore.location"] = f"{TLS_DIR}/{CA_FILE}"
+    return {k: v for k, v in out.items() if k not in spec.config}
 
 
 def sasl_config(spec: KafkaClusterSpec) -> dict[str, str]:

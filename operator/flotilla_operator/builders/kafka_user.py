@@ -92,21 +92,33 @@ def secret_name(body: dict[str, Any]) -> str:
     return body["metadata"]["name"]
 
 
+def authentication(body: dict[str, Any]) -> str:
+    """scram-sha-512 or tls (models.KafkaUserAuthentication)."""
+    return ((body.get("spec") or {}).get("authentication") or {}).get("type", "scram-sha-512")
+
+
 def build_secret(body: dict[str, Any], password: str) -> dict[str, Any]:
-    """The user's Secret, ready to mount in a client pod, owned by the KafkaUser (deleted with it)."""
+    """A SCRAM user's Secret, ready to mount in a client pod, owned by the KafkaUser (deleted with it)."""
+    user = body["metadata"]["name"]
+    return _user_secret(body, {"username": user, "password": password, "sasl.jaas.config": jaas_config(user, password)})
+
+
+def build_tls_secret(body: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
+    """A TLS user's Secret: its key and certificate and the CA bundle to trust the brokers with
+    (builders/certificates.user_certificate_files)."""
+    return _user_secret(body, {"username": body["metadata"]["name"], **files})
+
+
+def _user_secret(body: dict[str, Any], data: dict[str, str]) -> dict[str, Any]:
     meta, user = body["metadata"], body["metadata"]["name"]
     cluster = body["spec"]["clusterRef"]["name"]
-
-    def b64(text: str) -> str:
-        return base64.b64encode(text.encode()).decode()
-
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": secret_name(body), "namespace": meta["namespace"],
                          "labels": {**labels_for(cluster), LABEL_USER: user},
                          "ownerReferences": [{"apiVersion": body.get("apiVersion", "flotilla.io/v1alpha1"),
                                               "kind": "KafkaUser", "name": user, "uid": meta["uid"],
                                               "controller": True}]},
-            "data": {"username": b64(user), "password": b64(password), "sasl.jaas.config": b64(jaas_config(user, password))}}
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
 
 
 def labels_for(cluster: str) -> dict[str, str]:

@@ -25,6 +25,7 @@ from .common import (
     service_account_name,
     statefulset_name,
 )
+from .certificates import GENERATION_ANNOTATION, TLS_DIR, broker_certs_name, managed_listeners, managed_tls
 from .roll import TEMPLATE_HASH_ANNOTATION, template_hash
 
 BROKER_CONTAINER = "broker"
@@ -51,6 +52,10 @@ def broker_command(owner: Owner, spec: KafkaClusterSpec) -> list[str]:
         '  --override "node.id=${ordinal}" \\\n'
         f'  --override "advertised.listeners={advertised}"'
     )
+    for listener in managed_listeners(spec):
+        # Each broker's own key and certificate (builders/certificates.py), chosen by its ordinal.
+        key = f"listener.name.{listener.name.lower()}.ssl.keystore.location"
+        script += f' \\\n  --override "{key}={TLS_DIR}/broker-${{ordinal}}.pem"'
     if sasl_inter_broker(spec):
         # The brokers' own credentials for the inter-broker listener (Kafka's JAAS convention),
         # the password from the Secret (env), never in the ConfigMap or the pod spec.
@@ -99,7 +104,7 @@ def _container(owner: Owner, spec: KafkaClusterSpec, image: str, pull_policy: st
             {"name": "data", "mountPath": DATA_DIR},
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
-        ],
+        ] + ([{"name": "tls", "mountPath": TLS_DIR, "readOnly": True}] if managed_tls(spec) else []),
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
@@ -138,8 +143,10 @@ def build_statefulset(
     replicas: int | None = None,
     partition: int = 0,
     restart_token: str | None = None,
+    certificate_generation: int | None = None,
 ) -> dict[str, Any]:
-    """The StatefulSet of brokers. `config_hash` goes on the pod template: a new hash rolls the pods.
+    """The StatefulSet of brokers. `config_hash` goes on the pod template: a new hash rolls the pods,
+    as does a new `certificate_generation` (the brokers' TLS certificates re-issued, certificates.py).
     `replicas` overrides spec.replicas (a blocked scale-down keeps brokers that hold replicas);
     `partition` is the operator's gate on the roll (roll.py); a new `restart_token` rolls the
     pods too (a manual rolling update, annotations.py)."""
@@ -156,6 +163,9 @@ def build_statefulset(
         {"name": "config", "configMap": {"name": configmap_name(owner)}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
     ]
+    if managed_tls(spec):
+        pod_annotations[GENERATION_ANNOTATION] = str(certificate_generation or 0)
+        volumes.append({"name": "tls", "secret": {"secretName": broker_certs_name(owner.name), "defaultMode": 0o440}})
     claim_templates: list[dict[str, Any]] = []
     storage = spec.storage
     if storage.type == "ephemeral":

@@ -1,0 +1,223 @@
+"""Which certificates a KafkaCluster's TLS listeners need, and when to issue or renew them (pure).
+
+A listener with protocol SSL or SASL_SSL whose keystore spec.config does not set is served with
+certificates the operator issues (pki.py). They live in Secrets owned by the KafkaCluster:
+
+- `<cluster>-cluster-ca` (ca.key, ca.crt): the cluster CA, read by the operator only;
+- `<cluster>-cluster-ca-cert` (ca.crt): what clients trust to reach the brokers;
+- `<cluster>-clients-ca` and `<cluster>-clients-ca-cert`: the clients CA, which signs KafkaUser
+  certificates and which mTLS listeners (`authentication: tls`) trust;
+- `<cluster>-broker-certs`: `broker-<ordinal>.pem` (key and certificate, Kafka's PEM keystore) for
+  every broker, `ca.crt` (the brokers' truststore for each other) and `clients-ca.crt`, mounted at
+  TLS_DIR in every broker pod. Its annotation GENERATION_ANNOTATION goes on the pod template, so
+  re-issuing the brokers' certificates rolls them through the operator's gated roll (roll.py).
+
+Renewal: a certificate inside `renewBeforeDays` of its expiry is re-issued. A renewed CA keeps the
+old one in the `ca.crt` bundles until it expires, so clients and brokers holding either trust both;
+re-issuing for new broker ordinals (a scale-up) does not change the generation, so does not roll.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .. import pki
+from ..models import KafkaClusterSpec, Listener
+from .common import Owner, bootstrap_service_name, headless_service_name, metadata, statefulset_name
+
+TLS_DIR = "/etc/flotilla-tls"  # beside, not inside, the ConfigMap mounted at /etc/flotilla
+CA_FILE = "ca.crt"
+CLIENTS_CA_FILE = "clients-ca.crt"
+CA_KEY = "ca.key"
+GENERATION_ANNOTATION = "flotilla.io/certificate-generation"
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+# User names become certificate subjects: CN=<name>, mapped back to User:<name> on mTLS listeners.
+PRINCIPAL_MAPPING_RULES = "RULE:^CN=([^,]+),OU=clients,O=flotilla.io$/$1/,DEFAULT"
+CLIENTS_UNIT = "clients"
+BROKERS_UNIT = "brokers"
+
+
+def cluster_ca_name(cluster: str) -> str:
+    return f"{cluster}-cluster-ca"
+
+
+def cluster_ca_cert_name(cluster: str) -> str:
+    return f"{cluster}-cluster-ca-cert"
+
+
+def clients_ca_name(cluster: str) -> str:
+    return f"{cluster}-clients-ca"
+
+
+def clients_ca_cert_name(cluster: str) -> str:
+    return f"{cluster}-clients-ca-cert"
+
+
+def broker_certs_name(cluster: str) -> str:
+    return f"{cluster}-broker-certs"
+
+
+def keystore_file(ordinal: int | str) -> str:
+    return f"broker-{ordinal}.pem"
+
+
+def _user_keystore(config: Mapping[str, Any], listener: Listener) -> bool:
+    prefix = f"listener.name.{listener.name.lower()}."
+    keys = ("ssl.keystore.location", "ssl.keystore.key")
+    return any(k in config or prefix + k in config for k in keys)
+
+
+def managed_listeners(spec: KafkaClusterSpec) -> list[Listener]:
+    """The TLS listeners the operator issues certificates for (those without a keystore in spec.config)."""
+    return [l for l in spec.listeners if l.protocol in TLS_PROTOCOLS and not _user_keystore(spec.config, l)]
+
+
+def managed_tls(spec: KafkaClusterSpec) -> bool:
+    return bool(managed_listeners(spec))
+
+
+def broker_dns_names(owner: Owner, ordinal: int) -> tuple[str, ...]:
+    """What a client may dial to reach broker `ordinal`: its own name (advertised.listeners) and the
+    bootstrap Service, short and fully qualified."""
+    pod = f"{statefulset_name(owner)}-{ordinal}.{headless_service_name(owner)}.{owner.namespace}"
+    bootstrap = f"{bootstrap_service_name(owner)}.{owner.namespace}"
+    return (f"{pod}.svc", f"{pod}.svc.cluster.local", f"{bootstrap}.svc", f"{bootstrap}.svc.cluster.local",
+            bootstrap, bootstrap_service_name(owner))
+
+
+def decoded(secret: Mapping[str, Any] | None) -> dict[str, str]:
+    """A Secret's data as text."""
+    return {k: base64.b64decode(v).decode() for k, v in (((secret or {}).get("data")) or {}).items()}
+
+
+def _secret(owner: Owner, name: str, data: Mapping[str, str], annotations: Mapping[str, str] | None = None
+            ) -> dict[str, Any]:
+    meta = metadata(owner, name)
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta,
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in sorted(data.items())}}
+
+
+@dataclass
+class CertificatePlan:
+    """The Secrets to write (only those that change), the brokers' certificate generation, and a
+    line per certificate issued (for the KafkaCluster's events)."""
+
+    secrets: list[dict[str, Any]] = field(default_factory=list)
+    generation: int = 0
+    issued: list[str] = field(default_factory=list)
+
+
+def _ca(existing: Mapping[str, str], common_name: str, spec: KafkaClusterSpec, now: dt.datetime
+        ) -> tuple[pki.KeyPair, bool]:
+    """The CA to sign with: the stored one, or a new one if it is missing or due (True)."""
+    settings = spec.certificates
+    if existing.get(CA_KEY) and existing.get(CA_FILE):
+        held = pki.KeyPair(existing[CA_KEY], existing[CA_FILE])
+        if not pki.renewal_due(held.cert_pem, now=now, renew_before_days=settings.renew_before_days):
+            return held, False
+    return pki.new_ca(common_name, now=now, days=settings.ca_validity_days), True
+
+
+def trust_bundle(ca: pki.KeyPair, previous_bundle: str, now: dt.datetime) -> str:
+    """The CA's certificate first, then every other certificate of the previous bundle that has
+    not expired (a renewed CA's predecessor, until brokers and clients no longer need it)."""
+    kept = [c for c in pki.pem_certificates(previous_bundle)
+            if c != ca.cert_pem and pki.not_after(c) > now]
+    return "".join([ca.cert_pem, *kept])
+
+
+def plan_certificates(owner: Owner, spec: KafkaClusterSpec, *, replicas: int,
+                      existing: Mapping[str, Mapping[str, Any] | None], now: dt.datetime) -> CertificatePlan:
+    """What to write so that every broker ordinal below `replicas` (and any higher one already
+    issued) holds a valid certificate from the current cluster CA with its DNS names. `existing`:
+    the Secrets as read, by name (None: absent). Nothing when no listener is managed."""
+    plan = CertificatePlan()
+    if not managed_tls(spec):
+        return plan
+    name = owner.name
+    data = {n: decoded(existing.get(n)) for n in (cluster_ca_name(name), cluster_ca_cert_name(name),
+                                                  clients_ca_name(name), clients_ca_cert_name(name),
+                                                  broker_certs_name(name))}
+    bundles = {}
+    cas = {}
+    for ca_name, cert_name, common in ((cluster_ca_name(name), cluster_ca_cert_name(name), f"{name} cluster CA"),
+                                       (clients_ca_name(name), clients_ca_cert_name(name), f"{name} clients CA")):
+        ca, new = _ca(data[ca_name], common, spec, now)
+        cas[ca_name] = ca
+        if new:
+            plan.secrets.append(_secret(owner, ca_name, {CA_KEY: ca.key_pem, CA_FILE: ca.cert_pem}))
+            plan.issued.append(f"{common} {'renewed' if data[ca_name] else 'created'}")
+        bundle = trust_bundle(ca, data[cert_name].get(CA_FILE, ""), now)
+        bundles[ca_name] = bundle
+        if bundle != data[cert_name].get(CA_FILE):
+            plan.secrets.append(_secret(owner, cert_name, {CA_FILE: bundle}))
+    cluster_ca = cas[cluster_ca_name(name)]
+    held = data[broker_certs_name(name)]
+    secret = existing.get(broker_certs_name(name)) or {}
+    generation = int(((secret.get("metadata") or {}).get("annotations") or {}).get(GENERATION_ANNOTATION) or 0)
+    ordinals = set(range(replicas)) | {int(k[len("broker-"):-len(".pem")]) for k in held
+                                      if k.startswith("broker-") and k.endswith(".pem")}
+    settings = spec.certificates
+
+    def sound(ordinal: int) -> bool:
+        pem = held.get(keystore_file(ordinal))
+        if not pem:
+            return False
+        cert = pki.pem_certificates(pem)[0]
+        return (pki.signed_by(cert, cluster_ca) and set(pki.dns_names(cert)) == set(broker_dns_names(owner, ordinal))
+                and not pki.renewal_due(cert, now=now, renew_before_days=settings.renew_before_days))
+
+    held_ordinals = [o for o in ordinals if held.get(keystore_file(o))]
+    renew_all = generation == 0 or any(not sound(o) for o in held_ordinals)
+    to_issue = sorted(ordinals) if renew_all else sorted(o for o in ordinals if not held.get(keystore_file(o)))
+    keystores = {k: v for k, v in held.items() if k.startswith("broker-")}
+    for ordinal in to_issue:
+        pair = pki.issue(cluster_ca, f"{statefulset_name(owner)}-{ordinal}", now=now, days=settings.validity_days,
+                         dns_names=broker_dns_names(owner, ordinal), unit=BROKERS_UNIT, server=True)
+        keystores[keystore_file(ordinal)] = pair.keystore_pem
+    trust = {CA_FILE: bundles[cluster_ca_name(name)], CLIENTS_CA_FILE: bundles[clients_ca_name(name)]}
+    # The brokers read their truststores at start-up: a changed bundle rolls them as new keys do.
+    new_trust = bool(held) and any(held.get(k) != v for k, v in trust.items())
+    if renew_all or new_trust:
+        generation += 1
+    if to_issue:
+        plan.issued.append(f"broker certificates {'renewed' if renew_all and held_ordinals else 'issued'} for "
+                           f"ordinals {', '.join(map(str, to_issue))} (generation {generation})")
+    files = {**keystores, **trust}
+    if files != held or not secret:
+        plan.secrets.append(_secret(owner, broker_certs_name(name), files, {GENERATION_ANNOTATION: str(generation)}))
+    plan.generation = generation
+    return plan
+
+
+def live_generation(statefulset: Mapping[str, Any] | None) -> int | None:
+    """The certificate generation on a StatefulSet's pod template (what its pods were started with)."""
+    template = (((statefulset or {}).get("spec") or {}).get("template") or {}).get("metadata") or {}
+    value = (template.get("annotations") or {}).get(GENERATION_ANNOTATION)
+    return int(value) if value and value.isdigit() else None
+
+
+def user_certificate_due(secret_data: Mapping[str, str], clients_ca: pki.KeyPair, user: str, *,
+                         now: dt.datetime, renew_before_days: int) -> bool:
+    """Whether a KafkaUser's certificate must be (re-)issued: missing, for another name, not from
+    the current clients CA, or inside its renewal window."""
+    cert = secret_data.get("user.crt")
+    if not cert or not secret_data.get("user.key"):
+        return True
+    subject = pki.pem_certificates(cert)[0]
+    return (not pki.signed_by(subject, clients_ca) or pki.common_name(subject) != user
+            or pki.renewal_due(subject, now=now, renew_before_days=renew_before_days))
+
+
+def user_certificate_files(clients_ca: pki.KeyPair, cluster_ca_bundle: str, user: str, *, now: dt.datetime,
+                           days: int) -> dict[str, str]:
+    """A KafkaUser's TLS files: its key and certificate (CN=<user>), both in `user.pem` (Kafka's
+    PEM keystore), and `ca.crt`, the cluster CA bundle to trust the brokers with."""
+    pair = pki.issue(clients_ca, user, now=now, days=days, unit=CLIENTS_UNIT)
+    return {"ca.crt": cluster_ca_bundle, "user.crt": pair.cert_pem, "user.key": pair.key_pem,
+            "user.pem": pair.keystore_pem}
