@@ -44,10 +44,23 @@ async def ensure_cluster_certificates(kube: Any, owner: Owner, spec: KafkaCluste
     plan = certs.plan_certificates(owner, spec, replicas=replicas, existing=existing,
                                    now=now or dt.datetime.now(dt.timezone.utc))
     for secret in plan.secrets:  # in order: a CA is stored before anything it signed
+        name = secret["metadata"]["name"]
+        held = existing.get(name)
         try:
-            await kube.apply(secret)
+            # Created once, then compare-and-set against what was read: two operators (an upgrade's
+            # old and new pod) can never store two different CAs. The operator may not patch Secrets.
+            if held is None:
+                written = await kube.create(secret)
+            else:
+                meta = {**secret["metadata"], "resourceVersion": held["metadata"]["resourceVersion"]}
+                written = await kube.replace({**secret, "metadata": meta})
         except ApiError as exc:
-            raise CertificateError(f"writing Secret {secret['metadata']['name']}: {exc.reason}") from None
+            if exc.status == 409:
+                written = None
+            else:
+                raise CertificateError(f"writing Secret {name}: {exc.reason}") from None
+        if written is None:
+            raise CertificateError(f"Secret {name} changed while being written; reading it again")
     return plan
 
 

@@ -30,8 +30,10 @@ The clients run on the host with the cluster's DNS (tests/support/cluster_dns.py
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -166,45 +168,46 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 action, bootstrap, topic = sys.argv[1:4]
 args = sys.argv[4:]
+EXTRA = json.loads(os.environ.get("CLIENT_CONF") or "{}")  # security settings, added to every client's
 if action == "create":
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **EXTRA})
     admin.create_topics([NewTopic(topic, num_partitions=int(args[0]), replication_factor=-1)])[topic].result(60)
     print("{}")
 elif action == "produce":   # partition count [first CreateTime ms: record i has it + i seconds]
     partition, count = int(args[0]), int(args[1])
     first = int(args[2]) if len(args) > 2 else None
     errors = []
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    p = Producer({"bootstrap.servers": bootstrap, **EXTRA, "acks": "all", "enable.idempotence": True})
     for i in range(count):
         kw = {} if first is None else {"timestamp": first + 1000 * i}
         p.produce(topic, f"r{i}".encode(), partition=partition,
                   on_delivery=lambda err, msg: err and errors.append(str(err)), **kw)
     print(json.dumps({"errors": errors, "unflushed": p.flush(60)}))
 elif action == "commit":    # group partition:offset ...
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": args[0], "enable.auto.commit": False})
+    c = Consumer({"bootstrap.servers": bootstrap, **EXTRA, "group.id": args[0], "enable.auto.commit": False})
     c.commit(offsets=[TopicPartition(topic, int(p), int(o)) for p, o in (a.split(":") for a in args[1:])],
              asynchronous=False)
     c.close()
     print("{}")
 elif action == "offsets":   # partitions [group]: {"watermarks": {p: [start, end]}, "committed": {p: offset}}
     parts = range(int(args[0]))
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": args[1] if len(args) > 1 else "offsets-probe"})
+    c = Consumer({"bootstrap.servers": bootstrap, **EXTRA, "group.id": args[1] if len(args) > 1 else "offsets-probe"})
     out = {"watermarks": {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in parts}}
     if len(args) > 1:
         out["committed"] = {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in parts], timeout=30)}
     c.close()
     print(json.dumps(out))
 elif action == "placement":   # {partition: [leader, replicas]} from Metadata
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30).topics[topic]
+    md = AdminClient({"bootstrap.servers": bootstrap, **EXTRA}).list_topics(topic, timeout=30).topics[topic]
     print(json.dumps({p: [m.leader, list(m.replicas)] for p, m in md.partitions.items()}))
 elif action == "ledger":    # group stop-file: produce and consume (committing) until stop-file exists
     group, stop_file = args[0], args[1]
     RATE = 50  # records a second
     delivered, errors, consumed, consumer_errors, where = [], [], [], [], {}
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    p = Producer({"bootstrap.servers": bootstrap, **EXTRA, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
     # The group starts committed at 0 and never resets by itself: a record deleted before the group
     # consumed it would be an OFFSET_OUT_OF_RANGE error here, not a silent jump.
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+    c = Consumer({"bootstrap.servers": bootstrap, **EXTRA, "group.id": group, "enable.auto.commit": False,
                   "auto.offset.reset": "error", **({"debug": os.environ["LEDGER_DEBUG"]} if os.environ.get("LEDGER_DEBUG") else {})})
     c.subscribe([topic])
     started = last_commit = time.monotonic()
@@ -248,14 +251,20 @@ elif action == "ledger":    # group stop-file: produce and consume (committing) 
 '''
 
 
-def client_argv(env, ns: str, action: str, topic: str, *args: str) -> list[str]:
-    bootstrap = f"{NAME}-bootstrap.{ns}.svc:9092"
+def client_argv(env, ns: str, action: str, topic: str, *args: str, port: int = 9092) -> list[str]:
+    bootstrap = f"{NAME}-bootstrap.{ns}.svc:{port}"
     return cluster_dns.argv(env, ns, [sys.executable, "-c", CLIENT, action, bootstrap, topic, *args])
 
 
-def client(env, ns: str, action: str, topic: str, *args: str, timeout: float = 180):
-    proc = subprocess.run(client_argv(env, ns, action, topic, *args), capture_output=True, text=True,
-                          timeout=timeout)
+def client_env(conf: dict | None) -> dict[str, str] | None:
+    """The environment that gives the client script `conf` (security settings) for every client."""
+    return None if conf is None else {**os.environ, "CLIENT_CONF": json.dumps(conf)}
+
+
+def client(env, ns: str, action: str, topic: str, *args: str, timeout: float = 180, conf: dict | None = None,
+           port: int = 9092):
+    proc = subprocess.run(client_argv(env, ns, action, topic, *args, port=port), capture_output=True, text=True,
+                          timeout=timeout, env=client_env(conf))
     assert proc.returncode == 0, f"client {action} {topic} {args}: {proc.stdout}\n{proc.stderr[-3000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -671,5 +680,112 @@ def test_three_to_five_to_three_brokers_under_a_producer_and_a_group_on_claims(k
         if ledger and ledger.poll() is None:
             ledger.kill()
         for kind in ("kafkatopic", "kafkacluster", "persistentvolumeclaims"):
+            env.kubectl("delete", kind, "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False, timeout=150)
+        env.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+TLS_LISTENERS = [{"name": "SECURE", "port": 9093, "protocol": "SASL_SSL"},
+                 {"name": "MTLS", "port": 9094, "protocol": "SSL", "authentication": "tls"}]
+TLS_USER_ACLS = [
+    {"resource": {"type": "topic", "name": "orders", "patternType": "prefix"},
+     "operations": ["Create", "Write", "Read", "Describe"]},
+    {"resource": {"type": "group", "name": "orders", "patternType": "prefix"}, "operations": ["Read"]},
+]
+SERVED_CERTIFICATE = r'''
+import json, ssl, sys
+print(json.dumps({h: ssl.get_server_certificate((h, int(sys.argv[1]))) for h in sys.argv[2:]}))
+'''
+
+
+def test_tls_listeners_and_a_tls_user_survive_a_certificate_renewal_with_no_failed_acks_all_produce(
+        kube_node_env, installed, tmp_path):
+    """A KafkaCluster whose first listener is SASL_SSL (the brokers' and the operator's, SCRAM) and
+    whose second requires client certificates, both served with the certificates the operator
+    issues, with the authorizer on; a KafkaUser with `authentication: tls` and ACLs on a prefix.
+    A client on the host, with the cluster's DNS, trusting only the Secret's ca.crt and presenting
+    the user's certificate, checks every broker's name (librdkafka verifies hostnames by default),
+    creates a topic, commits, and is refused a topic outside its ACLs. Then, while it produces
+    (acks=all, idempotent) and consumes continuously, the broker certificates are renewed ahead
+    of time (a renewal window in the spec longer than what is left): the brokers roll one at a
+    time, no produce fails, every acknowledged record is read exactly once, and each broker
+    serves its new certificate."""
+    env = kube_node_env
+    ns = f"tls-{uuid.uuid4().hex[:8]}"
+    topic, group = "orders-tls", "orders-readers"
+    env.kubectl("create", "namespace", ns)
+    stop_file = env.control_plane.directory / f"stop-{ns}"
+    ledger = None
+    try:
+        env.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump({
+            "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": NAME},
+            "spec": {"replicas": 3, "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+                     "storage": {"type": "ephemeral", "size": "1Gi"}, "listeners": TLS_LISTENERS,
+                     "config": {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                                "allow.everyone.if.no.acl.found": "false"}}}))
+        with explained(env):
+            wait_for("3 brokers Ready on TLS listeners", cluster_ready(env, ns), timeout=READY_TIMEOUT)
+        env.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump({
+            "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaUser", "metadata": {"name": "alice"},
+            "spec": {"clusterRef": {"name": NAME}, "authentication": {"type": "tls"},
+                     "authorization": {"acls": TLS_USER_ACLS}}}))
+
+        def user_ready():
+            obj = get_json(env, "kafkauser", "alice", "-n", ns, check=False)
+            ready = condition(obj, "Ready")
+            return obj if ready.get("reason") == "Applied" else ready or None
+        with explained(env):
+            wait_for("KafkaUser alice Applied", user_ready, until=lambda r: isinstance(r, dict) and "spec" in r,
+                     timeout=120)
+        files = {k: base64.b64decode(v).decode()
+                 for k, v in get_json(env, "secret", "alice", "-n", ns)["data"].items()}
+        for name in ("ca.crt", "user.crt", "user.key"):
+            (tmp_path / name).write_text(files[name])
+        conf = {"security.protocol": "SSL", "ssl.ca.location": str(tmp_path / "ca.crt"),
+                "ssl.certificate.location": str(tmp_path / "user.crt"),
+                "ssl.key.location": str(tmp_path / "user.key")}
+        client(env, ns, "create", topic, "3", conf=conf, port=9094)
+        client(env, ns, "commit", topic, group, "0:0", "1:0", "2:0", conf=conf, port=9094)
+        refused = subprocess.run(client_argv(env, ns, "create", "elsewhere", "1", port=9094), capture_output=True,
+                                 text=True, timeout=180, env=client_env(conf))
+        assert refused.returncode != 0 and "TOPIC_AUTHORIZATION_FAILED" in refused.stderr, refused.stderr[-2000:]
+
+        brokers = {k: v for k, v in get_json(env, "secret", f"{NAME}-broker-certs", "-n", ns)["data"].items()}
+        ledger = subprocess.Popen(client_argv(env, ns, "ledger", topic, group, str(stop_file), port=9094),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=client_env(conf))
+        time.sleep(5)  # records before the roll, so the roll happens under load
+        env.kubectl("patch", "kafkacluster", NAME, "-n", ns, "--type=merge", "-p",
+                    '{"spec": {"certificates": {"validityDays": 400, "renewBeforeDays": 366}}}')
+        with explained(env):
+            wait_for("every broker restarted with the renewed certificates", lambda: get_json(env, "pods", "-n", ns)["items"],
+                     until=lambda pods: len([p for p in pods if p["metadata"]["name"].startswith(f"{NAME}-broker-")
+                                             and (p["metadata"].get("annotations") or {}).get(
+                                                 "flotilla.io/certificate-generation") == "2"]) == 3,
+                     timeout=READY_TIMEOUT * 2)
+            wait_for("Ready after the renewal roll", cluster_ready(env, ns), timeout=READY_TIMEOUT)
+        time.sleep(5)  # records after the roll too
+        stop_file.touch()
+        out, err = ledger.communicate(timeout=180)
+        assert ledger.returncode == 0, err[-3000:]
+        result = json.loads(out.strip().splitlines()[-1])
+        delivered, consumed = result["delivered"], result["consumed"]
+        assert result["errors"] == [] and len(delivered) == result["sent"] > 0, (result["errors"][:5], result["sent"])
+        assert result["consumer_errors"] == [], result["consumer_errors"]
+        assert len(consumed) == len(set(consumed)), "a record was read twice"
+        assert sorted(consumed) == sorted(delivered), (len(consumed), len(delivered), err[-4000:])
+
+        renewed = {k: base64.b64decode(v).decode()
+                   for k, v in get_json(env, "secret", f"{NAME}-broker-certs", "-n", ns)["data"].items()}
+        assert all(renewed[f"broker-{b}.pem"] != base64.b64decode(brokers[f"broker-{b}.pem"]).decode() for b in range(3))
+        hosts = [f"{NAME}-broker-{b}.{NAME}-brokers.{ns}.svc" for b in range(3)]
+        served = subprocess.run(cluster_dns.argv(env, ns, [sys.executable, "-c", SERVED_CERTIFICATE, "9093", *hosts]),
+                                capture_output=True, text=True, timeout=60)
+        assert served.returncode == 0, served.stderr[-2000:]
+        got = json.loads(served.stdout)
+        for b, host in enumerate(hosts):
+            assert got[host].strip() in renewed[f"broker-{b}.pem"], f"broker {b} does not serve its renewed certificate"
+    finally:
+        if ledger and ledger.poll() is None:
+            ledger.kill()
+        for kind in ("kafkauser", "kafkacluster"):
             env.kubectl("delete", kind, "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False, timeout=150)
         env.kubectl("delete", "namespace", ns, "--wait=false", check=False)
