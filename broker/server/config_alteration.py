@@ -125,19 +125,27 @@ def java_int(text: str) -> int | None:
     return value if -2**31 <= value < 2**31 else None
 
 
+def broker_name_refusal(resource_name: str, node_id: int, *, describing: bool = False) -> str | None:
+    """Why a BROKER resource's name is refused (None: it is "", the cluster default, or this
+    broker's id), in Kafka's words, which differ between altering (ConfigAdminManager) and
+    describing (ConfigHelper)."""
+    if resource_name == broker_configs.DEFAULT_ENTITY:
+        return None
+    named = java_int(resource_name)
+    if named is None:
+        return f"{'Broker' if describing else 'Node'} id must be an integer, but it is: {resource_name}"
+    if named != node_id:
+        expected = f"{node_id} or empty string" if describing else str(node_id)
+        return f"Unexpected broker id, expected {expected}, but received {resource_name}"
+    return None
+
+
 def refused_broker_name(resource_type: int, resource_name: str, node_id: int) -> Outcome | None:
     """Kafka's first check of a BROKER resource (ConfigAdminManager.preprocess): its name is empty
     (the cluster default) or this broker's id. A client sends a broker's own configs to that
     broker (Kafka's admin client does), so another id is INVALID_REQUEST, with Kafka's messages."""
-    if resource_type != BROKER or resource_name == broker_configs.DEFAULT_ENTITY:
-        return None
-    named = java_int(resource_name)
-    if named is None:
-        return Outcome(ErrorCode.invalid_request, f"Node id must be an integer, but it is: {resource_name}")
-    if named != node_id:
-        return Outcome(ErrorCode.invalid_request,
-                       f"Unexpected broker id, expected {node_id}, but received {resource_name}")
-    return None
+    refusal = broker_name_refusal(resource_name, node_id) if resource_type == BROKER else None
+    return None if refusal is None else Outcome(ErrorCode.invalid_request, refusal)
 
 
 def _broker_entity(resource_name: str) -> str:

@@ -12,7 +12,7 @@ from broker.log import cleaner_settings
 from broker.metadata import broker_configs
 from broker.security.acl import AclOperation
 from broker.server import config_authorization
-from broker.server.config_alteration import java_int
+from broker.server.config_alteration import broker_name_refusal
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 from broker.topic_config import BOOLEAN, DEFAULT_CONFIG, DOUBLE, INT, LIST, LONG, STATIC_BROKER_CONFIG, STRING, Entry
 
@@ -104,18 +104,6 @@ def dynamic_entries(configs, resource_name: str, static: dict[str, str] | None =
     return out
 
 
-def _refused_broker_name(name: str, node_id: int) -> str | None:
-    """Kafka's ConfigHelper: a BROKER resource is "" (the cluster default) or this broker's id."""
-    if not name:
-        return None
-    named = java_int(name)
-    if named is None:
-        return f"Broker id must be an integer, but it is: {name}"
-    if named == node_id:
-        return None
-    return f"Unexpected broker id, expected {node_id} or empty string, but received {name}"
-
-
 class DescribeConfigsHandler(Handler):
     api_key = 32
     min_version = 1
@@ -130,7 +118,7 @@ class DescribeConfigsHandler(Handler):
                 return [], False, ErrorCode.unknown_topic_or_partition, f"unknown topic {resource.resource_name!r}"
             return topic_config.describe(b.config, rec.configs), False, ErrorCode.none, None
         if resource.resource_type == BROKER:
-            refused = _refused_broker_name(resource.resource_name, b.node_id)
+            refused = broker_name_refusal(resource.resource_name, b.node_id, describing=True)
             if refused is not None:
                 return [], True, ErrorCode.invalid_request, refused
             # Every key is read-only but the dynamic ones (metadata/broker_configs.py).

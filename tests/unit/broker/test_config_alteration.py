@@ -104,3 +104,13 @@ def test_a_broker_resource_names_this_broker_or_the_cluster_default():
     bad = refused_broker_name(BROKER, "one", 1)
     assert (bad.error_code, bad.error_message) == (ErrorCode.invalid_request,
                                                    "Node id must be an integer, but it is: one")
+
+
+def test_a_broker_resource_name_is_refused_in_the_words_of_the_api_asking():
+    from broker.server.config_alteration import broker_name_refusal
+
+    assert broker_name_refusal("", 1) is None and broker_name_refusal("01", 1) is None
+    assert broker_name_refusal("7", 1) == "Unexpected broker id, expected 1, but received 7"
+    assert broker_name_refusal("7", 1, describing=True) == "Unexpected broker id, expected 1 or empty string, but received 7"
+    assert broker_name_refusal(" 1", 1) == "Node id must be an integer, but it is:  1"
+    assert broker_name_refusal("x", 1, describing=True) == "Broker id must be an integer, but it is: x"
