@@ -194,7 +194,9 @@ elif action == "offsets":   # partitions [group]: {"watermarks": {p: [start, end
     c = Consumer({"bootstrap.servers": bootstrap, **EXTRA, "group.id": args[1] if len(args) > 1 else "offsets-probe"})
     out = {"watermarks": {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in parts}}
     if len(args) > 1:
-        out["committed"] = {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in parts], timeout=30)}
+        held = c.committed([TopicPartition(topic, p) for p in parts], timeout=30)
+        out["committed"] = {tp.partition: tp.offset for tp in held}
+        out["committed_errors"] = {tp.partition: str(tp.error) for tp in held if tp.error}
     c.close()
     print(json.dumps(out))
 elif action == "placement":   # {partition: [leader, replicas]} from Metadata
@@ -691,20 +693,48 @@ TLS_USER_ACLS = [
      "operations": ["Create", "Write", "Read", "Describe"]},
     {"resource": {"type": "group", "name": "orders", "patternType": "prefix"}, "operations": ["Read"]},
 ]
+SCRAM_POD_CLIENT = r'''
+import json, sys, time
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+bootstrap, topic, group = sys.argv[1:4]
+conf = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": open("/user/username").read(), "sasl.password": open("/user/password").read(),
+        "ssl.ca.location": "/cluster-ca/ca.crt"}
+AdminClient(conf).create_topics([NewTopic(topic, 1, -1)])[topic].result(60)
+errors = []
+p = Producer({**conf, "acks": "all"})
+for i in range(10):
+    p.produce(topic, f"m{i}".encode(), on_delivery=lambda err, msg: err and errors.append(str(err)))
+unflushed = p.flush(60)
+c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
+c.subscribe([topic])
+got, deadline = [], time.time() + 60
+while len(got) < 10 and time.time() < deadline:
+    m = c.poll(1)
+    if m is not None and not m.error():
+        got.append(m.value().decode())
+c.commit(asynchronous=False)
+c.close()
+print(json.dumps({"errors": errors, "unflushed": unflushed, "consumed": got}))
+'''
 SERVED_CERTIFICATE = r'''
 import json, ssl, sys
 print(json.dumps({h: ssl.get_server_certificate((h, int(sys.argv[1]))) for h in sys.argv[2:]}))
 '''
 
 
-def test_tls_listeners_and_a_tls_user_survive_a_certificate_renewal_with_no_failed_acks_all_produce(
+def test_tls_listeners_and_tls_and_scram_users_survive_a_certificate_renewal_with_no_failed_acks_all_produce(
         kube_node_env, installed, tmp_path):
     """A KafkaCluster whose first listener is SASL_SSL (the brokers' and the operator's, SCRAM) and
     whose second requires client certificates, both served with the certificates the operator
     issues, with the authorizer on; a KafkaUser with `authentication: tls` and ACLs on a prefix.
     A client on the host, with the cluster's DNS, trusting only the Secret's ca.crt and presenting
     the user's certificate, checks every broker's name (librdkafka verifies hostnames by default),
-    creates a topic, commits, and is refused a topic outside its ACLs. Then, while it produces
+    creates a topic, commits, and is refused a topic outside its ACLs. A SCRAM KafkaUser's client
+    pod, with the user's Secret and the cluster CA mounted, produces and consumes over SASL_SSL;
+    removing its group ACL in the spec takes the group away (within a minute; the operator
+    applies it at once, the brokers within a second). Then, while the TLS user produces
     (acks=all, idempotent) and consumes continuously, the broker certificates are renewed ahead
     of time (a renewal window in the spec longer than what is left): the brokers roll one at a
     time, no produce fails, every acknowledged record is read exactly once, and each broker
@@ -749,6 +779,61 @@ def test_tls_listeners_and_a_tls_user_survive_a_certificate_renewal_with_no_fail
                                  text=True, timeout=180, env=client_env(conf))
         assert refused.returncode != 0 and "TOPIC_AUTHORIZATION_FAILED" in refused.stderr, refused.stderr[-2000:]
 
+        # A SCRAM user in a client pod (the user's Secret and the cluster CA mounted, the Flotilla
+        # image's Python and confluent-kafka): creates, produces acks=all, consumes in its group.
+        bob_acls = [{"resource": {"type": "topic", "name": "bob", "patternType": "prefix"},
+                     "operations": ["Create", "Write", "Read", "Describe"]},
+                    {"resource": {"type": "group", "name": "bob-readers"}, "operations": ["Read"]}]
+        bob = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaUser", "metadata": {"name": "bob"},
+               "spec": {"clusterRef": {"name": NAME}, "authentication": {"type": "scram-sha-512"},
+                        "authorization": {"acls": bob_acls}}}
+        env.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(bob))
+
+        def bob_ready():
+            obj = get_json(env, "kafkauser", "bob", "-n", ns, check=False)
+            ready = condition(obj, "Ready")
+            return obj if ready.get("reason") == "Applied" and ready.get("observedGeneration") == obj["metadata"][
+                "generation"] else ready or None
+        with explained(env):
+            wait_for("KafkaUser bob Applied", bob_ready, until=lambda r: isinstance(r, dict) and "spec" in r, timeout=120)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bob-client"},
+               "spec": {"restartPolicy": "Never", "containers": [{
+                   "name": "client", "image": env.image, "imagePullPolicy": "Never",
+                   "command": ["python", "-c", SCRAM_POD_CLIENT, f"{NAME}-bootstrap:9093", "bob-events", "bob-readers"],
+                   "volumeMounts": [{"name": "user", "mountPath": "/user", "readOnly": True},
+                                    {"name": "ca", "mountPath": "/cluster-ca", "readOnly": True}]}],
+                        "volumes": [{"name": "user", "secret": {"secretName": "bob"}},
+                                    {"name": "ca", "secret": {"secretName": f"{NAME}-cluster-ca-cert"}}]}}
+        env.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(pod))
+        phase = wait_for("the client pod to finish", lambda: (get_json(env, "pod", "bob-client", "-n", ns, check=False)
+                                                                or {}).get("status", {}).get("phase"),
+                         until=lambda p: p in ("Succeeded", "Failed"), timeout=240)
+        logs = env.kubectl("logs", "bob-client", "-n", ns, check=False).stdout
+        assert phase == "Succeeded", logs[-3000:]
+        assert json.loads(logs.strip().splitlines()[-1]) == {
+            "errors": [], "unflushed": 0, "consumed": [f"m{i}" for i in range(10)]}, logs[-3000:]
+
+        # Git is the truth: the group rule removed from bob, his group is refused (from the host,
+        # with bob's password and the cluster CA), while the topic stays his.
+        ca_file = tmp_path / "cluster-ca.crt"
+        ca_file.write_text(base64.b64decode(get_json(env, "secret", f"{NAME}-cluster-ca-cert", "-n", ns)["data"]["ca.crt"])
+                           .decode())
+        password = base64.b64decode(get_json(env, "secret", "bob", "-n", ns)["data"]["password"]).decode()
+        bob_conf = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bob",
+                    "sasl.password": password, "ssl.ca.location": str(ca_file)}
+
+        def group_offsets():
+            proc = subprocess.run(client_argv(env, ns, "offsets", "bob-events", "1", "bob-readers", port=9093),
+                                  capture_output=True, text=True, timeout=120, env=client_env(bob_conf))
+            return proc.stdout if proc.returncode == 0 else proc.stderr
+        assert '"committed": {"0": 10}' in group_offsets()
+        bob["spec"]["authorization"]["acls"] = bob_acls[:1]
+        env.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(bob))
+        with explained(env):
+            wait_for("bob's group refused once its ACL is gone", group_offsets,
+                     until=lambda out: "GROUP_AUTHORIZATION_FAILED" in out, timeout=60)
+        assert client(env, ns, "offsets", "bob-events", "1", conf=bob_conf, port=9093)["watermarks"] == {"0": [0, 10]}
+
         brokers = {k: v for k, v in get_json(env, "secret", f"{NAME}-broker-certs", "-n", ns)["data"].items()}
         ledger = subprocess.Popen(client_argv(env, ns, "ledger", topic, group, str(stop_file), port=9094),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=client_env(conf))
@@ -786,6 +871,6 @@ def test_tls_listeners_and_a_tls_user_survive_a_certificate_renewal_with_no_fail
     finally:
         if ledger and ledger.poll() is None:
             ledger.kill()
-        for kind in ("kafkauser", "kafkacluster"):
+        for kind in ("pod", "kafkauser", "kafkacluster"):
             env.kubectl("delete", kind, "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False, timeout=150)
         env.kubectl("delete", "namespace", ns, "--wait=false", check=False)
