@@ -70,6 +70,7 @@ from .builders import Desired, build_all
 from .builders import cluster_id as cid
 from .builders.common import MANAGED_BY, OPERATOR_USER, Owner, cluster_of, foreign, selector_string, statefulset_name
 from .builders.roll import TEMPLATE_HASH_ANNOTATION, RollDecision, roll_partition, roll_state
+from .builders.services import EXTERNAL_LABEL, stale_external_services
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
 from .models import (CLIENT_QUOTA, KAFKA_CLUSTER, KAFKA_USER, RECORD_DELETION, Certificates, KafkaClusterSpec,
@@ -305,6 +306,14 @@ async def _foreign_child(kube: Kube, owner: Owner, desired: Desired, statefulset
     return None
 
 
+async def _remove_stale_external_services(kube: Kube, owner: Owner, desired: Desired) -> None:
+    """Delete this cluster's NodePort Services that the spec no longer asks for (a removed broker's,
+    or a listener no longer external): applying never removes anything."""
+    existing = await _cluster_objects(kube, "Service", owner.namespace, owner.name, label_selector=EXTERNAL_LABEL)
+    for name in stale_external_services(existing, [o for o in desired.objects if o["kind"] == "Service"]):
+        await kube.delete("Service", owner.namespace, name)
+
+
 def _needs_replacing(current: dict[str, Any] | None) -> bool:
     if current is None:
         return False
@@ -433,6 +442,8 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                         sts = await kube.apply(obj)
                     else:
                         await kube.apply(obj)
+                obj = {"kind": "Service", "metadata": {"name": "(external, removed)"}}
+                await _remove_stale_external_services(kube, owner, desired)
             except ApiError as err:
                 message = f"applying {obj['kind']} {obj['metadata']['name']}: {err.reason}"
                 current = await kube.get("StatefulSet", namespace, desired.statefulset["metadata"]["name"])

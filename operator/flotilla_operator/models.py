@@ -82,6 +82,12 @@ STORAGE_IMMUTABLE_RULE = (
     "has(self.storageClassName) == has(oldSelf.storageClassName) && "
     "(!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)"
 )
+NODE_PORT_MIN, NODE_PORT_MAX = 30000, 32767  # Kubernetes' default service-node-port-range
+MAX_BROKERS = 64
+FIRST_LISTENER_EXTERNAL_MESSAGE = (
+    "spec.listeners[0].external must be unset: the first listener is the brokers' and the operator's (add another)")
+EXTERNAL_OVERLAP_MESSAGE = (
+    f"spec.listeners[].external.nodePort ranges overlap: each takes nodePort..nodePort+{MAX_BROKERS}")
 LISTENER_TLS_AUTH_MESSAGE = "spec.listeners[].authentication tls needs protocol SSL"
 FIRST_LISTENER_TLS_AUTH_MESSAGE = (
     "spec.listeners[0].authentication must be unset: the brokers and the operator reach each other on the first "
@@ -293,6 +299,18 @@ class ResourceRequirements(ApiModel):
         return value
 
 
+class ExternalAccess(ApiModel):
+    """How clients outside the Kubernetes cluster reach a listener."""
+
+    type: Literal["nodeport"] = Field(
+        description="nodeport: a NodePort Service for bootstrapping and one per broker; each broker advertises its "
+        "node's address (the pod's status.hostIP) and its own nodePort.")
+    node_port: int = Field(
+        ge=NODE_PORT_MIN, le=NODE_PORT_MAX - MAX_BROKERS,
+        description="The bootstrap Service's nodePort; broker <ordinal> gets nodePort + 1 + ordinal, so the next "
+        f"{MAX_BROKERS} ports must be free too.")
+
+
 class Listener(ApiModel):
     """A Kafka listener the brokers open, and the Service port clients reach it on."""
 
@@ -326,6 +344,8 @@ class Listener(ApiModel):
         "issues from the cluster CA (Secret <name>-cluster-ca-cert holds the CA clients trust) unless "
         "spec.config sets ssl.keystore.location.",
     )
+    external: ExternalAccess | None = Field(
+        default=None, description="Access from outside the cluster (not on the first listener, the brokers' own).")
     authentication: Literal["tls"] | None = Field(
         default=None,
         description="tls: clients must present a certificate of the clients CA (KafkaUsers with authentication "
@@ -468,6 +488,10 @@ class KafkaClusterSpec(ApiModel):
             "x-kubernetes-validations": [
                 cel("self.all(l, self.exists_one(m, m.port == l.port))", "spec.listeners ports must be unique"),
                 cel("!has(self[0].authentication)", FIRST_LISTENER_TLS_AUTH_MESSAGE),
+                cel("!has(self[0].external)", FIRST_LISTENER_EXTERNAL_MESSAGE),
+                cel(f"self.all(l, !has(l.external) || self.all(m, !has(m.external) || m.name == l.name || "
+                    f"m.external.nodePort > l.external.nodePort + {MAX_BROKERS} || "
+                    f"l.external.nodePort > m.external.nodePort + {MAX_BROKERS}))", EXTERNAL_OVERLAP_MESSAGE),
             ],
         },
     )
@@ -533,6 +557,11 @@ class KafkaClusterSpec(ApiModel):
             raise ValueError("spec.listeners ports must be unique")
         if listeners[0].authentication is not None:
             raise ValueError(FIRST_LISTENER_TLS_AUTH_MESSAGE)
+        if listeners[0].external is not None:
+            raise ValueError(FIRST_LISTENER_EXTERNAL_MESSAGE)
+        starts = sorted(l.external.node_port for l in listeners if l.external is not None)
+        if any(b <= a + MAX_BROKERS for a, b in zip(starts, starts[1:])):
+            raise ValueError(EXTERNAL_OVERLAP_MESSAGE)
         return listeners
 
 

@@ -199,6 +199,9 @@ elif action == "offsets":   # partitions [group]: {"watermarks": {p: [start, end
         out["committed_errors"] = {tp.partition: str(tp.error) for tp in held if tp.error}
     c.close()
     print(json.dumps(out))
+elif action == "brokers":   # {node id: "host:port"} from Metadata
+    md = AdminClient({"bootstrap.servers": bootstrap, **EXTRA}).list_topics(timeout=30)
+    print(json.dumps({b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}))
 elif action == "placement":   # {partition: [leader, replicas]} from Metadata
     md = AdminClient({"bootstrap.servers": bootstrap, **EXTRA}).list_topics(topic, timeout=30).topics[topic]
     print(json.dumps({p: [m.leader, list(m.replicas)] for p, m in md.partitions.items()}))
@@ -873,4 +876,59 @@ def test_tls_listeners_and_tls_and_scram_users_survive_a_certificate_renewal_wit
             ledger.kill()
         for kind in ("pod", "kafkauser", "kafkacluster"):
             env.kubectl("delete", kind, "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False, timeout=150)
+        env.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_an_external_node_port_listener_reaches_every_broker_from_outside_the_cluster(kube_node_env, installed):
+    """A listener with `external: {type: nodeport, nodePort: 31090}`: a client outside the cluster
+    (on the host, without the cluster's DNS) bootstraps from the node's address at that port;
+    Metadata names each broker at its node's address (the pod's status.hostIP) and its own
+    nodePort (31091 + ordinal); a three-partition RF=3 topic led by every broker is written with
+    acks=all and read back through them. Growing to four brokers gives the new one its Service and
+    port without restarting the others."""
+    from flotilla.testenv import node
+
+    env = kube_node_env
+    ns = f"external-{uuid.uuid4().hex[:8]}"
+    address = f"{node.GATEWAY}:31090"
+    env.kubectl("create", "namespace", ns)
+
+    def outside(action: str, topic: str, *args: str, timeout: float = 180):
+        proc = subprocess.run([sys.executable, "-c", CLIENT, action, address, topic, *args], capture_output=True,
+                              text=True, timeout=timeout)
+        assert proc.returncode == 0, f"{action} {topic} {args}: {proc.stdout}\n{proc.stderr[-3000:]}"
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        env.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump({
+            "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": NAME},
+            "spec": {"replicas": 3, "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+                     "storage": {"type": "ephemeral", "size": "1Gi"},
+                     "listeners": [{"name": "PLAINTEXT", "port": 9092},
+                                   {"name": "EXTERNAL", "port": 9095,
+                                    "external": {"type": "nodeport", "nodePort": 31090}}]}}))
+        with explained(env):
+            wait_for("3 brokers Ready", cluster_ready(env, ns), timeout=READY_TIMEOUT)
+        assert outside("brokers", "-") == {str(b): f"{node.GATEWAY}:{31091 + b}" for b in range(3)}
+        outside("create", "outside", "3")
+        placement = outside("placement", "outside")
+        assert sorted(leader for leader, _ in placement.values()) == [0, 1, 2], placement
+        result = outside("produce", "outside", "0", "50")
+        assert result == {"errors": [], "unflushed": 0}, result
+        for p in (1, 2):
+            assert outside("produce", "outside", str(p), "50") == {"errors": [], "unflushed": 0}
+        marks = outside("offsets", "outside", "3")["watermarks"]
+        assert marks == {"0": [0, 50], "1": [0, 50], "2": [0, 50]}, marks
+
+        pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in get_json(env, "pods", "-n", ns)["items"]}
+        env.kubectl("patch", "kafkacluster", NAME, "-n", ns, "--type=merge", "-p", '{"spec": {"replicas": 4}}')
+        with explained(env):
+            wait_for("4 brokers Ready", cluster_ready(env, ns, replicas=4), timeout=READY_TIMEOUT)
+            wait_for("the fourth broker in Metadata at its port", lambda: outside("brokers", "-"),
+                     until=lambda got: got.get("3") == f"{node.GATEWAY}:31094", timeout=120)
+        after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in get_json(env, "pods", "-n", ns)["items"]}
+        assert {n: after[n] for n in pods} == pods, "growing restarted a broker"
+        assert get_json(env, "service", f"{NAME}-broker-3-9095", "-n", ns)["spec"]["ports"][0]["nodePort"] == 31094
+    finally:
+        env.kubectl("delete", "kafkacluster", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False,
+                    timeout=150)
         env.kubectl("delete", "namespace", ns, "--wait=false", check=False)

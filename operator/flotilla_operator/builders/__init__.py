@@ -16,7 +16,7 @@ from .configmap import build_configmap
 from .pdb import build_pdb
 from .roll import TEMPLATE_HASH_ANNOTATION
 from .rbac import build_metadata_role_binding, build_role, build_role_binding, build_service_account
-from .services import build_bootstrap_service, build_headless_service
+from .services import build_bootstrap_service, build_external_services, build_headless_service
 from .statefulset import build_statefulset
 
 
@@ -69,6 +69,7 @@ def build_all(
         configmap,
         build_headless_service(owner, spec),
         build_bootstrap_service(owner, spec),
+        *build_external_services(owner, spec, spec.replicas if statefulset_replicas is None else statefulset_replicas),
         build_pdb(owner),
         # Last: the brokers start only once everything they need exists.
         build_statefulset(owner, spec, image=spec.image or image, config_hash=digest, pull_policy=pull_policy,

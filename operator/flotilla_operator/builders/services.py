@@ -1,11 +1,12 @@
-"""The headless Service (stable per-broker DNS names) and the bootstrap Service (for clients)."""
+"""The headless Service (stable per-broker DNS names), the bootstrap Service (for clients), and
+the NodePort Services of external listeners."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..models import METRICS_PORT, KafkaClusterSpec
-from .common import Owner, bootstrap_service_name, headless_service_name, metadata, selector_labels
+from ..models import METRICS_PORT, KafkaClusterSpec, Listener
+from .common import Owner, bootstrap_service_name, headless_service_name, metadata, selector_labels, statefulset_name
 from .statefulset import port_name
 
 
@@ -51,3 +52,66 @@ def build_bootstrap_service(owner: Owner, spec: KafkaClusterSpec) -> dict[str, A
             "ports": _ports(spec),
         },
     }
+
+
+EXTERNAL_LABEL = "flotilla.io/external-listener"
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+
+
+def external_bootstrap_name(owner: Owner, port: int) -> str:
+    return f"{bootstrap_service_name(owner)}-{port}"
+
+
+def external_broker_name(owner: Owner, ordinal: int, port: int) -> str:
+    return f"{statefulset_name(owner)}-{ordinal}-{port}"
+
+
+def broker_node_port(listener: Listener, ordinal: int) -> int:
+    """The nodePort broker `ordinal` advertises on an external listener."""
+    assert listener.external is not None
+    return listener.external.node_port + 1 + ordinal
+
+
+def _node_port_service(owner: Owner, name: str, listener: Listener, node_port: int,
+                       selector: dict[str, str]) -> dict[str, Any]:
+    meta = metadata(owner, name)
+    meta["labels"] = {**meta["labels"], EXTERNAL_LABEL: listener.name}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "type": "NodePort",
+            # As the bootstrap Service: a broker catching up is still the one its clients must reach.
+            "publishNotReadyAddresses": True,
+            "selector": selector,
+            "ports": [{"name": "kafka", "port": listener.port, "targetPort": listener.port, "nodePort": node_port,
+                       "protocol": "TCP"}],
+        },
+    }
+
+
+def build_external_services(owner: Owner, spec: KafkaClusterSpec, replicas: int) -> list[dict[str, Any]]:
+    """For each listener with `external: {type: nodeport}`: a NodePort Service over every broker
+    (bootstrap, at nodePort) and one per broker (at nodePort + 1 + ordinal, its pod only), which
+    that broker advertises with its node's address (builders/statefulset.py)."""
+    out = []
+    for listener in spec.listeners:
+        if listener.external is None:
+            continue
+        out.append(_node_port_service(owner, external_bootstrap_name(owner, listener.port), listener,
+                                      listener.external.node_port, selector_labels(owner)))
+        for ordinal in range(replicas):
+            out.append(_node_port_service(
+                owner, external_broker_name(owner, ordinal, listener.port), listener,
+                broker_node_port(listener, ordinal),
+                {**selector_labels(owner), POD_NAME_LABEL: f"{statefulset_name(owner)}-{ordinal}"}))
+    return out
+
+
+def stale_external_services(existing: list[dict[str, Any]], desired: list[dict[str, Any]]) -> list[str]:
+    """Names of this cluster's external Services that are no longer wanted (a removed broker's, a
+    listener no longer external), to delete."""
+    wanted = {s["metadata"]["name"] for s in desired}
+    return sorted(s["metadata"]["name"] for s in existing
+                  if EXTERNAL_LABEL in (s["metadata"].get("labels") or {}) and s["metadata"]["name"] not in wanted)

@@ -32,6 +32,7 @@ BROKER_CONTAINER = "broker"
 # Immutable in a StatefulSet: an existing one with another policy is replaced (handlers.py).
 POD_MANAGEMENT_POLICY = "Parallel"
 BROKER_UID = 10001
+HOST_IP_ENV = "HOST_IP"  # the node's address, which external (NodePort) listeners advertise
 
 
 def port_name(index: int) -> str:
@@ -43,7 +44,10 @@ def broker_command(owner: Owner, spec: KafkaClusterSpec) -> list[str]:
     """The container command: a tiny shell wrapper that derives node.id and advertised.listeners from
     the pod's own name (<statefulset>-<ordinal>), then execs the broker so it gets SIGTERM directly."""
     host = f"${{HOSTNAME}}.{headless_service_name(owner)}.{owner.namespace}.svc"
-    advertised = ",".join(f"{l.name}://{host}:{l.port}" for l in spec.listeners)
+    # An external listener: the node's address and this broker's nodePort (builders/services.py).
+    advertised = ",".join(f"{l.name}://{host}:{l.port}" if l.external is None else
+                          f"{l.name}://${{{HOST_IP_ENV}}}:$(({l.external.node_port + 1} + ordinal))"
+                          for l in spec.listeners)
     config = shlex.quote(f"{CONFIG_DIR}/{CONFIG_FILE}")
     script = (
         "set -eu\n"
@@ -83,7 +87,8 @@ def _container(owner: Owner, spec: KafkaClusterSpec, image: str, pull_policy: st
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
             {"name": "FLOTILLA_CLUSTER", "value": owner.name},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
-        ] + ([{"name": BROKER_PASSWORD_ENV, "valueFrom": {"secretKeyRef": {
+        ] + ([{"name": HOST_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}]
+             if any(l.external for l in spec.listeners) else []) + ([{"name": BROKER_PASSWORD_ENV, "valueFrom": {"secretKeyRef": {
             "name": broker_credentials_secret_name(owner.name), "key": "password"}}}]
              if sasl_inter_broker(spec) else []),
         # Ready when registered and back in the ISR of every partition it holds (each with a

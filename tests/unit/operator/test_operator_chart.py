@@ -105,8 +105,9 @@ def test_rbac_grants_no_wildcards_or_deletes_beyond_broker_needs():
     for r in rules:
         assert "*" not in r["verbs"] and "*" not in r["resources"] and "*" not in r["apiGroups"]
         if "delete" in r["verbs"]:
-            # statefulsets: replaced (pods orphaned, kept) to change the immutable podManagementPolicy.
-            assert set(r["resources"]) <= {"statefulsets"}, r
+            # statefulsets: replaced (pods orphaned, kept) to change the immutable podManagementPolicy;
+            # services: a removed broker's or listener's external NodePort Services.
+            assert set(r["resources"]) <= {"statefulsets", "services"}, r
 
 
 def test_the_operator_cannot_write_leases_or_kafkatopics():

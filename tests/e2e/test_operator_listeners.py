@@ -1,8 +1,8 @@
-"""The operator's certificates for TLS listeners (issue 23) against a real control plane, with kwok's
-fake kubelets and the operator in-process: what it writes to the API server and how the fleet
-follows it.
+"""The operator's listeners (issue 23) against a real control plane, with kwok's fake kubelets and
+the operator in-process: the certificates of TLS listeners and the Services of external ones, as
+written to the API server, and how the fleet follows them.
 
-    pytest -p flotilla.testenv.pytest_plugin -m kube tests/e2e/test_operator_certificates.py
+    pytest -p flotilla.testenv.pytest_plugin -m kube tests/e2e/test_operator_listeners.py
 
 Covers: a KafkaCluster with a SASL_SSL first listener and an mTLS second one gets its cluster and
 clients CAs and a certificate per broker for that broker's DNS names, in Secrets it owns, mounted
@@ -10,9 +10,11 @@ by the pods; a KafkaUser with `authentication: tls` gets a certificate CN=<name>
 CA and the CA bundle to trust the brokers with; a renewal (here: a renewal window in the spec
 longer than what is left, as a user renews ahead of time) re-issues every broker certificate
 and rolls the brokers one at a time; a scale-up issues the new broker's certificate and restarts
-nobody. No broker runs on kwok: that the brokers serve these files (and clients connect with
-them) is shown by the unit tests with the broker's own TLS code and on real pods
-(test_operator_in_cluster.py).
+nobody. An external NodePort listener gets a bootstrap Service and one per broker, whose ports
+follow the brokers as the fleet grows and shrinks (a removed broker's Service is deleted). No broker
+runs on kwok: that the brokers serve these files (and clients connect with them) is shown by the
+unit tests with the broker's own TLS code and on real pods (test_operator_in_cluster.py), as is a
+client reaching every broker through its nodePort.
 """
 
 from __future__ import annotations
@@ -128,3 +130,28 @@ def test_tls_listeners_get_certificates_users_get_theirs_and_a_renewal_rolls_the
     assert {n: now[n] for n in kept} == kept, "a scale-up restarted a broker"
     ready = condition(get_json(kube_env, "kafkacluster", NAME, "-n", ns), "Ready")
     assert ready.get("status") == "True", ready
+
+
+def test_external_node_port_services_follow_the_brokers(kube_env, kube_namespace, operator):
+    ns, name = kube_namespace, "outside"
+    listeners = [{"name": "PLAINTEXT", "port": 9092},
+                 {"name": "EXTERNAL", "port": 9095, "external": {"type": "nodeport", "nodePort": 31190}}]
+    apply(kube_env, kafkacluster(name, ns, replicas=3, listeners=listeners))
+    wait_for("KafkaCluster Ready", ready_at_generation(kube_env, ns, name, 3), timeout=180)
+
+    def node_ports():
+        got = get_json(kube_env, "services", "-n", ns, "-l", "flotilla.io/external-listener")["items"]
+        return {s["metadata"]["name"]: s["spec"]["ports"][0]["nodePort"] for s in got}
+    assert node_ports() == {f"{name}-bootstrap-9095": 31190, f"{name}-broker-0-9095": 31191,
+                            f"{name}-broker-1-9095": 31192, f"{name}-broker-2-9095": 31193}
+    pod = broker_pods(kube_env, ns, name)[0]
+    env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+    assert env["HOST_IP"]["valueFrom"] == {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.hostIP"}}
+
+    kube_env.kubectl("patch", "kafkacluster", name, "-n", ns, "--type=merge", "-p", '{"spec": {"replicas": 2}}')
+    wait_for("the third broker's Service removed with the broker", node_ports,
+             until=lambda got: set(got) == {f"{name}-bootstrap-9095", f"{name}-broker-0-9095", f"{name}-broker-1-9095"},
+             timeout=120)
+    # the listener made internal again: every external Service goes
+    apply(kube_env, kafkacluster(name, ns, replicas=2, listeners=[listeners[0], {"name": "EXTERNAL", "port": 9095}]))
+    wait_for("the external Services removed", node_ports, until=lambda got: got == {}, timeout=120)
