@@ -358,15 +358,21 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             assert isinstance(spec, KafkaClusterSpec)
             current = await kube.get("StatefulSet", namespace, statefulset_name(owner))
             identity = await _cluster_id(kube, owner, spec, previous)
-            if identity.error:
-                # Apply nothing: the brokers keep running with the id their volumes hold.
+
+            async def stopped(message: str, reason: str, statefulset: dict[str, Any] | None,
+                              digest: str | None = None) -> None:
+                """The status and Events of a run that stops at `message` (what it did not apply)."""
                 status = kafka_cluster_status(
-                    owner, replicas=spec.replicas, port=spec.listeners[0].port, config_hash=None,
-                    statefulset=current, previous=previous, error=identity.error, error_reason="InvalidSpec",
+                    owner, replicas=spec.replicas, port=spec.listeners[0].port, config_hash=digest,
+                    statefulset=statefulset, previous=previous, error=message, error_reason=reason,
                     cluster_id=identity.cluster_id,
                 )
                 await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
                 await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
+
+            if identity.error:
+                # Apply nothing: the brokers keep running with the id their volumes hold.
+                await stopped(identity.error, "InvalidSpec", current)
                 raise kopf.PermanentError(identity.error)
             scale = await _scale(kube, memo, owner, spec, current)
             token, restart_requested = restart_token(body["metadata"], current, datetime.now(timezone.utc))
@@ -375,15 +381,8 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 certificates = await ensure_cluster_certificates(
                     kube, owner, spec, replicas=max(spec.replicas, scale.replicas or 0))
             except CertificateError as exc:
-                message = f"certificates: {exc}"
-                status = kafka_cluster_status(
-                    owner, replicas=spec.replicas, port=spec.listeners[0].port, config_hash=None,
-                    statefulset=current, previous=previous, error=message, error_reason="ApplyFailed",
-                    cluster_id=identity.cluster_id,
-                )
-                await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
-                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
-                raise kopf.TemporaryError(message, delay=RETRY_DELAY) from exc
+                await stopped(f"certificates: {exc}", "ApplyFailed", current)
+                raise kopf.TemporaryError(f"certificates: {exc}", delay=RETRY_DELAY) from exc
             await _emit(kube, body, [ev.Event(ev.NORMAL, ev.CERTIFICATES_ISSUED, line) for line in certificates.issued])
             build = dict(image=op.broker_image, pull_policy=op.image_pull_policy,
                          statefulset_replicas=scale.replicas, cluster_id=identity.cluster_id,
@@ -393,13 +392,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             if problem:
                 # Apply nothing: the running brokers keep their configuration.
                 message = f"spec.config: the broker would refuse it: {problem}"
-                status = kafka_cluster_status(
-                    owner, replicas=spec.replicas, port=spec.listeners[0].port,
-                    config_hash=None, statefulset=current, previous=previous,
-                    error=message, error_reason="InvalidConfig", cluster_id=identity.cluster_id,
-                )
-                await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
-                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
+                await stopped(message, "InvalidConfig", current)
                 raise kopf.PermanentError(message)
             if identity.needs_record and await kube.create(cid.build_record(owner, identity.cluster_id)) is None:
                 raise kopf.TemporaryError("the cluster id record appeared meanwhile: choosing again", delay=1)
@@ -421,13 +414,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             conflict = await _foreign_child(kube, owner, desired, current)
             if conflict:
                 # Apply nothing: applying would make the KafkaCluster the owner of someone else's object.
-                status = kafka_cluster_status(
-                    owner, replicas=spec.replicas, port=spec.listeners[0].port, config_hash=None,
-                    statefulset=current, previous=previous, error=conflict, error_reason="Conflict",
-                    cluster_id=identity.cluster_id,
-                )
-                await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
-                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
+                await stopped(conflict, "Conflict", current)
                 raise kopf.PermanentError(conflict)
             try:
                 await ensure_broker_credentials(kube, body)  # before pods that read them start
@@ -447,13 +434,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             except ApiError as err:
                 message = f"applying {obj['kind']} {obj['metadata']['name']}: {err.reason}"
                 current = await kube.get("StatefulSet", namespace, desired.statefulset["metadata"]["name"])
-                status = kafka_cluster_status(
-                    owner, replicas=spec.replicas, port=spec.listeners[0].port,
-                    config_hash=desired.config_hash, statefulset=current, previous=previous,
-                    error=message, error_reason="ApplyFailed", cluster_id=identity.cluster_id,
-                )
-                await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
-                await _emit(kube, body, _cluster_events(memo, namespace, name, previous, status))
+                await stopped(message, "ApplyFailed", current, desired.config_hash)
                 raise kopf.TemporaryError(message, delay=RETRY_DELAY) from err
             if restart_requested and sts is not None:
                 # The new token is on the pod template: the roll gate restarts the brokers from here.

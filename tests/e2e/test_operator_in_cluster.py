@@ -285,6 +285,20 @@ def watermarks(env, ns: str, topic: str, partitions: int) -> dict[int, tuple[int
     return {int(p): tuple(v) for p, v in got.items()}
 
 
+def finished_ledger(ledger: subprocess.Popen, stop_file: Path) -> tuple[dict, str]:
+    """Stop a running `ledger` client and return (its result, its log), once it is known that no
+    produce failed, something was sent, the consumer saw no error and read no record twice."""
+    stop_file.touch()
+    out, err = ledger.communicate(timeout=180)
+    assert ledger.returncode == 0, err[-3000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    delivered, consumed = result["delivered"], result["consumed"]
+    assert result["errors"] == [] and len(delivered) == result["sent"] > 0, (result["errors"][:5], result["sent"])
+    assert result["consumer_errors"] == [], result["consumer_errors"]
+    assert len(consumed) == len(set(consumed)), "a record was read twice"
+    return result, err
+
+
 def deletion(name: str, ns: str, topic: str, before: dict, **spec) -> dict:
     return {"apiVersion": "flotilla.io/v1alpha1", "kind": "RecordDeletion", "metadata": {"name": name, "namespace": ns},
             "spec": {"clusterRef": {"name": NAME}, "topic": topic, "before": before, **spec}}
@@ -666,14 +680,8 @@ def test_three_to_five_to_three_brokers_under_a_producer_and_a_group_on_claims(k
                             until=lambda c: set(c) == {f"data-{NAME}-broker-{b}" for b in range(3)})
             assert {c["status"].get("phase") for c in left.values()} == {"Bound"}, left
 
-        stop_file.touch()
-        out, err = ledger.communicate(timeout=180)
-        assert ledger.returncode == 0, err[-3000:]
-        result = json.loads(out.strip().splitlines()[-1])
+        result, err = finished_ledger(ledger, stop_file)
         delivered, consumed = result["delivered"], result["consumed"]
-        assert result["errors"] == [] and len(delivered) == result["sent"] > 0, (result["errors"][:5], result["sent"])
-        assert result["consumer_errors"] == [], result["consumer_errors"]
-        assert len(consumed) == len(set(consumed)), "a record was read twice"
         missing: dict[int, int] = {}
         for v in set(delivered) - set(consumed):
             missing[result["partition_of"][v]] = missing.get(result["partition_of"][v], 0) + 1
@@ -851,15 +859,9 @@ def test_tls_listeners_and_tls_and_scram_users_survive_a_certificate_renewal_wit
                      timeout=READY_TIMEOUT * 2)
             wait_for("Ready after the renewal roll", cluster_ready(env, ns), timeout=READY_TIMEOUT)
         time.sleep(5)  # records after the roll too
-        stop_file.touch()
-        out, err = ledger.communicate(timeout=180)
-        assert ledger.returncode == 0, err[-3000:]
-        result = json.loads(out.strip().splitlines()[-1])
-        delivered, consumed = result["delivered"], result["consumed"]
-        assert result["errors"] == [] and len(delivered) == result["sent"] > 0, (result["errors"][:5], result["sent"])
-        assert result["consumer_errors"] == [], result["consumer_errors"]
-        assert len(consumed) == len(set(consumed)), "a record was read twice"
-        assert sorted(consumed) == sorted(delivered), (len(consumed), len(delivered), err[-4000:])
+        result, err = finished_ledger(ledger, stop_file)
+        assert sorted(result["consumed"]) == sorted(result["delivered"]), (
+            len(result["consumed"]), len(result["delivered"]), err[-4000:])
 
         renewed = {k: base64.b64decode(v).decode()
                    for k, v in get_json(env, "secret", f"{NAME}-broker-certs", "-n", ns)["data"].items()}

@@ -25,9 +25,7 @@ import pytest
 from flotilla_operator import pki
 from tests.e2e.test_operator import (PodWatch, apply, broker_pods, condition, get_json, kafkacluster,
                                      most_out_at_once, ready_at_generation)
-from tests.e2e.test_operator_fleet_ops import wait_event
-from tests.e2e.test_operator_recovery import running_operator
-from tests.support.crds import install_crds
+from tests.e2e.test_operator_fleet_ops import operator, wait_event  # noqa: F401  (operator: the module's fixture)
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(600)]
@@ -36,13 +34,6 @@ NAME = "secure"
 LISTENERS = [{"name": "SECURE", "port": 9093, "protocol": "SASL_SSL"},
              {"name": "MTLS", "port": 9094, "protocol": "SSL", "authentication": "tls"}]
 GENERATION = "flotilla.io/certificate-generation"
-
-
-@pytest.fixture(scope="module")
-def operator(kube_env):
-    install_crds(kube_env)
-    with running_operator(kube_env) as runner:
-        yield runner
 
 
 def secret(kube_env, ns: str, name: str) -> dict[str, str]:
