@@ -498,7 +498,8 @@ class KafkaClusterSpec(ApiModel):
     certificates: Certificates = Field(
         default_factory=Certificates,
         description="Lifetimes of the certificates the operator issues for SSL and SASL_SSL listeners.",
-        json_schema_extra={"default": {}},
+        # Spelled out (not {}): the API server checks the rules against the default itself.
+        json_schema_extra={"default": {"validityDays": 365, "caValidityDays": 1825, "renewBeforeDays": 30}},
     )
     template: PodTemplate = Field(
         default_factory=PodTemplate,

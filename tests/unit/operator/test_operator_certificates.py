@@ -289,3 +289,12 @@ def test_the_issued_files_work_with_the_brokers_tls_code_and_map_the_user(tmp_pa
     rogue = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
     rogue.load_cert_chain(tmp_path / "m.crt", tmp_path / "m.key")
     assert _serve_and_connect(tmp_path, server, rogue, "demo-broker-0.demo-brokers.ns.svc") != "User:alice"
+
+
+def test_the_crds_default_of_spec_certificates_is_the_models():
+    """Spelled out in the CRD (the API server checks the CEL rules against a default itself, and
+    `{}` has no renewBeforeDays): it must stay what the model's defaults are."""
+    from flotilla_operator.models import Certificates
+
+    field = KafkaClusterSpec.model_fields["certificates"]
+    assert field.json_schema_extra["default"] == Certificates().model_dump(by_alias=True)
