@@ -712,7 +712,8 @@ bootstrap, topic, group = sys.argv[1:4]
 conf = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
         "sasl.username": open("/user/username").read(), "sasl.password": open("/user/password").read(),
         "ssl.ca.location": "/cluster-ca/ca.crt"}
-AdminClient(conf).create_topics([NewTopic(topic, 1, -1)])[topic].result(60)
+admin = AdminClient(conf)  # held: a handle collected at once would cancel the request
+admin.create_topics([NewTopic(topic, 1, -1)])[topic].result(60)
 errors = []
 p = Producer({**conf, "acks": "all"})
 for i in range(10):
