@@ -199,12 +199,6 @@ elif action == "offsets":   # partitions [group]: {"watermarks": {p: [start, end
         out["committed_errors"] = {tp.partition: str(tp.error) for tp in held if tp.error}
     c.close()
     print(json.dumps(out))
-elif action == "group":     # group: {"error": the Kafka error name of DescribeGroups for it, or null}
-    try:
-        AdminClient({"bootstrap.servers": bootstrap, **EXTRA}).describe_consumer_groups([args[0]])[args[0]].result(30)
-        print(json.dumps({"error": None}))
-    except KafkaException as exc:
-        print(json.dumps({"error": exc.args[0].name()}))
 elif action == "brokers":   # {node id: "host:port"} from Metadata
     md = AdminClient({"bootstrap.servers": bootstrap, **EXTRA}).list_topics(timeout=30)
     print(json.dumps({b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}))
