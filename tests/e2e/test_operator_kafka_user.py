@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import time
+from datetime import datetime, timezone
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -203,10 +205,19 @@ def test_a_kafka_user_and_a_client_quota_of_one_user_do_not_fight(kube_env, kube
         return {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": name, "namespace": ns},
                 "spec": {"clusterRef": {"name": CLUSTER}, "entity": {"user": user}, "producerByteRate": rate}}
 
+    def strictly_older(kind: str, name: str) -> None:
+        """Returns once an object created now is newer than `name` by creationTimestamp, whose
+        resolution is one second: created within the same second the two would tie, and a tie
+        goes to the kind first in the alphabet (ClientQuota), not to the one created first."""
+        created = get_json(kube_env, kind, name, "-n", ns)["metadata"]["creationTimestamp"]
+        born = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        time.sleep(max(0.0, born + 1.1 - time.time()))
+
     # The KafkaUser first: it owns user alice's quota; the newer ClientQuota reports Conflict.
     apply(kube_env, kafka_user("alice", 2097152))
     _ready(kube_env, "kafkauser", ns, "alice")
     operator = _secret(kube_env, ns, f"{CLUSTER}-operator-credentials")
+    strictly_older("kafkauser", "alice")
     apply(kube_env, client_quota("alice-q", "alice", 1048576))
     lost = _ready(kube_env, "clientquota", ns, "alice-q", reason="Conflict")
     assert "KafkaUser alice" in condition(lost, "Ready")["message"], condition(lost, "Ready")
@@ -217,6 +228,7 @@ def test_a_kafka_user_and_a_client_quota_of_one_user_do_not_fight(kube_env, kube
     # The ClientQuota first: the newer KafkaUser works (credential, Ready) but applies no quota.
     apply(kube_env, client_quota("bob-q", "bob", 1048576))
     _ready(kube_env, "clientquota", ns, "bob-q")
+    strictly_older("clientquota", "bob-q")
     apply(kube_env, kafka_user("bob", 4194304))
     bob = wait_for("KafkaUser bob to report the quota conflict", lambda: get_json(kube_env, "kafkauser", "bob", "-n", ns),
                    until=lambda u: bool((u.get("status") or {}).get("quotaConflict")), timeout=60)

@@ -38,10 +38,12 @@ NEEDED = [
     # Reading each child before applying it: an object the fleet did not create is left alone.
     ("get", "services"), ("get", "serviceaccounts"), ("get", "poddisruptionbudgets.policy"),
     ("get", "roles.rbac.authorization.k8s.io"), ("get", "rolebindings.rbac.authorization.k8s.io"),
+    # A removed broker's or listener's external (NodePort) Services: listed by label, deleted.
+    ("list", "services"), ("delete", "services"),
 ]
 # What it must not do.
 FORBIDDEN = [
-    ("delete", "secrets"), ("patch", "secrets"), ("delete", "services"), ("create", "pods"), ("delete", "pods"),
+    ("delete", "secrets"), ("patch", "secrets"), ("create", "pods"), ("delete", "pods"),
     ("create", "clusterroles.rbac.authorization.k8s.io"), ("delete", "kafkaclusters.flotilla.io"),
     ("escalate", "roles.rbac.authorization.k8s.io"), ("bind", "roles.rbac.authorization.k8s.io"),
     ("create", "deployments.apps"), ("delete", "roles.rbac.authorization.k8s.io"),
