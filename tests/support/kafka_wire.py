@@ -315,12 +315,14 @@ class KafkaConnection:
 
     def produce_when_led(self, topic: str, partition: int, records: bytes, acks: int = -1,
                          timeout: float = 30.0) -> Any:
-        """`produce`, tried again while the answer is NOT_LEADER_OR_FOLLOWER or
-        LEADER_NOT_AVAILABLE (nothing was appended), as clients do: right after CreateTopics a
-        Kafka broker's Metadata can name it leader before its replica manager has applied that."""
+        """`produce`, tried again while the answer is NOT_LEADER_OR_FOLLOWER,
+        LEADER_NOT_AVAILABLE or UNKNOWN_TOPIC_OR_PARTITION (nothing was appended; all three are
+        retriable for Kafka's clients too): right after CreateTopics a Kafka broker's Metadata can
+        name it leader before its replica manager has applied that, or before it knows the topic."""
         from tests.support.waiting import wait_for
 
-        retriable = {ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available}
+        retriable = {ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
+                     ErrorCode.unknown_topic_or_partition}
         return wait_for(f"a leader of {topic}-{partition} to take a produce",
                         lambda: self.produce(topic, partition, records, acks=acks), timeout=timeout,
                         interval=0.2, until=lambda r: r.error_code not in retriable)
