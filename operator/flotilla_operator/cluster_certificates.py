@@ -21,11 +21,6 @@ class CertificateError(Exception):
     """The certificates could not be read or written; the message names the Secret and why."""
 
 
-def _names(cluster: str) -> list[str]:
-    return [certs.cluster_ca_name(cluster), certs.cluster_ca_cert_name(cluster), certs.clients_ca_name(cluster),
-            certs.clients_ca_cert_name(cluster), certs.broker_certs_name(cluster)]
-
-
 async def ensure_cluster_certificates(kube: Any, owner: Owner, spec: KafkaClusterSpec, *, replicas: int,
                                       now: dt.datetime | None = None) -> certs.CertificatePlan:
     """Issue what is missing or due and return the plan (its generation goes on the pod template)."""
@@ -34,7 +29,7 @@ async def ensure_cluster_certificates(kube: Any, owner: Owner, spec: KafkaCluste
     if not certs.managed_tls(spec):
         return certs.CertificatePlan()
     try:
-        existing = {n: await kube.get("Secret", owner.namespace, n) for n in _names(owner.name)}
+        existing = {n: await kube.get("Secret", owner.namespace, n) for n in certs.secret_names(owner.name)}
     except ApiError as exc:
         raise CertificateError(f"reading the certificate Secrets: {exc.reason}") from None
     for secret in existing.values():

@@ -36,12 +36,12 @@ from broker.security.credentials import scram_credential
 from broker.security.kube_scram_store import DATA_KEY, secret_name as scram_secret_name
 from broker.security.scram_store import apply_changes, from_doc, to_doc
 
+from .builders import certificates as certs
 from .builders.common import BROKER_USER, OPERATOR_USER, Owner, broker_credentials_secret_name, metadata
 from .builders.configmap import OPERATOR_PRINCIPAL
 from .kafka_admin import PLAINTEXT, AdminAuth
 
 MECHANISM = "SCRAM-SHA-512"
-CA_SECRET_KEY = "ca.crt"
 CAS_ATTEMPTS = 5
 
 
@@ -51,10 +51,6 @@ class CredentialsError(Exception):
 
 def credentials_secret_name(cluster: str) -> str:
     return f"{cluster}-operator-credentials"
-
-
-def cluster_ca_secret_name(cluster: str) -> str:
-    return f"{cluster}-cluster-ca-cert"
 
 
 def bootstrap_protocol(kafka_cluster: Mapping[str, Any]) -> str:
@@ -178,9 +174,8 @@ async def ensure_admin_auth(kube: Any, kafka_cluster: Mapping[str, Any]) -> Admi
             await update_stored_credential(kube, kafka_cluster, OPERATOR_USER, password)
         ca_pem = None
         if protocol.endswith("SSL"):
-            ca = await kube.get("Secret", meta["namespace"], cluster_ca_secret_name(meta["name"]))
-            raw = ((ca or {}).get("data") or {}).get(CA_SECRET_KEY)
-            ca_pem = base64.b64decode(raw).decode() if raw else None
+            ca = await kube.get("Secret", meta["namespace"], certs.cluster_ca_cert_name(meta["name"]))
+            ca_pem = certs.decoded(ca).get(certs.CA_FILE)
     except ApiError as exc:
         raise CredentialsError(f"the operator's credentials for KafkaCluster {meta['name']}: {exc}") from None
     return AdminAuth(security_protocol=protocol, username=OPERATOR_USER if password else "", password=password,

@@ -60,6 +60,12 @@ def broker_certs_name(cluster: str) -> str:
     return f"{cluster}-broker-certs"
 
 
+def secret_names(cluster: str) -> tuple[str, ...]:
+    """Every Secret of a cluster's certificates, CAs before what they sign."""
+    return (cluster_ca_name(cluster), cluster_ca_cert_name(cluster), clients_ca_name(cluster),
+            clients_ca_cert_name(cluster), broker_certs_name(cluster))
+
+
 def keystore_file(ordinal: int | str) -> str:
     return f"broker-{ordinal}.pem"
 
@@ -140,9 +146,7 @@ def plan_certificates(owner: Owner, spec: KafkaClusterSpec, *, replicas: int,
     if not managed_tls(spec):
         return plan
     name = owner.name
-    data = {n: decoded(existing.get(n)) for n in (cluster_ca_name(name), cluster_ca_cert_name(name),
-                                                  clients_ca_name(name), clients_ca_cert_name(name),
-                                                  broker_certs_name(name))}
+    data = {n: decoded(existing.get(n)) for n in secret_names(name)}
     bundles = {}
     cas = {}
     for ca_name, cert_name, common in ((cluster_ca_name(name), cluster_ca_cert_name(name), f"{name} cluster CA"),
