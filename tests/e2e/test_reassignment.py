@@ -22,6 +22,7 @@ producer keeps writing:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -31,8 +32,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from flotilla_operator import reassignment_admin as ra
 
-from tests.e2e.test_replication import create_topic, partition_states, producer, read_all, wait_isr
+from tests.e2e.test_replication import create_topic, partition_states, producer, read_all
 from tests.support import kafka_tools
 from tests.support.fleet import Fleet, fleet_cluster
 from tests.support.prometheus import metric
@@ -209,6 +211,13 @@ def test_reassign_partitions_tool_execute_verify_cancel_and_admin_client(cluster
             described = described_partitions(tmp_path, topic, others)
             for p, r in plan.items():
                 assert described[p] == ([r[0], off, r[1]], [off], [r[1]]), described
+            # The operator's view (its rebalancer plans from it): each move at its original and
+            # target, and Metadata's full replica set read from the same broker after the list.
+            view = asyncio.run(ra.cluster_view(others))
+            for p, r in plan.items():
+                moving = view.reassigning[(topic, p)]
+                assert (sorted(moving.original), moving.target) == (sorted(r), (r[0], off)), view.reassigning
+                assert sorted(view.replicas[(topic, p)]) == sorted(r + [off]), view.replicas
             if not throttled:  # Kafka's ReplicaManager ReassigningPartitions, summed over the leaders
                 wait_for("flotilla_reassigning_partitions summed over the leaders",
                          lambda: sum(metric(cluster.broker(n).metrics_url, "flotilla_reassigning_partitions")
@@ -242,6 +251,13 @@ def test_reassign_partitions_tool_execute_verify_cancel_and_admin_client(cluster
                            KTP(topic, 7): UnknownTopicOrPartitionError, KTP(topic, 0): NoReassignmentInProgressError}, got
             got = admin.alter_partition_reassignments({KTP("no-such-topic-" + topic, 0): [off]})
             assert got == {KTP("no-such-topic-" + topic, 0): UnknownTopicOrPartitionError}, got
+            # The operator's moves say that they keep the replication factor (KIP-860): a target with
+            # a replica more is refused with INVALID_REPLICATION_FACTOR (38) and nothing starts.
+            view = asyncio.run(ra.cluster_view(cluster.bootstrap))
+            assert view.reassigning == {} and len(view.replicas[(topic, 1)]) == 2, view
+            refused = asyncio.run(ra.alter_reassignments(view, {(topic, 1): tuple(sorted({off, *rest}))}))
+            assert list(refused) == [(topic, 1)] and refused[(topic, 1)].startswith("error 38"), refused
+            assert admin.list_partition_reassignments({topic: list(plan)}) == {}
         finally:
             admin.close()
         final = {**plan, 0: target0}
