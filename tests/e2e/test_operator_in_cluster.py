@@ -44,6 +44,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.e2e import test_operator_pods
 from tests.e2e.test_operator_pods import condition, get_json
 from tests.support import cluster_dns, monitoring_names
 from tests.support.waiting import wait_for
@@ -59,18 +60,52 @@ READY_TIMEOUT = 300
 T0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the first record's CreateTime in the timestamp test
 
 
+#: Operator log lines that say nothing about a failure (a Lease renewed, a probe answered).
+_QUIET = ("Handler 'lease_event' succeeded", "GET /healthz", "Activity 'kafkaclusters' succeeded")
+
+
 def operator_log(env, tail: int = 200) -> str:
-    return env.kubectl("logs", "deployment/flotilla-operator", "-n", OPERATOR_NS, f"--tail={tail}",
-                       check=False).stdout
+    """The operator's last `tail` log lines, without the routine ones."""
+    lines = env.kubectl("logs", "deployment/flotilla-operator", "-n", OPERATOR_NS, f"--tail={tail * 20}",
+                        check=False).stdout.splitlines()
+    return "\n".join([line for line in lines if not any(q in line for q in _QUIET)][-tail:])
+
+
+def topics_report(env, ns: str) -> str:
+    """Each KafkaTopic of `ns`: its Ready condition and the partitions whose replica count is not
+    its replication factor or that are being reassigned (what a rebalance plans from)."""
+    out = []
+    for t in (get_json(env, "kafkatopics", "-n", ns, check=False) or {}).get("items") or ():
+        st = t.get("status") or {}
+        rf = st.get("replicationFactor")
+        odd = [(i, p) for i, p in enumerate(st.get("assignment") or ())
+               if len(p.get("replicas") or ()) != rf or p.get("addingReplicas") or p.get("removingReplicas")]
+        out.append(f"{t['metadata']['name']}: rf {rf}, {len(st.get('assignment') or ())} partition(s), "
+                   f"Ready {condition(t, 'Ready').get('status')}; unusual: {odd[:10]}")
+    return "\n".join(out)
+
+
+def broker_logs(env, ns: str, tail: int = 120) -> str:
+    out = []
+    for pod in (get_json(env, "pods", "-n", ns, check=False) or {}).get("items") or ():
+        name = pod["metadata"]["name"]
+        if "-broker-" in name:
+            log = env.kubectl("logs", name, "-n", ns, f"--tail={tail}", check=False).stdout
+            out.append(f"--- broker pod {name} (last {tail} lines) ---\n{log}")
+    return "\n".join(out)
 
 
 @contextlib.contextmanager
-def explained(env):
-    """On failure, print the operator's log (it runs in a pod: the plugin's report cannot see it)."""
+def explained(env, ns: str | None = None):
+    """On failure, print the operator's log (it runs in a pod: the plugin's report cannot see it)
+    and, with `ns`, the KafkaTopics' partitions and the broker pods' logs of that namespace."""
     try:
         yield
     except BaseException:
         print("--- operator log ---\n" + operator_log(env))
+        if ns is not None:
+            print(f"--- KafkaTopics of {ns} ---\n" + topics_report(env, ns))
+            print(broker_logs(env, ns))
         raise
 
 
@@ -124,13 +159,7 @@ def _uninstall(env, docs: list[dict]) -> None:
 
 
 def cluster_ready(env, ns: str, replicas: int = 3):
-    def check():
-        kc = get_json(env, "kafkacluster", NAME, "-n", ns)
-        status = kc.get("status") or {}
-        return kc if (condition(kc, "Ready").get("status") == "True"
-                      and status.get("observedGeneration") == kc["metadata"]["generation"]
-                      and status.get("readyReplicas") == replicas) else None
-    return check
+    return test_operator_pods.cluster_ready(env, ns, replicas, name=NAME)
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +171,7 @@ def fleet(kube_node_env, installed):
     env.kubectl("create", "namespace", ns)
     env.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "kafkacluster-dev.yaml"))
     try:
-        with explained(env):
+        with explained(env, ns):
             wait_for("KafkaCluster Ready, managed by the in-cluster operator", cluster_ready(env, ns),
                      timeout=READY_TIMEOUT)
     except BaseException:
@@ -316,7 +345,7 @@ def status_of(env, ns: str, name: str, reason: str, check=None, timeout: float =
         if ready.get("reason") != reason or ready.get("observedGeneration") != obj["metadata"]["generation"]:
             return None
         return obj if check is None or check(obj) else None
-    with explained(env):
+    with explained(env, ns):
         return wait_for(f"recorddeletion {name}: {reason}", current, timeout=timeout)
 
 
@@ -362,7 +391,7 @@ def test_consumed_by_keeps_a_busy_topic_bounded_and_deletes_nothing_unconsumed(k
             if st.get("lastRunTime") and condition(obj, "Ready").get("reason") == "Deleted":
                 runs[st["lastRunTime"]] = st
             return [t for t, s in sorted(runs.items()) if any(r["recordsDeleted"] for r in s.get("partitions") or ())]
-        with explained(env):
+        with explained(env, ns):
             wait_for("two runs of the RecordDeletion that deleted records", deleting_runs,
                      until=lambda deleting: len(deleting) >= 2, timeout=180, interval=1)
     finally:
@@ -475,7 +504,7 @@ def test_the_topic_and_quota_examples_reach_ready_and_kcat_goes_through_the_boot
         def ready(kind=kind, name=name):
             obj = get_json(env, kind, name, "-n", ns, check=False)
             return obj if condition(obj, "Ready").get("status") == "True" else condition(obj, "Ready") or None
-        with explained(env):
+        with explained(env, ns):
             wait_for(f"{kind} {name} Ready", ready, until=lambda r: isinstance(r, dict) and "spec" in r, timeout=120)
     quota = get_json(env, "clientquota", "batch-loader", "-n", ns)
     assert [b["nodeId"] for b in quota["status"]["brokers"]] == [0, 1, 2], quota["status"]
@@ -527,7 +556,7 @@ def test_deleting_the_kafkacluster_leaves_only_what_outlives_it(kube_node_env, f
         items = get_json(env, kinds, "-n", ns)["items"]
         return sorted(f"{o['kind']}/{o['metadata']['name']}" for o in items
                       if o["metadata"]["name"] not in ("kube-root-ca.crt", "default"))
-    with explained(env):
+    with explained(env, ns):
         remaining = wait_for("only what outlives the KafkaCluster", left,
                              until=lambda names: names == ["ConfigMap/demo-cluster-id", "KafkaTopic/greetings"],
                              timeout=120, interval=1)
@@ -552,7 +581,7 @@ def test_the_persistent_example_keeps_acknowledged_records_across_a_pod_replacem
     env.kubectl("create", "namespace", ns)
     try:
         env.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "kafkacluster.yaml"))
-        with explained(env):
+        with explained(env, ns):
             wait_for("the persistent example Ready", cluster_ready(env, ns), timeout=READY_TIMEOUT)
 
         def claims():
@@ -577,7 +606,7 @@ def test_the_persistent_example_keeps_acknowledged_records_across_a_pod_replacem
 
         old_uid = get_json(env, "pod", f"{NAME}-broker-1", "-n", ns)["metadata"]["uid"]
         env.kubectl("delete", "pod", f"{NAME}-broker-1", "-n", ns, "--wait=true", "--timeout=150s", timeout=180)
-        with explained(env):
+        with explained(env, ns):
             wait_for("the replaced broker pod Ready and the cluster Ready again",
                      lambda: (get_json(env, "pod", f"{NAME}-broker-1", "-n", ns, check=False) or {}).get("metadata", {})
                      .get("uid") not in (None, old_uid) and cluster_ready(env, ns)(), timeout=READY_TIMEOUT)
@@ -589,7 +618,7 @@ def test_the_persistent_example_keeps_acknowledged_records_across_a_pod_replacem
         assert sorted(got.stdout.split()) == sorted(f"k{i}=v{i}" for i in range(300))
 
         env.kubectl("delete", "kafkacluster", NAME, "-n", ns, "--wait=true", "--timeout=120s", timeout=150)
-        with explained(env):
+        with explained(env, ns):
             wait_for("the brokers' pods gone", lambda: not get_json(env, "pods", "-n", ns)["items"], timeout=180)
         assert claims() == bound, "deleteClaim: false keeps every broker's claim"
     finally:
@@ -637,7 +666,7 @@ def test_three_to_five_to_three_brokers_under_a_producer_and_a_group_on_claims(k
             "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": NAME},
             "spec": {"replicas": 3, "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
                      "storage": {"type": "persistent-claim", "size": "1Gi", "deleteClaim": True}}}))
-        with explained(env):
+        with explained(env, ns):
             wait_for("3 brokers Ready on claims", cluster_ready(env, ns), timeout=READY_TIMEOUT)
         env.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump({
             "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
@@ -651,7 +680,7 @@ def test_three_to_five_to_three_brokers_under_a_producer_and_a_group_on_claims(k
         ledger = subprocess.Popen(client_argv(env, ns, "ledger", topic, group, str(stop_file)),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-        with explained(env):
+        with explained(env, ns):
             # The operator adopts the first fleet it sees as it is; a later change is what it balances.
             wait_for("the first fleet adopted", rebalance, timeout=120,
                      until=lambda r: r.get("completedBrokers") == [0, 1, 2])
@@ -764,7 +793,7 @@ def test_tls_listeners_and_tls_and_scram_users_survive_a_certificate_renewal_wit
                      "storage": {"type": "ephemeral", "size": "1Gi"}, "listeners": TLS_LISTENERS,
                      "config": {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                                 "allow.everyone.if.no.acl.found": "false"}}}))
-        with explained(env):
+        with explained(env, ns):
             wait_for("3 brokers Ready on TLS listeners", cluster_ready(env, ns), timeout=READY_TIMEOUT)
         env.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump({
             "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaUser", "metadata": {"name": "alice"},
@@ -775,7 +804,7 @@ def test_tls_listeners_and_tls_and_scram_users_survive_a_certificate_renewal_wit
             obj = get_json(env, "kafkauser", "alice", "-n", ns, check=False)
             ready = condition(obj, "Ready")
             return obj if ready.get("reason") == "Applied" else ready or None
-        with explained(env):
+        with explained(env, ns):
             wait_for("KafkaUser alice Applied", user_ready, until=lambda r: isinstance(r, dict) and "spec" in r,
                      timeout=120)
         files = {k: base64.b64decode(v).decode()
@@ -806,7 +835,7 @@ def test_tls_listeners_and_tls_and_scram_users_survive_a_certificate_renewal_wit
             ready = condition(obj, "Ready")
             return obj if ready.get("reason") == "Applied" and ready.get("observedGeneration") == obj["metadata"][
                 "generation"] else ready or None
-        with explained(env):
+        with explained(env, ns):
             wait_for("KafkaUser bob Applied", bob_ready, until=lambda r: isinstance(r, dict) and "spec" in r, timeout=120)
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bob-client"},
                "spec": {"restartPolicy": "Never", "containers": [{
@@ -844,7 +873,7 @@ def test_tls_listeners_and_tls_and_scram_users_survive_a_certificate_renewal_wit
         assert '{"errors": [], "unflushed": 0}' in bob_writes()
         bob["spec"]["authorization"]["acls"] = bob_acls[1:]  # the topic rule removed in Git
         env.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(bob))
-        with explained(env):
+        with explained(env, ns):
             # May write no topic now: Kafka refuses the idempotent producer's InitProducerId (KIP-679).
             wait_for("bob's writes refused once his topic ACL is gone", bob_writes,
                      until=lambda out: "CLUSTER_AUTHORIZATION_FAILED" in out or "TOPIC_AUTHORIZATION_FAILED" in out,
@@ -856,7 +885,7 @@ def test_tls_listeners_and_tls_and_scram_users_survive_a_certificate_renewal_wit
         time.sleep(5)  # records before the roll, so the roll happens under load
         env.kubectl("patch", "kafkacluster", NAME, "-n", ns, "--type=merge", "-p",
                     '{"spec": {"certificates": {"validityDays": 400, "renewBeforeDays": 366}}}')
-        with explained(env):
+        with explained(env, ns):
             wait_for("every broker restarted with the renewed certificates", lambda: get_json(env, "pods", "-n", ns)["items"],
                      until=lambda pods: len([p for p in pods if p["metadata"]["name"].startswith(f"{NAME}-broker-")
                                              and (p["metadata"].get("annotations") or {}).get(
@@ -913,7 +942,7 @@ def test_an_external_node_port_listener_reaches_every_broker_from_outside_the_cl
                      "listeners": [{"name": "PLAINTEXT", "port": 9092},
                                    {"name": "EXTERNAL", "port": 9095,
                                     "external": {"type": "nodeport", "nodePort": 31090}}]}}))
-        with explained(env):
+        with explained(env, ns):
             wait_for("3 brokers Ready", cluster_ready(env, ns), timeout=READY_TIMEOUT)
         assert outside("brokers", "-") == {str(b): f"{node.GATEWAY}:{31091 + b}" for b in range(3)}
         outside("create", "outside", "3")
@@ -928,7 +957,7 @@ def test_an_external_node_port_listener_reaches_every_broker_from_outside_the_cl
 
         pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in get_json(env, "pods", "-n", ns)["items"]}
         env.kubectl("patch", "kafkacluster", NAME, "-n", ns, "--type=merge", "-p", '{"spec": {"replicas": 4}}')
-        with explained(env):
+        with explained(env, ns):
             wait_for("4 brokers Ready", cluster_ready(env, ns, replicas=4), timeout=READY_TIMEOUT)
             wait_for("the fourth broker in Metadata at its port", lambda: outside("brokers", "-"),
                      until=lambda got: got.get("3") == f"{node.GATEWAY}:31094", timeout=120)

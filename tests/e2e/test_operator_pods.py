@@ -68,13 +68,37 @@ def pod_ready(pod: dict) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
 
 
-def cluster_ready(env, ns: str, replicas: int = 3):
+class Readiness:
+    """What a KafkaCluster's status says: truthy once it is Ready at its generation with `replicas`
+    brokers ready; otherwise its repr (what a timed-out wait prints) gives the conditions, the
+    brokers ready and where a rebalance stands, so the failure names what held it."""
+
+    def __init__(self, kc: dict | None, replicas: int) -> None:
+        self.kc, self.replicas = kc or {}, replicas
+        status = self.kc.get("status") or {}
+        self.ready = (condition(self.kc, "Ready").get("status") == "True"
+                      and status.get("observedGeneration") == (self.kc.get("metadata") or {}).get("generation")
+                      and status.get("readyReplicas") == replicas)
+
+    def __bool__(self) -> bool:
+        return self.ready
+
+    def __repr__(self) -> str:
+        status = self.kc.get("status") or {}
+        conditions = {c.get("type"): f"{c.get('status')} {c.get('reason')}: {c.get('message')}"
+                      for c in status.get("conditions") or ()}
+        rebalance = {k: v for k, v in (status.get("rebalance") or {}).items()
+                     if k in ("phase", "reason", "message", "brokers", "completedBrokers")}
+        return (f"KafkaCluster(want {self.replicas} ready; readyReplicas={status.get('readyReplicas')}, "
+                f"generation {(self.kc.get('metadata') or {}).get('generation')} observed "
+                f"{status.get('observedGeneration')}, conditions={conditions}, rebalance={rebalance})")
+
+
+def cluster_ready(env, ns: str, replicas: int = 3, name: str = NAME):
+    """A wait_for check: the KafkaCluster's Readiness (the object itself once Ready)."""
     def check():
-        kc = get_json(env, "kafkacluster", NAME, "-n", ns)
-        status = kc.get("status") or {}
-        return kc if (condition(kc, "Ready").get("status") == "True"
-                      and status.get("observedGeneration") == kc["metadata"]["generation"]
-                      and status.get("readyReplicas") == replicas) else None
+        state = Readiness(get_json(env, "kafkacluster", name, "-n", ns), replicas)
+        return state.kc if state else state
     return check
 
 
