@@ -3,7 +3,10 @@
 Everything comes from the Go module proxy: no prebuilt release binaries are downloaded. A binary is
 reused when it exists and its stamp file names the same pin, so a warm cache costs a few stat calls.
 Builds run under `nice` with persistent GOMODCACHE and GOCACHE, so a rebuild after a pin change
-recompiles only what changed.
+recompiles only what changed. On a fresh machine the Kubernetes binaries are one `go build` (one
+package graph: one binary links while the next compiles), and the tools with modules of their own
+(etcd, kwok, helm, coredns) build one after another beside it: their module downloads and the
+single-threaded link steps leave cores idle that the other build uses.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import gomod, versions
@@ -170,8 +174,9 @@ class Builder:
         self.go = go or find_go()
         self.env = go_env(self.root)
 
-    def run(self, what: str, argv: Sequence[str], cwd: Path) -> str:
-        return _run(what, argv, cwd=cwd, env=self.env, log_file=self.log_file)
+    def run(self, what: str, argv: Sequence[str], cwd: Path, env: dict[str, str] | None = None,
+            log_file: Path | None = None) -> str:
+        return _run(what, argv, cwd=cwd, env=env or self.env, log_file=log_file or self.log_file)
 
     def _timed(self, label: str, step: Callable[[], None]) -> None:
         log(f"building {label} ...")
@@ -188,19 +193,33 @@ class Builder:
         log("the first build downloads modules and compiles Kubernetes: about 15 min on 2 cores")
         total = time.monotonic()
         kube = [b for b in todo if b.name in versions.KUBE_BINARIES + versions.NODE_KUBE_BINARIES]
-        if kube:
-            self.build_kubernetes(kube)
-        for b in todo:
-            if b.name == "etcd":
-                self._timed(f"etcd {versions.ETCD_VERSION}", lambda b=b: self.build_etcd(b))
-            elif b.name == "kwok":
-                self._timed(f"kwok {versions.KWOK_VERSION}", lambda b=b: self.build_kwok(b))
-            elif b.name == "helm":
-                self._timed(f"helm {versions.HELM_VERSION}", lambda b=b: self.build_helm(b))
-            elif b.name == "coredns":
-                self._timed(f"coredns {versions.COREDNS_VERSION}", lambda b=b: self.build_coredns(b))
+        tools = [b for b in todo if b.name in self.TOOLS]
+        unknown = [b.name for b in todo if b not in kube and b not in tools]
+        if unknown:
+            raise BuildError(f"no build step for {', '.join(unknown)}")
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="testenv-tools") as beside:
+            built = beside.submit(self.build_tools, tools)
+            try:
+                if kube:
+                    self.build_kubernetes(kube)
+            finally:
+                built.result()  # its BuildError, if any, after the Kubernetes build's
         log(f"done in {time.monotonic() - total:.0f}s: {self.bin_dir}")
         return self.bin_dir
+
+    #: The binaries with Go modules of their own (built beside Kubernetes), and their log.
+    TOOLS = ("etcd", "kwok", "helm", "coredns")
+
+    @property
+    def tools_log(self) -> Path:
+        return self.log_file.with_name("build-tools.log")
+
+    def build_tools(self, binaries: list[Binary]) -> None:
+        steps = {"etcd": (versions.ETCD_VERSION, self.build_etcd), "kwok": (versions.KWOK_VERSION, self.build_kwok),
+                 "helm": (versions.HELM_VERSION, self.build_helm), "coredns": (versions.COREDNS_VERSION, self.build_coredns)}
+        for b in binaries:
+            version, step = steps[b.name]
+            self._timed(f"{b.name} {version}", lambda b=b, step=step: step(b))
 
     def build_kubernetes(self, binaries: list[Binary]) -> None:
         version = versions.KUBERNETES_VERSION
@@ -216,17 +235,12 @@ class Builder:
         # The release date, not today's: identical flags keep the link step cached across rebuilds.
         release_time = json.loads(Path(info["Info"]).read_text()).get("Time", "") if info.get("Info") else ""
         ldflags = gomod.kubernetes_ldflags(version, build_date=release_time)
+        names = ", ".join(b.name for b in binaries)
         with tempfile.TemporaryDirectory(dir=self.src_dir) as out:
+            self._timed(f"{names} {version}", lambda: self.run(
+                f"go build {names}", [self.go, "build", "-mod=mod", "-ldflags", ldflags, "-o", out + os.sep,
+                                      *(f"k8s.io/kubernetes/cmd/{b.name}" for b in binaries)], cwd=moddir))
             for b in binaries:
-                self._timed(
-                    f"{b.name} {version}",
-                    lambda b=b: self.run(
-                        f"go build {b.name}",
-                        [self.go, "build", "-mod=mod", "-ldflags", ldflags, "-o",
-                         str(Path(out) / b.name), f"k8s.io/kubernetes/cmd/{b.name}"],
-                        cwd=moddir,
-                    ),
-                )
                 _install(Path(out) / b.name, self.bin_dir, b)
 
     def build_etcd(self, binary: Binary) -> None:
@@ -236,19 +250,14 @@ class Builder:
         (moddir / "main.go").write_text(gomod.ETCD_MAIN_GO)
         with tempfile.TemporaryDirectory(dir=self.src_dir) as out:
             self.run("go build etcd", [self.go, "build", "-mod=mod", "-ldflags", "-s -w", "-o",
-                                       str(Path(out) / "etcd"), "."], cwd=moddir)
+                                       str(Path(out) / "etcd"), "."], cwd=moddir, log_file=self.tools_log)
             _install(Path(out) / "etcd", self.bin_dir, binary)
 
     def _go_install(self, binary: Binary, package: str, version: str, ldflags: str) -> None:
         self.src_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.src_dir) as out:
-            env_before = self.env
-            self.env = {**self.env, "GOBIN": out}
-            try:
-                self.run(f"go install {package}", [self.go, "install", "-ldflags", ldflags,
-                                                   f"{package}@{version}"], cwd=Path(out))
-            finally:
-                self.env = env_before
+            self.run(f"go install {package}", [self.go, "install", "-ldflags", ldflags, f"{package}@{version}"],
+                     cwd=Path(out), env={**self.env, "GOBIN": out}, log_file=self.tools_log)
             _install(Path(out) / binary.name, self.bin_dir, binary)
 
     def build_kwok(self, binary: Binary) -> None:

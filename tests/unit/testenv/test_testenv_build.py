@@ -58,3 +58,56 @@ def test_write_module_keeps_go_sum_until_the_generated_text_changes(tmp_path):
     build._write_module(tmp_path, "module b\n")
     assert not (tmp_path / "go.sum").exists()
     assert (tmp_path / "go.mod").read_text() == "module b\n"
+
+
+FAKE_GO = r'''#!/usr/bin/env python3
+"""A stand-in `go`: records each call (argv, start, end) and makes the files a real one would."""
+import json, os, sys, time
+from pathlib import Path
+calls = Path(os.environ["FAKE_GO_CALLS"])
+start = time.monotonic()
+args = sys.argv[1:]
+if args[:3] == ["mod", "download", "-json"]:
+    mod = Path.cwd() / "upstream.mod"
+    mod.write_text("module k8s.io/kubernetes\n\ngo 1.24\n")
+    print(json.dumps({"GoMod": str(mod)}))
+elif args[0] == "build":
+    out = args[args.index("-o") + 1]
+    time.sleep(0.3)
+    names = [a.rsplit("/", 1)[-1] for a in args[args.index("-o") + 2:]]
+    for name in names:
+        target = Path(out) / name if out.endswith(os.sep) else Path(out)
+        target.write_text("#!/bin/sh\n")
+elif args[0] == "install":
+    name = args[-1].split("@")[0].rsplit("/", 1)[-1]
+    name = {"coredns": "coredns"}.get(name, name)
+    time.sleep(0.1)
+    (Path(os.environ["GOBIN"]) / name).write_text("#!/bin/sh\n")
+with calls.open("a") as f:
+    f.write(json.dumps({"argv": args, "start": start, "end": time.monotonic()}) + "\n")
+'''
+
+
+def test_a_fresh_build_is_one_kubernetes_build_with_the_tools_beside_it(tmp_path, monkeypatch):
+    """Every binary is built and installed with its stamp; the Kubernetes binaries in one `go build`
+    (one package graph), the tools with modules of their own in a thread beside it."""
+    import json
+
+    go = tmp_path / "go"
+    go.write_text(FAKE_GO)
+    go.chmod(0o755)
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_GO_CALLS", str(calls))
+    monkeypatch.setattr(build, "_run", lambda what, argv, **kw: build.subprocess.run(
+        [a for a in argv], cwd=kw["cwd"], env=kw["env"], capture_output=True, check=True, text=True).stdout)
+    builder = build.Builder(tmp_path / "cache", go=str(go))
+    builder.build_missing(node=True)
+    assert build.missing(builder.bin_dir, node=True) == []
+    seen = [json.loads(line) for line in calls.read_text().splitlines()]
+    kube_builds = [c for c in seen if c["argv"][0] == "build" and any("k8s.io/kubernetes/cmd/" in a for a in c["argv"])]
+    assert len(kube_builds) == 1, kube_builds
+    assert sorted(a.rsplit("/", 1)[-1] for a in kube_builds[0]["argv"] if "k8s.io/kubernetes/cmd/" in a) == \
+        sorted(versions.KUBE_BINARIES + versions.NODE_KUBE_BINARIES)
+    tools = [c for c in seen if c not in kube_builds and c["argv"][:2] != ["mod", "download"]]
+    assert len(tools) == 4, tools  # etcd (go build), kwok, helm, coredns (go install)
+    assert tools[0]["start"] < kube_builds[0]["end"], "the tools waited for the Kubernetes build"
