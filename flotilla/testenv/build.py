@@ -36,7 +36,8 @@ class BuildError(RuntimeError):
 
 
 def log(message: str) -> None:
-    print(f"[testenv] {message}", file=sys.stderr, flush=True)
+    sys.stderr.write(f"[testenv] {message}\n")  # one write: lines of the two build threads do not interleave
+    sys.stderr.flush()
 
 
 # --- what is there -------------------------------------------------------------------------------
