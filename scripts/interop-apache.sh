@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/setup.d/10-clients.sh
+bash scripts/setup.d/30-pipeline.sh  # PySpark and the Kafka connector (cached): test_pipeline.py
 export PYTHONPATH="$PWD:$PWD/operator${PYTHONPATH:+:$PYTHONPATH}"
 # Fetch the jars once here: the workers would otherwise race to download them.
 echo "apache kafka: $(.venv/bin/python -c 'from tests.support.apache_kafka import ensure_kafka_libs; print(ensure_kafka_libs())')"
@@ -35,6 +36,8 @@ suites=(
   tests/e2e/test_compaction_transactions.py
   tests/e2e/test_admin_apis.py
   tests/e2e/test_broker_cleaner_configs.py
+  tests/e2e/test_bench_smoke.py
+  tests/e2e/test_pipeline.py
 )
 workers=${FLOTILLA_TEST_WORKERS:-3}
 if [ "$workers" = 0 ]; then
