@@ -101,6 +101,17 @@ class ServerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> "ServerProcess":
+        self.launch()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.kill9()
+            raise
+        return self
+
+    def launch(self) -> "ServerProcess":
+        """Start the process without waiting for it to answer (a fleet launches every broker,
+        then waits for each: their start-ups overlap)."""
         if self.is_running():
             raise RuntimeError("broker already running")
         self.prepare()
@@ -118,11 +129,6 @@ class ServerProcess:
                 start_new_session=True,
             )
         self.starts += 1
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.kill9()
-            raise
         return self
 
     def env(self) -> dict[str, str]:

@@ -80,7 +80,14 @@ class BrokerCluster(Fleet):
     def start(self) -> "BrokerCluster":
         apply_crds(self.kube_env)
         for b in self.brokers:
-            b.start()
+            b.launch()
+        try:
+            for b in self.brokers:
+                b.wait_ready()
+        except BaseException:
+            for b in self.brokers:
+                b.kill9()
+            raise
         self.wait_formed()
         return self
 
