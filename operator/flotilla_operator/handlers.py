@@ -897,17 +897,18 @@ async def _user_secret(kube: Kube, body: dict[str, Any]) -> tuple[str | None, bo
     return ku.password_of(created), True, ""
 
 
-async def _user_certificate(kube: Kube, body: dict[str, Any]) -> tuple[bool, str]:
-    """(True, what was done) once the user's Secret holds a certificate from the cluster's clients
-    CA that is not due for renewal (issued or renewed here); (False, why) when it cannot."""
+async def _user_certificate(kube: Kube, body: dict[str, Any]) -> tuple[str | None, str]:
+    """(None, what was done) once the user's Secret holds a certificate from the cluster's clients
+    CA that is not due for renewal (issued or renewed here); (the Ready reason, why) when it
+    cannot: Conflict (a Secret of that name is not this KafkaUser's), Pending (retried)."""
     meta, cluster = body["metadata"], body["spec"]["clusterRef"]["name"]
     current = await kube.get("Secret", meta["namespace"], ku.secret_name(body))
     why = ku.foreign_secret(current, body)
     if why:
-        return False, why
+        return "Conflict", why
     authority = await clients_ca(kube, meta["namespace"], cluster)
     if authority is None:
-        return False, (f"KafkaCluster {cluster} has no clients CA yet (it issues one for a listener with protocol SSL "
+        return "Pending", (f"KafkaCluster {cluster} has no clients CA yet (it issues one for a listener with protocol SSL "
                        "and authentication tls)")
     ca, bundle = authority
     settings = _cluster_certificate_settings(await kube.get(KAFKA_CLUSTER.kind, meta["namespace"], cluster))
@@ -915,7 +916,7 @@ async def _user_certificate(kube: Kube, body: dict[str, Any]) -> tuple[bool, str
     held = certs.decoded(current)
     if not certs.user_certificate_due(held, ca, meta["name"], now=now, renew_before_days=settings.renew_before_days):
         if held.get("ca.crt") == bundle:
-            return True, ""
+            return None, ""
         files = {**held, "ca.crt": bundle}  # the cluster CA was renewed: trust the new bundle
         what = "CA bundle updated"
     else:
@@ -924,10 +925,10 @@ async def _user_certificate(kube: Kube, body: dict[str, Any]) -> tuple[bool, str
     secret = ku.build_tls_secret(body, {k: v for k, v in files.items() if k != "username"})
     if current is None:
         if await kube.create(secret) is None:
-            return False, f"Secret {ku.secret_name(body)} appeared while being created; retrying"
+            return "Pending", f"Secret {ku.secret_name(body)} appeared while being created; retrying"
     else:
         await kube.replace({**secret, "metadata": {**current["metadata"]}})
-    return True, what
+    return None, what
 
 
 def _cluster_certificate_settings(kafka_cluster: dict[str, Any] | None) -> Certificates:
@@ -974,9 +975,9 @@ async def _reconcile_kafka_user(memo: kopf.Memo, body: dict[str, Any]) -> None:
             return
         tls = ku.authentication(body) == "tls"
         if tls:
-            done, what = await _user_certificate(kube, body)
-            if not done:
-                await _user_status(memo, body, False, "Conflict" if "not this KafkaUser" in what else "Pending", what)
+            refused, what = await _user_certificate(kube, body)
+            if refused:
+                await _user_status(memo, body, False, refused, what)
                 return
         else:
             password, new, why = await _user_secret(kube, body)

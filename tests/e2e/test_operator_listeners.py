@@ -7,7 +7,8 @@ written to the API server, and how the fleet follows them.
 Covers: a KafkaCluster with a SASL_SSL first listener and an mTLS second one gets its cluster and
 clients CAs and a certificate per broker for that broker's DNS names, in Secrets it owns, mounted
 by the pods; a KafkaUser with `authentication: tls` gets a certificate CN=<name> from the clients
-CA and the CA bundle to trust the brokers with; a renewal (here: a renewal window in the spec
+CA and the CA bundle to trust the brokers with (one whose name a foreign Secret holds is refused
+with reason Conflict and the Secret left alone); a renewal (here: a renewal window in the spec
 longer than what is left, as a user renews ahead of time) re-issues every broker certificate
 and rolls the brokers one at a time; a scale-up issues the new broker's certificate and restarts
 nobody. An external NodePort listener gets a bootstrap Service and one per broker, whose ports
@@ -83,6 +84,16 @@ def test_tls_listeners_get_certificates_users_get_theirs_and_a_renewal_rolls_the
     assert pki.signed_by(alice["user.crt"], clients_ca) and pki.common_name(alice["user.crt"]) == "alice"
     assert alice["ca.crt"] == ca.cert_pem and alice["user.pem"] == alice["user.key"] + alice["user.crt"]
     assert "password" not in alice
+    # A Secret of a TLS user's name that is not the operator's is left alone, and says so.
+    kube_env.kubectl("create", "secret", "generic", "mallory", "-n", ns, "--from-literal=token=hers")
+    apply(kube_env, {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaUser",
+                     "metadata": {"name": "mallory", "namespace": ns},
+                     "spec": {"clusterRef": {"name": NAME}, "authentication": {"type": "tls"}}})
+    refused = wait_for("mallory Ready=False Conflict", lambda: condition(
+        get_json(kube_env, "kafkauser", "mallory", "-n", ns, check=False), "Ready"),
+        until=lambda c: c.get("reason") == "Conflict", timeout=60)
+    assert "is not this KafkaUser's" in refused["message"], refused
+    assert secret(kube_env, ns, "mallory") == {"token": "hers"}
 
     # Renewal ahead of time: a window longer than what is left re-issues every broker certificate
     # (the CA stays) and rolls the brokers, one at a time.
