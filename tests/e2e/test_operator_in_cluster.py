@@ -65,7 +65,9 @@ _QUIET = ("Handler 'lease_event' succeeded", "GET /healthz", "Activity 'kafkaclu
 
 
 def operator_log(env, tail: int = 200) -> str:
-    """The operator's last `tail` log lines, without the routine ones."""
+    """The operator's last `tail` log lines without the routine ones (tail=-1: its whole log, as is)."""
+    if tail < 0:
+        return env.kubectl("logs", "deployment/flotilla-operator", "-n", OPERATOR_NS, check=False).stdout
     lines = env.kubectl("logs", "deployment/flotilla-operator", "-n", OPERATOR_NS, f"--tail={tail * 20}",
                         check=False).stdout.splitlines()
     return "\n".join([line for line in lines if not any(q in line for q in _QUIET)][-tail:])
