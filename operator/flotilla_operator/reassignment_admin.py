@@ -62,9 +62,18 @@ class ClusterView:
     auth: AdminAuth = PLAINTEXT  # how every request of this view authenticates (the operator's user)
 
     def controller_address(self) -> str:
-        if self.controller not in self.brokers:
-            raise AdminError(f"no controller in the cluster's Metadata (controller id {self.controller})")
-        return self.brokers[self.controller]
+        return _controller_address(self.brokers, self.controller)
+
+
+def _addresses(md) -> dict[int, str]:
+    """node id -> host:port of every broker a Metadata answer lists."""
+    return {int(b.node_id): f"{b.host}:{int(b.port)}" for b in md.brokers}
+
+
+def _controller_address(brokers: Mapping[int, str], controller: int) -> str:
+    if controller not in brokers:
+        raise AdminError(f"no controller in the cluster's Metadata (controller id {controller})")
+    return brokers[controller]
 
 
 def _check(name: str, code: int, message: str | None, what: str = "") -> None:
@@ -82,16 +91,14 @@ async def cluster_view(bootstrap: str, auth: AdminAuth = PLAINTEXT) -> ClusterVi
     from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 
     first = await bootstrap_request(bootstrap, _metadata(()), auth)
-    found = ClusterView({int(b.node_id): f"{b.host}:{int(b.port)}" for b in first.brokers}, {},
-                        int(first.controller_id), {}, {}, auth=auth)
-    controller = found.controller_address()
+    controller = _controller_address(_addresses(first), int(first.controller_id))
     resp = await request(controller, ListPartitionReassignmentsRequest(topics=None), auth=auth)
     _check("ListPartitionReassignments", resp.error_code, resp.error_message)
     reassigning = {(str(t.name), int(p.partition_index)): Reassignment(
         tuple(int(r) for r in p.replicas), tuple(int(r) for r in p.adding_replicas),
         tuple(int(r) for r in p.removing_replicas)) for t in resp.topics for p in t.partitions}
     md = await request(controller, _metadata(None), auth=auth)
-    brokers = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in md.brokers}
+    brokers = _addresses(md)
     racks = {int(b.node_id): b.rack for b in md.brokers if b.rack}
     replicas: dict[Partition, tuple[int, ...]] = {}
     leaders: dict[Partition, int] = {}
