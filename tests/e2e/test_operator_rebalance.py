@@ -226,7 +226,10 @@ def test_scale_up_spreads_and_scale_down_drains_under_a_producer(kube_env, kube_
             assert any(r["rebalance"].get("phase") == "Moving" and r["sts"] == 5
                        and r["reconciling"].get("reason") == "Draining" for r in down), history.rows[-20:]
             assert not any(r["blocked"] for r in history.rows), [r for r in history.rows if r["blocked"]][:3]
-            final = get_json(kube_env, "kafkacluster", NAME, "-n", ns)["status"]["rebalance"]
+            # The drain's last step (preferred leaders, throttles off, Idle) is the rebalancer's next
+            # turn, which can come after the shrunk StatefulSet is Ready (under load it did).
+            final = wait_for("the scale-down rebalance Idle", lambda: get_json(kube_env, "kafkacluster", NAME, "-n", ns)
+                             ["status"]["rebalance"], until=lambda r: r.get("phase") != "Moving", timeout=60)
             assert (final["phase"], final["reason"], final["completedBrokers"]) == ("Idle", "ScaleDown", [0, 1, 2])
             held, _ = placement(cluster, topic)
             assert held[3] == held[4] == 0 and all(8 == held[b] for b in range(3)), held
