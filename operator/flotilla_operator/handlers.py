@@ -70,6 +70,7 @@ from .builders import Desired, build_all
 from .builders import cluster_id as cid
 from .builders.common import MANAGED_BY, OPERATOR_USER, Owner, cluster_of, foreign, selector_string, statefulset_name
 from .builders.roll import TEMPLATE_HASH_ANNOTATION, RollDecision, roll_partition, roll_state
+from .builders.external_addresses import broker_addresses, ingress_address, load_balancer_listeners, pending_brokers
 from .builders.services import EXTERNAL_LABEL, stale_external_services
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
@@ -314,6 +315,19 @@ async def _remove_stale_external_services(kube: Kube, owner: Owner, desired: Des
         await kube.delete("Service", owner.namespace, name)
 
 
+async def _load_balancer_addresses(kube: Kube, owner: Owner, spec: KafkaClusterSpec, replicas: int) -> dict[str, str]:
+    """The addresses the cloud has given the brokers' load balancers so far (external_addresses.py);
+    the rest are logged as pending (their brokers wait for them before they start)."""
+    if not load_balancer_listeners(spec):
+        return {}
+    services = await _cluster_objects(kube, "Service", owner.namespace, owner.name, label_selector=EXTERNAL_LABEL)
+    addresses = broker_addresses(owner, spec, replicas, services)
+    pending = pending_brokers(spec, replicas, addresses)
+    if pending:
+        log.info("%s/%s: waiting for load balancer addresses of %s", owner.namespace, owner.name, ", ".join(pending))
+    return addresses
+
+
 def _needs_replacing(current: dict[str, Any] | None) -> bool:
     if current is None:
         return False
@@ -384,9 +398,11 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 await stopped(f"certificates: {exc}", "ApplyFailed", current)
                 raise kopf.TemporaryError(f"certificates: {exc}", delay=RETRY_DELAY) from exc
             await _emit(kube, body, [ev.Event(ev.NORMAL, ev.CERTIFICATES_ISSUED, line) for line in certificates.issued])
+            addresses = await _load_balancer_addresses(kube, owner, spec, max(spec.replicas, scale.replicas or 0))
             build = dict(image=op.broker_image, pull_policy=op.image_pull_policy,
                          statefulset_replicas=scale.replicas, cluster_id=identity.cluster_id,
-                         restart_token=token, certificate_generation=certificates.generation)
+                         restart_token=token, certificate_generation=certificates.generation,
+                         external_addresses=addresses)
             draft = build_all(owner, spec, **build)
             problem = check_server_properties(draft.server_properties)
             if problem:
@@ -555,6 +571,28 @@ async def statefulset_event(event: dict[str, Any], body: kopf.Body, namespace: s
             await refresh_status(memo, namespace, owner_name, dict(body))
     except (ApiError, kopf.TemporaryError, kopf.PermanentError) as exc:
         logger.warning(f"status of KafkaCluster {namespace}/{owner_name}: {exc}")
+
+
+@kopf.on.event("", "v1", "services", labels={EXTERNAL_LABEL: kopf.PRESENT})
+async def external_service_event(event: dict[str, Any], body: kopf.Body, namespace: str, memo: kopf.Memo,
+                                 logger: logging.Logger, **_: Any) -> None:
+    """A broker's load balancer got (or changed) its address: hand it to the brokers now rather
+    than at the next resync. Other changes of external Services are left to the resync."""
+    cluster = cluster_of(body)
+    if not cluster or "kube" not in memo or event.get("type") == "DELETED":
+        return
+    seen: dict[tuple[str, str], str | None] = memo.setdefault("load_balancer_addresses", {})
+    key = (namespace, body.get("metadata", {}).get("name", ""))
+    address = ingress_address(dict(body))
+    if seen.get(key) == address:
+        return
+    seen[key] = address
+    if address is None:
+        return
+    try:
+        await reconcile(memo, namespace, cluster, why=f"load balancer {key[1]} has address {address}")
+    except (ApiError, kopf.TemporaryError, kopf.PermanentError) as exc:
+        logger.warning(f"KafkaCluster {namespace}/{cluster}: {exc}")
 
 
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={LEASE_ROLE_LABEL: kopf.PRESENT})

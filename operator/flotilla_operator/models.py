@@ -88,6 +88,9 @@ FIRST_LISTENER_EXTERNAL_MESSAGE = (
     "spec.listeners[0].external must be unset: the first listener is the brokers' and the operator's (add another)")
 EXTERNAL_OVERLAP_MESSAGE = (
     f"spec.listeners[].external.nodePort ranges overlap: each takes nodePort..nodePort+{MAX_BROKERS}")
+EXTERNAL_NODE_PORT_MESSAGE = "spec.listeners[].external.nodePort is required with type nodeport"
+EXTERNAL_LB_NODE_PORT_MESSAGE = (
+    "spec.listeners[].external.nodePort must be unset with type loadbalancer (each broker has its own address)")
 LISTENER_TLS_AUTH_MESSAGE = "spec.listeners[].authentication tls needs protocol SSL"
 FIRST_LISTENER_TLS_AUTH_MESSAGE = (
     "spec.listeners[0].authentication must be unset: the brokers and the operator reach each other on the first "
@@ -302,13 +305,38 @@ class ResourceRequirements(ApiModel):
 class ExternalAccess(ApiModel):
     """How clients outside the Kubernetes cluster reach a listener."""
 
-    type: Literal["nodeport"] = Field(
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel("self.type != 'nodeport' || has(self.nodePort)", EXTERNAL_NODE_PORT_MESSAGE, ".nodePort"),
+                cel("self.type != 'loadbalancer' || !has(self.nodePort)", EXTERNAL_LB_NODE_PORT_MESSAGE,
+                    ".nodePort"),
+            ]
+        }
+    )
+
+    type: Literal["nodeport", "loadbalancer"] = Field(
         description="nodeport: a NodePort Service for bootstrapping and one per broker; each broker advertises its "
-        "node's address (the pod's status.hostIP) and its own nodePort.")
-    node_port: int = Field(
-        ge=NODE_PORT_MIN, le=NODE_PORT_MAX - MAX_BROKERS,
-        description="The bootstrap Service's nodePort; broker <ordinal> gets nodePort + 1 + ordinal, so the next "
-        f"{MAX_BROKERS} ports must be free too.")
+        "node's address (the pod's status.hostIP) and its own nodePort. loadbalancer: a LoadBalancer Service "
+        "for bootstrapping and one per broker; each broker advertises its own Service's address "
+        "(status.loadBalancer.ingress, an IP or a host name) at the listener's port, and starts once its "
+        "load balancer has one.")
+    node_port: int | None = Field(
+        default=None, ge=NODE_PORT_MIN, le=NODE_PORT_MAX - MAX_BROKERS,
+        description="nodeport only: the bootstrap Service's nodePort; broker <ordinal> gets nodePort + 1 + "
+        f"ordinal, so the next {MAX_BROKERS} ports must be free too.")
+    annotations: dict[str, str] | None = Field(
+        default=None,
+        description="Annotations for the external Services, e.g. a cloud's load balancer settings "
+        "(service.beta.kubernetes.io/aws-load-balancer-internal: \"true\").")
+
+    @model_validator(mode="after")
+    def _node_port_with_its_type(self) -> ExternalAccess:
+        if self.type == "nodeport" and self.node_port is None:
+            raise ValueError(EXTERNAL_NODE_PORT_MESSAGE)
+        if self.type == "loadbalancer" and self.node_port is not None:
+            raise ValueError(EXTERNAL_LB_NODE_PORT_MESSAGE)
+        return self
 
 
 class Listener(ApiModel):
@@ -489,7 +517,8 @@ class KafkaClusterSpec(ApiModel):
                 cel("self.all(l, self.exists_one(m, m.port == l.port))", "spec.listeners ports must be unique"),
                 cel("!has(self[0].authentication)", FIRST_LISTENER_TLS_AUTH_MESSAGE),
                 cel("!has(self[0].external)", FIRST_LISTENER_EXTERNAL_MESSAGE),
-                cel(f"self.all(l, !has(l.external) || self.all(m, !has(m.external) || m.name == l.name || "
+                cel(f"self.all(l, !has(l.external) || !has(l.external.nodePort) || self.all(m, !has(m.external) || "
+                    f"!has(m.external.nodePort) || m.name == l.name || "
                     f"m.external.nodePort > l.external.nodePort + {MAX_BROKERS} || "
                     f"l.external.nodePort > m.external.nodePort + {MAX_BROKERS}))", EXTERNAL_OVERLAP_MESSAGE),
             ],
@@ -560,7 +589,7 @@ class KafkaClusterSpec(ApiModel):
             raise ValueError(FIRST_LISTENER_TLS_AUTH_MESSAGE)
         if listeners[0].external is not None:
             raise ValueError(FIRST_LISTENER_EXTERNAL_MESSAGE)
-        starts = sorted(l.external.node_port for l in listeners if l.external is not None)
+        starts = sorted(l.external.node_port for l in listeners if l.external is not None and l.external.node_port is not None)
         if any(b <= a + MAX_BROKERS for a, b in zip(starts, starts[1:])):
             raise ValueError(EXTERNAL_OVERLAP_MESSAGE)
         return listeners

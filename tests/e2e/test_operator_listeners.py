@@ -21,6 +21,7 @@ client reaching every broker through its nodePort.
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 from flotilla_operator import pki
@@ -157,3 +158,52 @@ def test_external_node_port_services_follow_the_brokers(kube_env, kube_namespace
     # the listener made internal again: every external Service goes
     apply(kube_env, kafkacluster(name, ns, replicas=2, listeners=[listeners[0], {"name": "EXTERNAL", "port": 9095}]))
     wait_for("the external Services removed", node_ports, until=lambda got: got == {}, timeout=120)
+
+
+def test_load_balancer_addresses_reach_the_brokers_as_the_cloud_assigns_them(kube_env, kube_namespace, operator):
+    """A listener with `external: {type: loadbalancer}`: a LoadBalancer Service for bootstrapping and
+    one per broker, with the spec's annotations; the test plays the cloud's controller and writes a
+    load balancer's address into a broker Service's status, and the operator hands it to the brokers
+    in the addresses ConfigMap their pods mount (within seconds: it watches the Services); a removed
+    broker's Service and address go with it."""
+    ns, name = kube_namespace, "cloudy"
+    annotations = {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}
+    listeners = [{"name": "PLAINTEXT", "port": 9092},
+                 {"name": "CLOUD", "port": 9096, "external": {"type": "loadbalancer", "annotations": annotations}}]
+    apply(kube_env, kafkacluster(name, ns, replicas=3, listeners=listeners))
+    wait_for("KafkaCluster Ready", ready_at_generation(kube_env, ns, name, 3), timeout=180)
+
+    def services():
+        got = get_json(kube_env, "services", "-n", ns, "-l", "flotilla.io/external-listener")["items"]
+        return {s["metadata"]["name"]: s for s in got}
+    got = services()
+    assert {n: s["spec"]["type"] for n, s in got.items()} == {
+        f"{name}-bootstrap-9096": "LoadBalancer", f"{name}-broker-0-9096": "LoadBalancer",
+        f"{name}-broker-1-9096": "LoadBalancer", f"{name}-broker-2-9096": "LoadBalancer"}
+    assert all(s["metadata"]["annotations"][k] == v for s in got.values() for k, v in annotations.items())
+
+    def addresses():
+        return (get_json(kube_env, "configmap", f"{name}-external-addresses", "-n", ns, check=False) or {}).get(
+            "data") or {}
+    assert addresses() == {}, "an address before any load balancer had one"
+    pod = broker_pods(kube_env, ns, name)[0]
+    assert {"name": "external-addresses", "configMap": {"name": f"{name}-external-addresses", "defaultMode": 420}} in \
+        pod["spec"]["volumes"]
+
+    def assign(service: str, ingress: dict) -> None:
+        kube_env.kubectl("patch", "service", service, "-n", ns, "--subresource=status", "--type=merge",
+                         "-p", json.dumps({"status": {"loadBalancer": {"ingress": [ingress]}}}))
+    assign(f"{name}-broker-1-9096", {"ip": "203.0.113.11"})
+    wait_for("broker 1's address handed over", addresses, until=lambda got: got == {"CLOUD.1": "203.0.113.11"},
+             timeout=30)
+    assign(f"{name}-broker-0-9096", {"hostname": "b0.elb.example.com"})
+    assign(f"{name}-broker-2-9096", {"ip": "203.0.113.12"})
+    wait_for("every broker's address handed over", addresses,
+             until=lambda got: got == {"CLOUD.0": "b0.elb.example.com", "CLOUD.1": "203.0.113.11",
+                                       "CLOUD.2": "203.0.113.12"}, timeout=30)
+
+    kube_env.kubectl("patch", "kafkacluster", name, "-n", ns, "--type=merge", "-p", '{"spec": {"replicas": 2}}')
+    wait_for("the third broker's load balancer and address removed with the broker",
+             lambda: (set(services()), addresses()),
+             until=lambda got: got[0] == {f"{name}-bootstrap-9096", f"{name}-broker-0-9096", f"{name}-broker-1-9096"}
+             and got[1] == {"CLOUD.0": "b0.elb.example.com", "CLOUD.1": "203.0.113.11"}, timeout=120)

@@ -19,7 +19,7 @@ NEEDED = [
     ("patch", "kafkausers.flotilla.io"), ("patch", "kafkausers.flotilla.io", "status"),
     ("update", "kafkaclusters.flotilla.io", "finalizers"),  # blockOwnerDeletion on its children
     ("create", "statefulsets.apps"), ("patch", "statefulsets.apps"), ("watch", "statefulsets.apps"),
-    ("create", "services"), ("patch", "services"), ("create", "configmaps"), ("patch", "configmaps"),
+    ("create", "services"), ("patch", "services"), ("watch", "services"), ("create", "configmaps"), ("patch", "configmaps"),
     ("create", "serviceaccounts"), ("patch", "serviceaccounts"),
     ("create", "poddisruptionbudgets.policy"), ("patch", "poddisruptionbudgets.policy"),
     ("create", "roles.rbac.authorization.k8s.io"), ("create", "rolebindings.rbac.authorization.k8s.io"),

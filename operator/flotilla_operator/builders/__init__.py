@@ -13,6 +13,7 @@ from ..config_hash import config_hash
 from ..models import KafkaClusterSpec
 from .common import CONFIG_FILE, Owner
 from .configmap import build_configmap
+from .external_addresses import build_external_addresses, load_balancer_listeners
 from .pdb import build_pdb
 from .roll import TEMPLATE_HASH_ANNOTATION
 from .rbac import build_metadata_role_binding, build_role, build_role_binding, build_service_account
@@ -29,7 +30,7 @@ class Desired:
 
     @property
     def server_properties(self) -> str:
-        return next(o for o in self.objects if o["kind"] == "ConfigMap")["data"][CONFIG_FILE]
+        return next(o for o in self.objects if o["kind"] == "ConfigMap" and CONFIG_FILE in o["data"])["data"][CONFIG_FILE]
 
     @property
     def statefulset(self) -> dict[str, Any]:
@@ -51,12 +52,14 @@ def build_all(
     partition: int = 0,
     restart_token: str | None = None,
     certificate_generation: int | None = None,
+    external_addresses: dict[str, str] | None = None,
 ) -> Desired:
     """`statefulset_replicas` holds the StatefulSet above spec.replicas while a scale-down is
     blocked (scale_down.py); `cluster_id` is the fleet's recorded id (cluster_id.py; None: a new
     fleet's from the uid); `partition` gates the roll (roll.py); `restart_token` marks the pod
     template of a manual rolling update (annotations.py); `certificate_generation` is that of the
-    brokers' TLS certificates (certificates.py); everything else follows the spec."""
+    brokers' TLS certificates (certificates.py); `external_addresses` those of the brokers' load
+    balancers known so far (external_addresses.py); everything else follows the spec."""
     configmap = build_configmap(owner, spec, cluster_id)
     digest = config_hash(configmap["data"][CONFIG_FILE])
     objects = [
@@ -70,6 +73,7 @@ def build_all(
         build_headless_service(owner, spec),
         build_bootstrap_service(owner, spec),
         *build_external_services(owner, spec, spec.replicas if statefulset_replicas is None else statefulset_replicas),
+        *([build_external_addresses(owner, external_addresses or {})] if load_balancer_listeners(spec) else []),
         build_pdb(owner),
         # Last: the brokers start only once everything they need exists.
         build_statefulset(owner, spec, image=spec.image or image, config_hash=digest, pull_policy=pull_policy,

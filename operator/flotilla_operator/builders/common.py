@@ -69,6 +69,16 @@ def bootstrap_service_name(owner: Owner) -> str:
     return f"{owner.name}-bootstrap"
 
 
+def external_bootstrap_name(owner: Owner, port: int) -> str:
+    """The bootstrap Service of the external listener on `port`."""
+    return f"{bootstrap_service_name(owner)}-{port}"
+
+
+def external_broker_name(owner: Owner, ordinal: int, port: int) -> str:
+    """Broker `ordinal`'s own Service on the external listener on `port`."""
+    return f"{statefulset_name(owner)}-{ordinal}-{port}"
+
+
 def configmap_name(owner: Owner) -> str:
     return f"{owner.name}-config"
 

@@ -1,12 +1,13 @@
 """The headless Service (stable per-broker DNS names), the bootstrap Service (for clients), and
-the NodePort Services of external listeners."""
+the NodePort or LoadBalancer Services of external listeners."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..models import METRICS_PORT, KafkaClusterSpec, Listener
-from .common import Owner, bootstrap_service_name, headless_service_name, metadata, selector_labels, statefulset_name
+from .common import (Owner, bootstrap_service_name, external_bootstrap_name, external_broker_name, headless_service_name,
+                     metadata, selector_labels, statefulset_name)
 from .statefulset import port_name
 
 
@@ -58,53 +59,52 @@ EXTERNAL_LABEL = "flotilla.io/external-listener"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 
 
-def external_bootstrap_name(owner: Owner, port: int) -> str:
-    return f"{bootstrap_service_name(owner)}-{port}"
-
-
-def external_broker_name(owner: Owner, ordinal: int, port: int) -> str:
-    return f"{statefulset_name(owner)}-{ordinal}-{port}"
-
-
 def broker_node_port(listener: Listener, ordinal: int) -> int:
     """The nodePort broker `ordinal` advertises on an external listener."""
-    assert listener.external is not None
+    assert listener.external is not None and listener.external.node_port is not None
     return listener.external.node_port + 1 + ordinal
 
 
-def _node_port_service(owner: Owner, name: str, listener: Listener, node_port: int,
-                       selector: dict[str, str]) -> dict[str, Any]:
+def _external_service(owner: Owner, name: str, listener: Listener, node_port: int | None,
+                      selector: dict[str, str]) -> dict[str, Any]:
+    assert listener.external is not None
     meta = metadata(owner, name)
     meta["labels"] = {**meta["labels"], EXTERNAL_LABEL: listener.name}
+    if listener.external.annotations:
+        meta["annotations"] = {**meta.get("annotations", {}), **listener.external.annotations}
+    port: dict[str, Any] = {"name": "kafka", "port": listener.port, "targetPort": listener.port, "protocol": "TCP"}
+    if node_port is not None:
+        port["nodePort"] = node_port
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": meta,
         "spec": {
-            "type": "NodePort",
+            "type": "LoadBalancer" if listener.external.type == "loadbalancer" else "NodePort",
             # As the bootstrap Service: a broker catching up is still the one its clients must reach.
             "publishNotReadyAddresses": True,
             "selector": selector,
-            "ports": [{"name": "kafka", "port": listener.port, "targetPort": listener.port, "nodePort": node_port,
-                       "protocol": "TCP"}],
+            "ports": [port],
         },
     }
 
 
 def build_external_services(owner: Owner, spec: KafkaClusterSpec, replicas: int) -> list[dict[str, Any]]:
-    """For each listener with `external: {type: nodeport}`: a NodePort Service over every broker
-    (bootstrap, at nodePort) and one per broker (at nodePort + 1 + ordinal, its pod only), which
-    that broker advertises with its node's address (builders/statefulset.py)."""
+    """For each external listener: a Service over every broker (bootstrap) and one per broker (its
+    pod only). nodeport: at nodePort and nodePort + 1 + ordinal, which that broker advertises with its
+    node's address (builders/statefulset.py); loadbalancer: each gets its own load balancer, whose
+    address that broker advertises once the cloud has assigned it (builders/external_addresses.py)."""
     out = []
     for listener in spec.listeners:
         if listener.external is None:
             continue
-        out.append(_node_port_service(owner, external_bootstrap_name(owner, listener.port), listener,
-                                      listener.external.node_port, selector_labels(owner)))
+        node_ports = listener.external.type == "nodeport"
+        out.append(_external_service(owner, external_bootstrap_name(owner, listener.port), listener,
+                                     listener.external.node_port if node_ports else None, selector_labels(owner)))
         for ordinal in range(replicas):
-            out.append(_node_port_service(
+            out.append(_external_service(
                 owner, external_broker_name(owner, ordinal, listener.port), listener,
-                broker_node_port(listener, ordinal),
+                broker_node_port(listener, ordinal) if node_ports else None,
                 {**selector_labels(owner), POD_NAME_LABEL: f"{statefulset_name(owner)}-{ordinal}"}))
     return out
 

@@ -6,7 +6,7 @@ import shlex
 from typing import Any
 
 from ..annotations import RESTART_TOKEN
-from ..models import METRICS_PORT, KafkaClusterSpec
+from ..models import METRICS_PORT, KafkaClusterSpec, Listener
 from .common import (
     BROKER_PASSWORD_ENV,
     BROKER_USER,
@@ -25,6 +25,7 @@ from .common import (
     service_account_name,
     statefulset_name,
 )
+from .external_addresses import EXTERNAL_ADDRESSES_DIR, external_addresses_name, load_balancer_listeners
 from .certificates import GENERATION_ANNOTATION, TLS_DIR, broker_certs_name, managed_listeners, managed_tls
 from .roll import TEMPLATE_HASH_ANNOTATION, template_hash
 
@@ -40,18 +41,49 @@ def port_name(index: int) -> str:
     return "kafka" if index == 0 else f"kafka-{index}"
 
 
+def _advertised(index: int, listener: Listener, host: str) -> str:
+    external = listener.external
+    if external is None:
+        return f"{listener.name}://{host}:{listener.port}"
+    if external.type == "loadbalancer":
+        return f"{listener.name}://${{lb_{index}}}:{listener.port}"
+    return f"{listener.name}://${{{HOST_IP_ENV}}}:$(({external.node_port + 1} + ordinal))"
+
+
+def _wait_for_load_balancers(owner: Owner, spec: KafkaClusterSpec) -> str:
+    """Shell that sets lb_<index> to this broker's load balancer address on each LoadBalancer
+    listener, waiting (and saying so) until the operator has written it to the mounted ConfigMap."""
+    listeners = [(i, l) for i, l in enumerate(spec.listeners) if l in load_balancer_listeners(spec)]
+    if not listeners:
+        return ""
+    service = f"{statefulset_name(owner)}-${{ordinal}}"
+    script = (
+        "external_address() {\n"
+        f'  file="{EXTERNAL_ADDRESSES_DIR}/$1.${{ordinal}}"; waited=0\n'
+        '  until [ -s "$file" ]; do\n'
+        '    if [ $((waited % 15)) -eq 0 ]; then\n'
+        f'      echo "waiting for the load balancer address of listener $1 (Service {service}-$2)" >&2\n'
+        "    fi\n"
+        "    waited=$((waited + 1)); sleep 1\n"
+        "  done\n"
+        '  cat "$file"\n'
+        "}\n"
+    )
+    for index, listener in listeners:
+        script += f'lb_{index}="$(external_address {listener.name} {listener.port})"\n'
+    return script
+
+
 def broker_command(owner: Owner, spec: KafkaClusterSpec) -> list[str]:
     """The container command: a tiny shell wrapper that derives node.id and advertised.listeners from
     the pod's own name (<statefulset>-<ordinal>), then execs the broker so it gets SIGTERM directly."""
     host = f"${{HOSTNAME}}.{headless_service_name(owner)}.{owner.namespace}.svc"
-    # An external listener: the node's address and this broker's nodePort (builders/services.py).
-    advertised = ",".join(f"{l.name}://{host}:{l.port}" if l.external is None else
-                          f"{l.name}://${{{HOST_IP_ENV}}}:$(({l.external.node_port + 1} + ordinal))"
-                          for l in spec.listeners)
+    # An external listener: the node's address and this broker's nodePort (builders/services.py),
+    # or its own load balancer's address (builders/external_addresses.py) at the listener's port.
+    advertised = ",".join(_advertised(i, l, host) for i, l in enumerate(spec.listeners))
     config = shlex.quote(f"{CONFIG_DIR}/{CONFIG_FILE}")
-    script = (
-        "set -eu\n"
-        'ordinal="${HOSTNAME##*-}"\n'
+    script = "set -eu\n" 'ordinal="${HOSTNAME##*-}"\n' + _wait_for_load_balancers(owner, spec)
+    script += (
         f"exec flotilla broker --config {config} \\\n"
         '  --override "node.id=${ordinal}" \\\n'
         f'  --override "advertised.listeners={advertised}"'
@@ -109,7 +141,9 @@ def _container(owner: Owner, spec: KafkaClusterSpec, image: str, pull_policy: st
             {"name": "data", "mountPath": DATA_DIR},
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
-        ] + ([{"name": "tls", "mountPath": TLS_DIR, "readOnly": True}] if managed_tls(spec) else []),
+        ] + ([{"name": "tls", "mountPath": TLS_DIR, "readOnly": True}] if managed_tls(spec) else [])
+          + ([{"name": "external-addresses", "mountPath": EXTERNAL_ADDRESSES_DIR, "readOnly": True}]
+             if load_balancer_listeners(spec) else []),
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
@@ -171,6 +205,9 @@ def build_statefulset(
     if managed_tls(spec):
         pod_annotations[GENERATION_ANNOTATION] = str(certificate_generation or 0)
         volumes.append({"name": "tls", "secret": {"secretName": broker_certs_name(owner.name), "defaultMode": 0o440}})
+    if load_balancer_listeners(spec):
+        # A directory mount (not subPath): kubelet refreshes it when the operator adds an address.
+        volumes.append({"name": "external-addresses", "configMap": {"name": external_addresses_name(owner)}})
     claim_templates: list[dict[str, Any]] = []
     storage = spec.storage
     if storage.type == "ephemeral":

@@ -91,9 +91,106 @@ def test_a_removed_brokers_and_listeners_external_services_are_stale():
       {"name": "C", "port": 9094, "external": {"type": "nodeport", "nodePort": 31050}}], "nodePort ranges overlap"),
     ([{"name": "A", "port": 9092}, {"name": "B", "port": 9093, "external": {"type": "nodeport", "nodePort": 32760}}],
      "less than or equal to 32703"),
+    ([{"name": "A", "port": 9092}, {"name": "B", "port": 9093, "external": {"type": "nodeport"}}],
+     "spec.listeners[].external.nodePort is required with type nodeport"),
+    ([{"name": "A", "port": 9092}, {"name": "B", "port": 9093, "external": {"type": "loadbalancer", "nodePort": 31000}}],
+     "spec.listeners[].external.nodePort must be unset with type loadbalancer"),
 ])
 def test_external_listeners_that_cannot_work_are_refused(listeners, message):
     from flotilla_operator.models import KAFKA_CLUSTER, parse_spec
 
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse_spec(KAFKA_CLUSTER, {"listeners": listeners})
+
+
+# --- external (LoadBalancer) listeners ------------------------------------------------------------
+
+def _lb_spec(replicas: int = 3):
+    return KafkaClusterSpec.model_validate({"replicas": replicas, "listeners": [
+        {"name": "PLAINTEXT", "port": 9092},
+        {"name": "EXTERNAL", "port": 9095, "external": {"type": "nodeport", "nodePort": 31090}},
+        {"name": "CLOUD", "port": 9096, "protocol": "SASL_SSL", "external": {
+            "type": "loadbalancer", "annotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}}}]})
+
+
+def test_a_load_balancer_listener_gets_a_load_balancer_per_broker_beside_a_node_port_one():
+    from flotilla_operator.builders.common import Owner
+    from flotilla_operator.builders.services import build_external_services
+
+    services = build_external_services(Owner("demo", "ns", "uid-1"), _lb_spec(), 2)
+    got = {s["metadata"]["name"]: (s["spec"]["type"], s["spec"]["ports"][0].get("nodePort"), s["spec"]["ports"][0]["port"],
+                                   s["spec"]["selector"].get("statefulset.kubernetes.io/pod-name"))
+           for s in services}
+    assert got == {"demo-bootstrap-9095": ("NodePort", 31090, 9095, None),
+                   "demo-broker-0-9095": ("NodePort", 31091, 9095, "demo-broker-0"),
+                   "demo-broker-1-9095": ("NodePort", 31092, 9095, "demo-broker-1"),
+                   "demo-bootstrap-9096": ("LoadBalancer", None, 9096, None),
+                   "demo-broker-0-9096": ("LoadBalancer", None, 9096, "demo-broker-0"),
+                   "demo-broker-1-9096": ("LoadBalancer", None, 9096, "demo-broker-1")}
+    annotations = {s["metadata"]["name"]: (s["metadata"].get("annotations") or {}) for s in services}
+    assert annotations["demo-broker-1-9096"] == {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}
+    assert annotations["demo-broker-1-9095"] == {}
+
+
+def test_load_balancer_addresses_are_read_from_the_services_status_and_handed_over_in_a_configmap():
+    from flotilla_operator.builders import build_all
+    from flotilla_operator.builders.common import Owner
+    from flotilla_operator.builders.external_addresses import broker_addresses, pending_brokers
+    from flotilla_operator.builders.services import build_external_services
+
+    owner = Owner("demo", "ns", "uid-1")
+    services = build_external_services(owner, _lb_spec(), 3)
+    by_name = {s["metadata"]["name"]: s for s in services}
+    by_name["demo-broker-0-9096"]["status"] = {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}]}}
+    by_name["demo-broker-2-9096"]["status"] = {"loadBalancer": {"ingress": [{"hostname": "b2.elb.example.com"}]}}
+    by_name["demo-bootstrap-9096"]["status"] = {"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}]}}
+    by_name["demo-broker-1-9096"]["status"] = {"loadBalancer": {}}  # still being provisioned
+    addresses = broker_addresses(owner, _lb_spec(), 3, services)
+    assert addresses == {"CLOUD.0": "203.0.113.10", "CLOUD.2": "b2.elb.example.com"}
+    assert pending_brokers(_lb_spec(), 3, addresses) == ["CLOUD.1"]
+
+    objects = build_all(owner, _lb_spec(), image="i", external_addresses=addresses).objects
+    configmaps = {o["metadata"]["name"]: o["data"] for o in objects if o["kind"] == "ConfigMap"}
+    assert configmaps["demo-external-addresses"] == addresses
+    kinds = [o["kind"] for o in objects]
+    assert kinds.index("StatefulSet") == len(kinds) - 1, "the brokers start after their addresses' ConfigMap"
+    # no load balancer listener: no ConfigMap and no mount
+    plain = build_all(owner, _external_spec(), image="i").objects
+    assert [o["metadata"]["name"] for o in plain if o["kind"] == "ConfigMap"] == ["demo-config"]
+
+
+def test_a_broker_waits_for_its_load_balancer_address_then_advertises_it(tmp_path):
+    """The start script itself, run by sh: it waits (and says so) until its file appears, as when
+    kubelet refreshes the ConfigMap volume, then advertises that address at the listener's port."""
+    import os
+    import subprocess
+    import time
+
+    from flotilla_operator.builders.common import Owner
+    from flotilla_operator.builders.external_addresses import EXTERNAL_ADDRESSES_DIR
+    from flotilla_operator.builders.statefulset import broker_command, build_statefulset
+
+    owner = Owner("demo", "ns", "uid-1")
+    sts = build_statefulset(owner, _lb_spec(), image="i", config_hash="h")
+    pod = sts["spec"]["template"]["spec"]
+    assert {"name": "external-addresses", "configMap": {"name": "demo-external-addresses"}} in pod["volumes"]
+    assert {"name": "external-addresses", "mountPath": EXTERNAL_ADDRESSES_DIR, "readOnly": True} in pod[
+        "containers"][0]["volumeMounts"]
+
+    script = broker_command(owner, _lb_spec())[2].replace(EXTERNAL_ADDRESSES_DIR, str(tmp_path)).replace(
+        "exec flotilla broker", "printf '%s\\n'")
+    child = subprocess.Popen(["sh", "-c", script], env={"HOSTNAME": "demo-broker-1", "HOST_IP": "192.0.2.7",
+                                                         "PATH": os.environ["PATH"]},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    assert child.poll() is None, "the broker started before its load balancer had an address"
+    (tmp_path / "CLOUD.0").write_text("203.0.113.10")  # another broker's address
+    time.sleep(1.5)
+    assert child.poll() is None
+    (tmp_path / "CLOUD.1").write_text("b1.elb.example.com")
+    out, err = child.communicate(timeout=10)
+    assert child.returncode == 0, err
+    advertised = next(line for line in out.splitlines() if line.startswith("advertised.listeners="))
+    assert advertised == ("advertised.listeners=PLAINTEXT://demo-broker-1.demo-brokers.ns.svc:9092,"
+                          "EXTERNAL://192.0.2.7:31092,CLOUD://b1.elb.example.com:9096")
+    assert "waiting for the load balancer address of listener CLOUD (Service demo-broker-1-9096)" in err
