@@ -38,6 +38,9 @@ BRIDGE = "flotilla0"
 POD_SUBNET = "10.244.0.0/24"
 GATEWAY = "10.244.0.1"
 CLUSTER_DOMAIN = "cluster.local"
+#: Where the node's stand-in cloud gives LoadBalancer Services their addresses (load_balancers.py);
+#: routed to the bridge, where kube-proxy turns them into pod addresses.
+LOAD_BALANCER_SUBNET = "10.245.0.0/24"
 PAUSE_IMAGE = "flotilla.local/pause:1"
 #: The kube-dns Service's address; CoreDNS itself runs on the node as a process on GATEWAY:53.
 CLUSTER_DNS_IP = "10.0.0.10"
@@ -302,6 +305,7 @@ class Node:
         # Host-side traffic to Service IPs leaves from the bridge address, not another interface's.
         from .certs import SERVICE_CLUSTER_IP_RANGE
         _run("ip", "route", "replace", SERVICE_CLUSTER_IP_RANGE, "dev", BRIDGE, "src", GATEWAY)
+        _run("ip", "route", "replace", LOAD_BALANCER_SUBNET, "dev", BRIDGE, "src", GATEWAY)
         # Service IPs between pods need forwarding (the CNI bridge plugin turns it on anyway); what
         # comes from the bridge may only go back to it: pods never reach another interface.
         _run("sysctl", "-qw", "net.ipv4.ip_forward=1", check=False)
@@ -405,7 +409,7 @@ def running_kubelets() -> list[int]:
 
 
 def remove_network() -> None:
-    """Delete the bridge, its service route and what kube-proxy and portmap put in iptables."""
+    """Delete the bridge, its routes and what kube-proxy and portmap put in iptables."""
     if _run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
         _run("ip", "link", "delete", BRIDGE, check=False)
     for table in ("nat", "filter", "mangle"):

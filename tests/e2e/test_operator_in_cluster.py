@@ -41,6 +41,7 @@ import urllib.request
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 import yaml
@@ -917,6 +918,17 @@ def test_tls_listeners_and_tls_and_scram_users_survive_a_certificate_renewal_wit
         env.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
+def outside_client(address: str) -> Callable[..., Any]:
+    """CLIENT run on the host (outside the cluster, without its DNS), bootstrapping from `address`;
+    returns its last line of JSON."""
+    def outside(action: str, topic: str, *args: str, timeout: float = 180):
+        proc = subprocess.run([sys.executable, "-c", CLIENT, action, address, topic, *args], capture_output=True,
+                              text=True, timeout=timeout)
+        assert proc.returncode == 0, f"{action} {topic} {args}: {proc.stdout}\n{proc.stderr[-3000:]}"
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    return outside
+
+
 def test_an_external_node_port_listener_reaches_every_broker_from_outside_the_cluster(kube_node_env, installed):
     """A listener with `external: {type: nodeport, nodePort: 31090}`: a client outside the cluster
     (on the host, without the cluster's DNS) bootstraps from the node's address at that port;
@@ -928,14 +940,8 @@ def test_an_external_node_port_listener_reaches_every_broker_from_outside_the_cl
 
     env = kube_node_env
     ns = f"external-{uuid.uuid4().hex[:8]}"
-    address = f"{node.GATEWAY}:31090"
+    outside = outside_client(f"{node.GATEWAY}:31090")
     env.kubectl("create", "namespace", ns)
-
-    def outside(action: str, topic: str, *args: str, timeout: float = 180):
-        proc = subprocess.run([sys.executable, "-c", CLIENT, action, address, topic, *args], capture_output=True,
-                              text=True, timeout=timeout)
-        assert proc.returncode == 0, f"{action} {topic} {args}: {proc.stdout}\n{proc.stderr[-3000:]}"
-        return json.loads(proc.stdout.strip().splitlines()[-1])
     try:
         env.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump({
             "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": NAME},
@@ -966,6 +972,50 @@ def test_an_external_node_port_listener_reaches_every_broker_from_outside_the_cl
         after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in get_json(env, "pods", "-n", ns)["items"]}
         assert {n: after[n] for n in pods} == pods, "growing restarted a broker"
         assert get_json(env, "service", f"{NAME}-broker-3-9095", "-n", ns)["spec"]["ports"][0]["nodePort"] == 31094
+    finally:
+        env.kubectl("delete", "kafkacluster", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False,
+                    timeout=150)
+        env.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_a_load_balancer_listener_reaches_every_broker_through_its_own_load_balancer(kube_node_env, installed):
+    """A listener with `external: {type: loadbalancer}`, with a stand-in cloud giving each
+    LoadBalancer Service an address (testenv/load_balancers.py; kube-proxy routes it to the pods as
+    in a cloud): the brokers wait for their load balancers' addresses (handed over by the operator
+    through the ConfigMap they mount), then advertise them; a client on the host bootstraps from the
+    bootstrap load balancer, Metadata names each broker at its own load balancer and the listener's
+    port, and a three-partition RF=3 topic led by every broker is written with acks=all through them."""
+    from flotilla.testenv.load_balancers import LoadBalancerController
+
+    env = kube_node_env
+    ns = f"cloud-{uuid.uuid4().hex[:8]}"
+    env.kubectl("create", "namespace", ns)
+
+    def addresses() -> dict[str, str]:
+        got = get_json(env, "services", "-n", ns, "-l", "flotilla.io/external-listener")["items"]
+        return {s["metadata"]["name"]: ingress["ip"] for s in got
+                for ingress in ((s.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []}
+    try:
+        with LoadBalancerController(env.kubectl) as cloud:
+            env.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump({
+                "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": NAME},
+                "spec": {"replicas": 3, "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+                         "storage": {"type": "ephemeral", "size": "1Gi"},
+                         "listeners": [{"name": "PLAINTEXT", "port": 9092},
+                                       {"name": "CLOUD", "port": 9096, "external": {"type": "loadbalancer"}}]}}))
+            with explained(env, ns):
+                wait_for("3 brokers Ready", cluster_ready(env, ns), timeout=READY_TIMEOUT)
+            assert not cloud.errors, cloud.errors
+            lbs = addresses()
+            outside = outside_client(f"{lbs[f'{NAME}-bootstrap-9096']}:9096")
+            assert outside("brokers", "-") == {str(b): f"{lbs[f'{NAME}-broker-{b}-9096']}:9096" for b in range(3)}
+            outside("create", "clouded", "3")
+            placement = outside("placement", "clouded")
+            assert sorted(leader for leader, _ in placement.values()) == [0, 1, 2], placement
+            for p in range(3):
+                assert outside("produce", "clouded", str(p), "50") == {"errors": [], "unflushed": 0}
+            marks = outside("offsets", "clouded", "3")["watermarks"]
+            assert marks == {"0": [0, 50], "1": [0, 50], "2": [0, 50]}, marks
     finally:
         env.kubectl("delete", "kafkacluster", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False,
                     timeout=150)
