@@ -22,8 +22,11 @@ class CertificateError(Exception):
 
 
 async def ensure_cluster_certificates(kube: Any, owner: Owner, spec: KafkaClusterSpec, *, replicas: int,
-                                      now: dt.datetime | None = None) -> certs.CertificatePlan:
-    """Issue what is missing or due and return the plan (its generation goes on the pod template)."""
+                                      now: dt.datetime | None = None,
+                                      external_addresses: dict[int, tuple[str, ...]] | None = None
+                                      ) -> certs.CertificatePlan:
+    """Issue what is missing or due and return the plan (its generation goes on the pod template);
+    `external_addresses`: each broker's load balancer addresses its certificate must name."""
     from .apply import ApiError
 
     if not certs.managed_tls(spec):
@@ -37,7 +40,7 @@ async def ensure_cluster_certificates(kube: Any, owner: Owner, spec: KafkaCluste
         if why:
             raise CertificateError(why)
     plan = certs.plan_certificates(owner, spec, replicas=replicas, existing=existing,
-                                   now=now or dt.datetime.now(dt.timezone.utc))
+                                   now=now or dt.datetime.now(dt.timezone.utc), external_addresses=external_addresses)
     for secret in plan.secrets:  # in order: a CA is stored before anything it signed
         name = secret["metadata"]["name"]
         held = existing.get(name)

@@ -70,7 +70,8 @@ from .builders import Desired, build_all
 from .builders import cluster_id as cid
 from .builders.common import MANAGED_BY, OPERATOR_USER, Owner, cluster_of, foreign, selector_string, statefulset_name
 from .builders.roll import TEMPLATE_HASH_ANNOTATION, RollDecision, roll_partition, roll_state
-from .builders.external_addresses import broker_addresses, ingress_address, load_balancer_listeners, pending_brokers
+from .builders.external_addresses import (broker_addresses, certificate_addresses, ingress_address,
+                                         load_balancer_listeners, pending_brokers)
 from .builders.services import EXTERNAL_LABEL, stale_external_services
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
@@ -390,15 +391,17 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                 raise kopf.PermanentError(identity.error)
             scale = await _scale(kube, memo, owner, spec, current)
             token, restart_requested = restart_token(body["metadata"], current, datetime.now(timezone.utc))
+            replicas = max(spec.replicas, scale.replicas or 0)
+            addresses = await _load_balancer_addresses(kube, owner, spec, replicas)
             try:
                 # Before the StatefulSet: a broker never starts without its certificate.
                 certificates = await ensure_cluster_certificates(
-                    kube, owner, spec, replicas=max(spec.replicas, scale.replicas or 0))
+                    kube, owner, spec, replicas=replicas,
+                    external_addresses=certificate_addresses(spec, replicas, addresses))
             except CertificateError as exc:
                 await stopped(f"certificates: {exc}", "ApplyFailed", current)
                 raise kopf.TemporaryError(f"certificates: {exc}", delay=RETRY_DELAY) from exc
             await _emit(kube, body, [ev.Event(ev.NORMAL, ev.CERTIFICATES_ISSUED, line) for line in certificates.issued])
-            addresses = await _load_balancer_addresses(kube, owner, spec, max(spec.replicas, scale.replicas or 0))
             build = dict(image=op.broker_image, pull_policy=op.image_pull_policy,
                          statefulset_replicas=scale.replicas, cluster_id=identity.cluster_id,
                          restart_token=token, certificate_generation=certificates.generation,

@@ -10,6 +10,7 @@ PKCS#8 PEM, the shape Kafka's PEM keystores read (`ssl.keystore.type=PEM`, broke
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -85,11 +86,19 @@ def new_ca(common_name: str, *, now: dt.datetime, days: int) -> KeyPair:
     return _pair(key, cert)
 
 
-def issue(ca: KeyPair, common_name: str, *, now: dt.datetime, days: int, dns_names: tuple[str, ...] = (),
+def _alt_name(name: str) -> x509.GeneralName:
+    """An IP address SAN for an address (what a client dialling an IP verifies), else a DNS name."""
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def issue(ca: KeyPair, common_name: str, *, now: dt.datetime, days: int, alt_names: tuple[str, ...] = (),
           unit: str | None = None, server: bool = False) -> KeyPair:
-    """An end-entity certificate signed by `ca`: a server certificate for `dns_names` (brokers,
-    which also present it as clients to each other), or a client certificate whose subject names
-    the user (`CN=<common_name>`), never outliving the CA."""
+    """An end-entity certificate signed by `ca`: a server certificate for `alt_names` (host names
+    or IP addresses; brokers, which also present it as clients to each other), or a client
+    certificate whose subject names the user (`CN=<common_name>`), never outliving the CA."""
     key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = ca.certificate
     days = max(1, min(days, (not_after(ca.cert_pem) - now).days))
@@ -104,8 +113,8 @@ def issue(ca: KeyPair, common_name: str, *, now: dt.datetime, days: int, dns_nam
                .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.private_key.public_key()),
                               critical=False))
-    if dns_names:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]),
+    if alt_names:
+        builder = builder.add_extension(x509.SubjectAlternativeName([_alt_name(n) for n in alt_names]),
                                         critical=False)
     return _pair(key, builder.sign(ca.private_key, hashes.SHA256()))
 
@@ -114,14 +123,24 @@ def not_after(cert_pem: str) -> dt.datetime:
     return x509.load_pem_x509_certificate(cert_pem.encode()).not_valid_after_utc
 
 
-def dns_names(cert_pem: str) -> tuple[str, ...]:
-    """The DNS names of a certificate's SubjectAlternativeName (none: ())."""
+def _san(cert_pem: str) -> x509.SubjectAlternativeName | None:
     cert = x509.load_pem_x509_certificate(cert_pem.encode())
     try:
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        return cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
-        return ()
-    return tuple(san.get_values_for_type(x509.DNSName))
+        return None
+
+
+def dns_names(cert_pem: str) -> tuple[str, ...]:
+    """The DNS names of a certificate's SubjectAlternativeName (none: ())."""
+    san = _san(cert_pem)
+    return tuple(san.get_values_for_type(x509.DNSName)) if san else ()
+
+
+def alt_names(cert_pem: str) -> tuple[str, ...]:
+    """Its DNS names and IP addresses (as text), as issue() takes them."""
+    san = _san(cert_pem)
+    return (*san.get_values_for_type(x509.DNSName), *map(str, san.get_values_for_type(x509.IPAddress))) if san else ()
 
 
 def common_name(cert_pem: str) -> str | None:

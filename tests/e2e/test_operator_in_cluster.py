@@ -918,12 +918,14 @@ def test_tls_listeners_and_tls_and_scram_users_survive_a_certificate_renewal_wit
         env.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
-def outside_client(address: str) -> Callable[..., Any]:
-    """CLIENT run on the host (outside the cluster, without its DNS), bootstrapping from `address`;
-    returns its last line of JSON."""
+def outside_client(address: str, conf: dict[str, str] | None = None) -> Callable[..., Any]:
+    """CLIENT run on the host (outside the cluster, without its DNS), bootstrapping from `address`
+    with the client settings `conf`; returns its last line of JSON."""
+    env = {**os.environ, "CLIENT_CONF": json.dumps(conf or {})}
+
     def outside(action: str, topic: str, *args: str, timeout: float = 180):
         proc = subprocess.run([sys.executable, "-c", CLIENT, action, address, topic, *args], capture_output=True,
-                              text=True, timeout=timeout)
+                              text=True, timeout=timeout, env=env)
         assert proc.returncode == 0, f"{action} {topic} {args}: {proc.stdout}\n{proc.stderr[-3000:]}"
         return json.loads(proc.stdout.strip().splitlines()[-1])
     return outside
@@ -978,11 +980,12 @@ def test_an_external_node_port_listener_reaches_every_broker_from_outside_the_cl
         env.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
-def test_a_load_balancer_listener_reaches_every_broker_through_its_own_load_balancer(kube_node_env, installed):
-    """A listener with `external: {type: loadbalancer}`, with a stand-in cloud giving each
+def test_a_load_balancer_listener_reaches_every_broker_through_its_own_load_balancer(kube_node_env, installed, tmp_path):
+    """An SSL listener with `external: {type: loadbalancer}`, with a stand-in cloud giving each
     LoadBalancer Service an address (testenv/load_balancers.py; kube-proxy routes it to the pods as
     in a cloud): the brokers wait for their load balancers' addresses (handed over by the operator
-    through the ConfigMap they mount), then advertise them; a client on the host bootstraps from the
+    through the ConfigMap they mount) and for certificates that name them, then advertise them; a
+    client on the host that verifies host names, trusting the cluster CA, bootstraps from the
     bootstrap load balancer, Metadata names each broker at its own load balancer and the listener's
     port, and a three-partition RF=3 topic led by every broker is written with acks=all through them."""
     from flotilla.testenv.load_balancers import LoadBalancerController
@@ -1002,12 +1005,16 @@ def test_a_load_balancer_listener_reaches_every_broker_through_its_own_load_bala
                 "spec": {"replicas": 3, "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
                          "storage": {"type": "ephemeral", "size": "1Gi"},
                          "listeners": [{"name": "PLAINTEXT", "port": 9092},
-                                       {"name": "CLOUD", "port": 9096, "external": {"type": "loadbalancer"}}]}}))
+                                       {"name": "CLOUD", "port": 9096, "protocol": "SSL",
+                                        "external": {"type": "loadbalancer"}}]}}))
             with explained(env, ns):
                 wait_for("3 brokers Ready", cluster_ready(env, ns), timeout=READY_TIMEOUT)
             assert not cloud.errors, cloud.errors
             lbs = addresses()
-            outside = outside_client(f"{lbs[f'{NAME}-bootstrap-9096']}:9096")
+            ca = tmp_path / "ca.crt"
+            ca.write_bytes(base64.b64decode(get_json(env, "secret", f"{NAME}-cluster-ca-cert", "-n", ns)["data"]["ca.crt"]))
+            outside = outside_client(f"{lbs[f'{NAME}-bootstrap-9096']}:9096", {
+                "security.protocol": "SSL", "ssl.ca.location": str(ca), "ssl.endpoint.identification.algorithm": "https"})
             assert outside("brokers", "-") == {str(b): f"{lbs[f'{NAME}-broker-{b}-9096']}:9096" for b in range(3)}
             outside("create", "clouded", "3")
             placement = outside("placement", "clouded")

@@ -61,7 +61,8 @@ def test_tls_listeners_get_certificates_users_get_theirs_and_a_renewal_rolls_the
     assert secret(kube_env, ns, f"{NAME}-cluster-ca-cert") == {"ca.crt": ca.cert_pem}
     assert secret(kube_env, ns, f"{NAME}-clients-ca-cert") == {"ca.crt": clients_ca.cert_pem}
     brokers = secret(kube_env, ns, f"{NAME}-broker-certs")
-    assert sorted(brokers) == ["broker-0.pem", "broker-1.pem", "broker-2.pem", "ca.crt", "clients-ca.crt"]
+    assert sorted(brokers) == ["broker-0.names", "broker-0.pem", "broker-1.names", "broker-1.pem", "broker-2.names",
+                               "broker-2.pem", "ca.crt", "clients-ca.crt"]
     for ordinal in range(3):
         cert = pki.pem_certificates(brokers[f"broker-{ordinal}.pem"])[0]
         assert pki.signed_by(cert, ca)

@@ -137,14 +137,26 @@ def trust_bundle(ca: pki.KeyPair, previous_bundle: str, now: dt.datetime) -> str
     return "".join([ca.cert_pem, *kept])
 
 
+def names_file(ordinal: int) -> str:
+    """The file listing the names broker `ordinal`'s certificate holds, one a line (its start script
+    waits until its load balancer's address is among them)."""
+    return f"broker-{ordinal}.names"
+
+
 def plan_certificates(owner: Owner, spec: KafkaClusterSpec, *, replicas: int,
-                      existing: Mapping[str, Mapping[str, Any] | None], now: dt.datetime) -> CertificatePlan:
+                      existing: Mapping[str, Mapping[str, Any] | None], now: dt.datetime,
+                      external_addresses: Mapping[int, tuple[str, ...]] | None = None) -> CertificatePlan:
     """What to write so that every broker ordinal below `replicas` (and any higher one already
-    issued) holds a valid certificate from the current cluster CA with its DNS names. `existing`:
-    the Secrets as read, by name (None: absent). Nothing when no listener is managed."""
+    issued) holds a valid certificate from the current cluster CA with its DNS names, and the
+    addresses of its load balancers (`external_addresses` by ordinal, external_addresses.py).
+    `existing`: the Secrets as read, by name (None: absent). Nothing when no listener is managed.
+
+    A load balancer address that appears later (a new broker's, once the cloud provisions it)
+    re-issues that broker's certificate alone without a roll: the broker waits for it to start."""
     plan = CertificatePlan()
     if not managed_tls(spec):
         return plan
+    external = external_addresses or {}
     name = owner.name
     data = {n: decoded(existing.get(n)) for n in secret_names(name)}
     bundles = {}
@@ -168,22 +180,32 @@ def plan_certificates(owner: Owner, spec: KafkaClusterSpec, *, replicas: int,
                                       if k.startswith("broker-") and k.endswith(".pem")}
     settings = spec.certificates
 
+    def wanted(ordinal: int) -> tuple[str, ...]:
+        return broker_dns_names(owner, ordinal) + tuple(external.get(ordinal, ()))
+
     def sound(ordinal: int) -> bool:
+        """From the current CA, with the cluster names, not due (the addresses may lag)."""
         pem = held.get(keystore_file(ordinal))
         if not pem:
             return False
         cert = pki.pem_certificates(pem)[0]
-        return (pki.signed_by(cert, cluster_ca) and set(pki.dns_names(cert)) == set(broker_dns_names(owner, ordinal))
+        return (pki.signed_by(cert, cluster_ca) and set(broker_dns_names(owner, ordinal)) <= set(pki.alt_names(cert))
                 and not pki.renewal_due(cert, now=now, renew_before_days=settings.renew_before_days))
+
+    def addresses_lag(ordinal: int) -> bool:
+        pem = held.get(keystore_file(ordinal))
+        return bool(pem) and set(pki.alt_names(pki.pem_certificates(pem)[0])) != set(wanted(ordinal))
 
     held_ordinals = [o for o in ordinals if held.get(keystore_file(o))]
     renew_all = generation == 0 or any(not sound(o) for o in held_ordinals)
-    to_issue = sorted(ordinals) if renew_all else sorted(o for o in ordinals if not held.get(keystore_file(o)))
+    to_issue = sorted(ordinals) if renew_all else sorted(
+        o for o in ordinals if not held.get(keystore_file(o)) or addresses_lag(o))
     keystores = {k: v for k, v in held.items() if k.startswith("broker-")}
     for ordinal in to_issue:
         pair = pki.issue(cluster_ca, f"{statefulset_name(owner)}-{ordinal}", now=now, days=settings.validity_days,
-                         dns_names=broker_dns_names(owner, ordinal), unit=BROKERS_UNIT, server=True)
+                         alt_names=wanted(ordinal), unit=BROKERS_UNIT, server=True)
         keystores[keystore_file(ordinal)] = pair.keystore_pem
+        keystores[names_file(ordinal)] = "".join(f"{n}\n" for n in wanted(ordinal))
     trust = {CA_FILE: bundles[cluster_ca_name(name)], CLIENTS_CA_FILE: bundles[clients_ca_name(name)]}
     # The brokers read their truststores at start-up: a changed bundle rolls them as new keys do.
     new_trust = bool(held) and any(held.get(k) != v for k, v in trust.items())

@@ -74,8 +74,8 @@ def external_bootstrap_name(owner: Owner, port: int) -> str:
     return f"{bootstrap_service_name(owner)}-{port}"
 
 
-def external_broker_name(owner: Owner, ordinal: int, port: int) -> str:
-    """Broker `ordinal`'s own Service on the external listener on `port`."""
+def external_broker_name(owner: Owner, ordinal: int | str, port: int) -> str:
+    """Broker `ordinal`'s own Service on the external listener on `port` (a str: a shell expression)."""
     return f"{statefulset_name(owner)}-{ordinal}-{port}"
 
 

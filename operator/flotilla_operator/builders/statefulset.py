@@ -17,6 +17,8 @@ from .common import (
     Owner,
     broker_credentials_secret_name,
     configmap_name,
+    external_bootstrap_name,
+    external_broker_name,
     headless_service_name,
     labels,
     metadata,
@@ -25,7 +27,8 @@ from .common import (
     service_account_name,
     statefulset_name,
 )
-from .external_addresses import EXTERNAL_ADDRESSES_DIR, external_addresses_name, load_balancer_listeners
+from .external_addresses import (BOOTSTRAP, EXTERNAL_ADDRESSES_DIR, address_key, external_addresses_name,
+                                 load_balancer_listeners, tls_load_balancer_listeners)
 from .certificates import GENERATION_ANNOTATION, TLS_DIR, broker_certs_name, managed_listeners, managed_tls
 from .roll import TEMPLATE_HASH_ANNOTATION, template_hash
 
@@ -52,25 +55,41 @@ def _advertised(index: int, listener: Listener, host: str) -> str:
 
 def _wait_for_load_balancers(owner: Owner, spec: KafkaClusterSpec) -> str:
     """Shell that sets lb_<index> to this broker's load balancer address on each LoadBalancer
-    listener, waiting (and saying so) until the operator has written it to the mounted ConfigMap."""
+    listener, waiting (and saying so) until the operator has written it to the mounted ConfigMap;
+    on a TLS one, also until the mounted certificate names it and the bootstrap load balancer's."""
     listeners = [(i, l) for i, l in enumerate(spec.listeners) if l in load_balancer_listeners(spec)]
     if not listeners:
         return ""
-    service = f"{statefulset_name(owner)}-${{ordinal}}"
+    tls = tls_load_balancer_listeners(spec)
     script = (
         "external_address() {\n"
-        f'  file="{EXTERNAL_ADDRESSES_DIR}/$1.${{ordinal}}"; waited=0\n'
+        f'  file="{EXTERNAL_ADDRESSES_DIR}/$1"; waited=0\n'
         '  until [ -s "$file" ]; do\n'
-        '    if [ $((waited % 15)) -eq 0 ]; then\n'
-        f'      echo "waiting for the load balancer address of listener $1 (Service {service}-$2)" >&2\n'
-        "    fi\n"
+        '    if [ $((waited % 15)) -eq 0 ]; then echo "waiting for the load balancer address $1 (Service $2)" >&2; fi\n'
         "    waited=$((waited + 1)); sleep 1\n"
         "  done\n"
         '  cat "$file"\n'
         "}\n"
     )
+    if tls:
+        script += (
+            "certificate_names() {\n"
+            "  waited=0\n"
+            f'  until grep -qxF "$1" "{TLS_DIR}/broker-${{ordinal}}.names" 2>/dev/null; do\n'
+            '    if [ $((waited % 15)) -eq 0 ]; then echo "waiting for a certificate that names $1" >&2; fi\n'
+            "    waited=$((waited + 1)); sleep 1\n"
+            "  done\n"
+            "}\n"
+        )
     for index, listener in listeners:
-        script += f'lb_{index}="$(external_address {listener.name} {listener.port})"\n'
+        broker = address_key(listener, "${ordinal}")
+        script += (f'lb_{index}="$(external_address {broker} '
+                   f'{external_broker_name(owner, "${ordinal}", listener.port)})"\n')
+        if listener in tls:
+            bootstrap = address_key(listener, BOOTSTRAP)
+            script += (f'certificate_names "$lb_{index}"\n'
+                       f'certificate_names "$(external_address {bootstrap} '
+                       f'{external_bootstrap_name(owner, listener.port)})"\n')
     return script
 
 

@@ -135,7 +135,7 @@ def test_a_load_balancer_listener_gets_a_load_balancer_per_broker_beside_a_node_
 def test_load_balancer_addresses_are_read_from_the_services_status_and_handed_over_in_a_configmap():
     from flotilla_operator.builders import build_all
     from flotilla_operator.builders.common import Owner
-    from flotilla_operator.builders.external_addresses import broker_addresses, pending_brokers
+    from flotilla_operator.builders.external_addresses import broker_addresses, certificate_addresses, pending_brokers
     from flotilla_operator.builders.services import build_external_services
 
     owner = Owner("demo", "ns", "uid-1")
@@ -146,8 +146,11 @@ def test_load_balancer_addresses_are_read_from_the_services_status_and_handed_ov
     by_name["demo-bootstrap-9096"]["status"] = {"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}]}}
     by_name["demo-broker-1-9096"]["status"] = {"loadBalancer": {}}  # still being provisioned
     addresses = broker_addresses(owner, _lb_spec(), 3, services)
-    assert addresses == {"CLOUD.0": "203.0.113.10", "CLOUD.2": "b2.elb.example.com"}
+    assert addresses == {"CLOUD.bootstrap": "203.0.113.1", "CLOUD.0": "203.0.113.10", "CLOUD.2": "b2.elb.example.com"}
     assert pending_brokers(_lb_spec(), 3, addresses) == ["CLOUD.1"]
+    # CLOUD is SASL_SSL: each certificate names the bootstrap load balancer and the broker's own
+    assert certificate_addresses(_lb_spec(), 3, addresses) == {
+        0: ("203.0.113.1", "203.0.113.10"), 1: ("203.0.113.1",), 2: ("203.0.113.1", "b2.elb.example.com")}
 
     objects = build_all(owner, _lb_spec(), image="i", external_addresses=addresses).objects
     configmaps = {o["metadata"]["name"]: o["data"] for o in objects if o["kind"] == "ConfigMap"}
@@ -159,38 +162,80 @@ def test_load_balancer_addresses_are_read_from_the_services_status_and_handed_ov
     assert [o["metadata"]["name"] for o in plain if o["kind"] == "ConfigMap"] == ["demo-config"]
 
 
-def test_a_broker_waits_for_its_load_balancer_address_then_advertises_it(tmp_path):
-    """The start script itself, run by sh: it waits (and says so) until its file appears, as when
-    kubelet refreshes the ConfigMap volume, then advertises that address at the listener's port."""
+def _start_script(tmp_path, spec, hostname: str):
+    """The broker's start script run by sh, with the mounted directories under tmp_path and the
+    broker replaced by printing its arguments."""
     import os
     import subprocess
-    import time
 
+    from flotilla_operator.builders.certificates import TLS_DIR
     from flotilla_operator.builders.common import Owner
     from flotilla_operator.builders.external_addresses import EXTERNAL_ADDRESSES_DIR
-    from flotilla_operator.builders.statefulset import broker_command, build_statefulset
+    from flotilla_operator.builders.statefulset import broker_command
 
-    owner = Owner("demo", "ns", "uid-1")
-    sts = build_statefulset(owner, _lb_spec(), image="i", config_hash="h")
-    pod = sts["spec"]["template"]["spec"]
+    (tmp_path / "external").mkdir()
+    (tmp_path / "tls").mkdir()
+    script = (broker_command(Owner("demo", "ns", "uid-1"), spec)[2]
+              .replace(EXTERNAL_ADDRESSES_DIR, str(tmp_path / "external")).replace(TLS_DIR, str(tmp_path / "tls"))
+              .replace("exec flotilla broker", "printf '%s\\n'"))
+    return subprocess.Popen(["sh", "-c", script], env={"HOSTNAME": hostname, "HOST_IP": "192.0.2.7",
+                                                        "PATH": os.environ["PATH"]},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _advertised(child) -> tuple[str, str]:
+    out, err = child.communicate(timeout=10)
+    assert child.returncode == 0, err
+    return next(line for line in out.splitlines() if line.startswith("advertised.listeners=")), err
+
+
+def _still_waiting(child) -> bool:
+    import time
+
+    time.sleep(1.5)
+    return child.poll() is None
+
+
+def test_a_broker_waits_for_its_load_balancer_address_then_advertises_it(tmp_path):
+    """The start script itself: it waits (and says so) until its file appears, as when kubelet
+    refreshes the ConfigMap volume, then advertises that address at the listener's port."""
+    from flotilla_operator.builders.common import Owner
+    from flotilla_operator.builders.external_addresses import EXTERNAL_ADDRESSES_DIR
+    from flotilla_operator.builders.statefulset import build_statefulset
+
+    spec = KafkaClusterSpec.model_validate({"replicas": 3, "listeners": [
+        {"name": "PLAINTEXT", "port": 9092},
+        {"name": "EXTERNAL", "port": 9095, "external": {"type": "nodeport", "nodePort": 31090}},
+        {"name": "CLOUD", "port": 9096, "protocol": "SASL_PLAINTEXT", "external": {"type": "loadbalancer"}}]})
+    pod = build_statefulset(Owner("demo", "ns", "uid-1"), spec, image="i", config_hash="h")["spec"]["template"]["spec"]
     assert {"name": "external-addresses", "configMap": {"name": "demo-external-addresses"}} in pod["volumes"]
     assert {"name": "external-addresses", "mountPath": EXTERNAL_ADDRESSES_DIR, "readOnly": True} in pod[
         "containers"][0]["volumeMounts"]
 
-    script = broker_command(owner, _lb_spec())[2].replace(EXTERNAL_ADDRESSES_DIR, str(tmp_path)).replace(
-        "exec flotilla broker", "printf '%s\\n'")
-    child = subprocess.Popen(["sh", "-c", script], env={"HOSTNAME": "demo-broker-1", "HOST_IP": "192.0.2.7",
-                                                         "PATH": os.environ["PATH"]},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
-    assert child.poll() is None, "the broker started before its load balancer had an address"
-    (tmp_path / "CLOUD.0").write_text("203.0.113.10")  # another broker's address
-    time.sleep(1.5)
-    assert child.poll() is None
-    (tmp_path / "CLOUD.1").write_text("b1.elb.example.com")
-    out, err = child.communicate(timeout=10)
-    assert child.returncode == 0, err
-    advertised = next(line for line in out.splitlines() if line.startswith("advertised.listeners="))
+    child = _start_script(tmp_path, spec, "demo-broker-1")
+    assert _still_waiting(child), "the broker started before its load balancer had an address"
+    (tmp_path / "external" / "CLOUD.0").write_text("203.0.113.10")  # another broker's address
+    assert _still_waiting(child)
+    (tmp_path / "external" / "CLOUD.1").write_text("b1.elb.example.com")
+    advertised, err = _advertised(child)
     assert advertised == ("advertised.listeners=PLAINTEXT://demo-broker-1.demo-brokers.ns.svc:9092,"
                           "EXTERNAL://192.0.2.7:31092,CLOUD://b1.elb.example.com:9096")
-    assert "waiting for the load balancer address of listener CLOUD (Service demo-broker-1-9096)" in err
+    assert "waiting for the load balancer address CLOUD.1 (Service demo-broker-1-9096)" in err
+
+
+def test_on_a_tls_load_balancer_listener_a_broker_also_waits_for_a_certificate_naming_its_addresses(tmp_path):
+    """Kubelet refreshes the ConfigMap and the certificates' Secret separately: the broker starts
+    only once the certificate it mounts names its own and the bootstrap load balancer's address."""
+    child = _start_script(tmp_path, _lb_spec(), "demo-broker-1")
+    (tmp_path / "external" / "CLOUD.1").write_text("203.0.113.11")
+    (tmp_path / "tls" / "broker-1.names").write_text("demo-broker-1.demo-brokers.ns.svc\n")  # issued before
+    assert _still_waiting(child), "the broker started with a certificate without its address"
+    (tmp_path / "tls" / "broker-1.names").write_text("demo-broker-1.demo-brokers.ns.svc\n203.0.113.11\n")
+    assert _still_waiting(child), "the broker started before the bootstrap load balancer had an address"
+    (tmp_path / "external" / "CLOUD.bootstrap").write_text("203.0.113.1")
+    assert _still_waiting(child), "the broker started with a certificate without the bootstrap address"
+    (tmp_path / "tls" / "broker-1.names").write_text("demo-broker-1.demo-brokers.ns.svc\n203.0.113.11\n203.0.113.1\n")
+    advertised, err = _advertised(child)
+    assert advertised.endswith(",CLOUD://203.0.113.11:9096")
+    assert "waiting for a certificate that names 203.0.113.11" in err
+    assert "waiting for the load balancer address CLOUD.bootstrap (Service demo-bootstrap-9096)" in err

@@ -52,7 +52,8 @@ def test_a_new_cluster_gets_two_cas_and_a_certificate_per_broker_for_its_names()
     ca = pki.KeyPair(**{"key_pem": files(secrets["demo-cluster-ca"])["ca.key"],
                         "cert_pem": files(secrets["demo-cluster-ca"])["ca.crt"]})
     brokers = files(secrets["demo-broker-certs"])
-    assert sorted(brokers) == ["broker-0.pem", "broker-1.pem", "broker-2.pem", "ca.crt", "clients-ca.crt"]
+    assert sorted(brokers) == ["broker-0.names", "broker-0.pem", "broker-1.names", "broker-1.pem", "broker-2.names",
+                               "broker-2.pem", "ca.crt", "clients-ca.crt"]
     assert brokers["ca.crt"] == ca.cert_pem == files(secrets["demo-cluster-ca-cert"])["ca.crt"]
     # the public Secrets hold no key
     assert "PRIVATE KEY" not in files(secrets["demo-cluster-ca-cert"])["ca.crt"]
@@ -65,6 +66,30 @@ def test_a_new_cluster_gets_two_cas_and_a_certificate_per_broker_for_its_names()
     assert pki.not_after(cert) - NOW == dt.timedelta(days=365)  # validityDays
     assert secrets["demo-broker-certs"]["metadata"]["annotations"] == {certs.GENERATION_ANNOTATION: "1"}
     assert secrets["demo-broker-certs"]["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+
+
+def test_load_balancer_addresses_are_named_as_they_appear_re_issuing_that_broker_alone():
+    """A certificate names its broker's load balancer addresses (an IP as an IP address SAN, what
+    a client that dialled it verifies); an address that appears later re-issues that broker's
+    certificate only, with no new generation (no roll: the broker waits for it to start)."""
+    first = by_name(certs.plan_certificates(OWNER, spec(), replicas=3, existing={}, now=NOW,
+                                            external_addresses={0: ("203.0.113.1", "203.0.113.10")}))
+    brokers = files(first["demo-broker-certs"])
+    cert0 = pki.pem_certificates(brokers["broker-0.pem"])[0]
+    assert {"203.0.113.1", "203.0.113.10", "demo-broker-0.demo-brokers.ns.svc"} <= set(pki.alt_names(cert0))
+    assert "203.0.113.10" not in pki.dns_names(cert0)  # an IP address SAN, not a DNS name
+    assert brokers["broker-0.names"].splitlines()[-2:] == ["203.0.113.1", "203.0.113.10"]
+    assert "203.0.113.1" not in brokers["broker-1.names"]
+
+    later = certs.plan_certificates(OWNER, spec(), replicas=3, existing=first, now=NOW, external_addresses={
+        0: ("203.0.113.1", "203.0.113.10"), 1: ("203.0.113.1", "b1.elb.example.com")})
+    assert later.generation == 1, "a new address rolled the brokers"
+    assert later.issued == ["broker certificates issued for ordinals 1 (generation 1)"]
+    again = files(by_name(later)["demo-broker-certs"])
+    assert {k: again[k] for k in ("broker-0.pem", "broker-2.pem")} == {
+        k: brokers[k] for k in ("broker-0.pem", "broker-2.pem")}
+    assert {"203.0.113.1", "b1.elb.example.com"} <= set(pki.alt_names(pki.pem_certificates(again["broker-1.pem"])[0]))
+    assert again["broker-1.names"].splitlines()[-2:] == ["203.0.113.1", "b1.elb.example.com"]
 
 
 def test_a_reconcile_with_nothing_due_writes_nothing_and_keeps_the_generation():
@@ -80,7 +105,7 @@ def test_a_scale_up_issues_only_the_new_brokers_certificates_without_a_roll():
     assert grown.generation == 1  # the pod template does not change: no broker restarts
     before, after = files(first["demo-broker-certs"]), files(grown.secrets[0])
     assert {k: after[k] for k in before} == before
-    assert sorted(set(after) - set(before)) == ["broker-3.pem", "broker-4.pem"]
+    assert sorted(set(after) - set(before)) == ["broker-3.names", "broker-3.pem", "broker-4.names", "broker-4.pem"]
 
 
 def test_broker_certificates_inside_the_renewal_window_are_all_renewed_and_roll_the_brokers():
