@@ -209,7 +209,7 @@ class Builder:
         return self.bin_dir
 
     #: The binaries with Go modules of their own (built beside Kubernetes), and their log.
-    TOOLS = ("etcd", "kwok", "helm", "coredns")
+    TOOLS = ("etcd", "kwok", "helm", "cert-manager", "coredns")
 
     @property
     def tools_log(self) -> Path:
@@ -217,7 +217,8 @@ class Builder:
 
     def build_tools(self, binaries: list[Binary]) -> None:
         steps = {"etcd": (versions.ETCD_VERSION, self.build_etcd), "kwok": (versions.KWOK_VERSION, self.build_kwok),
-                 "helm": (versions.HELM_VERSION, self.build_helm), "coredns": (versions.COREDNS_VERSION, self.build_coredns)}
+                 "helm": (versions.HELM_VERSION, self.build_helm), "coredns": (versions.COREDNS_VERSION, self.build_coredns),
+                 "cert-manager": (versions.CERT_MANAGER_VERSION, self.build_cert_manager)}
         for b in binaries:
             version, step = steps[b.name]
             self._timed(f"{b.name} {version}", lambda b=b, step=step: step(b))
@@ -253,6 +254,28 @@ class Builder:
             self.run("go build etcd", [self.go, "build", "-mod=mod", "-ldflags", "-s -w", "-o",
                                        str(Path(out) / "etcd"), "."], cwd=moddir, log_file=self.tools_log)
             _install(Path(out) / "etcd", self.bin_dir, binary)
+
+    def build_cert_manager(self, binary: Binary) -> None:
+        """cert-manager's controller (issues Certificates; its webhook is not needed) and its CRDs."""
+        v = versions.CERT_MANAGER_VERSION
+        moddir = self.src_dir / "cert-manager"
+        moddir.mkdir(parents=True, exist_ok=True)
+        _write_module(moddir, gomod.cert_manager_go_mod(v))
+        (moddir / "tools.go").write_text(gomod.CERT_MANAGER_TOOLS_GO)
+        info = json.loads(self.run("go mod download cert-manager", [self.go, "mod", "download", "-json",
+                                   f"github.com/cert-manager/cert-manager@{v}"], cwd=moddir, log_file=self.tools_log))
+        crds = versions.cert_manager_crds(self.root)
+        crds.mkdir(parents=True, exist_ok=True)
+        for crd in (Path(info["Dir"]) / "deploy" / "crds").glob("crd-*.yaml"):
+            shutil.copy2(crd, crds / crd.name)
+            (crds / crd.name).chmod(0o644)
+        with tempfile.TemporaryDirectory(dir=self.src_dir) as out:
+            self.run("go build cert-manager", [
+                self.go, "build", "-mod=mod", "-tags", "tools", "-ldflags",
+                f"-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion={v}",
+                "-o", str(Path(out) / "cert-manager"), "github.com/cert-manager/cert-manager/cmd/controller"],
+                cwd=moddir, log_file=self.tools_log)
+            _install(Path(out) / "cert-manager", self.bin_dir, binary)
 
     def _go_install(self, binary: Binary, package: str, version: str, ldflags: str) -> None:
         self.src_dir.mkdir(parents=True, exist_ok=True)

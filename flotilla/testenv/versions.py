@@ -15,6 +15,9 @@ KUBERNETES_VERSION = "v1.34.4"
 ETCD_VERSION = "v3.5.35"
 KWOK_VERSION = "v0.7.0"
 HELM_VERSION = "v3.19.5"
+#: The issuer behind `spec.certificates.issuerRef` in the tests: the newest release whose controller is
+#: in the module the Go proxy serves (from v1.12 on it is a module of its own that is not published).
+CERT_MANAGER_VERSION = "v1.11.5"
 #: Cluster DNS of the real test node (`flotilla testenv up --kubelet`).
 COREDNS_VERSION = "v1.12.4"
 
@@ -47,6 +50,7 @@ BINARIES = (
     Binary("etcd", f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}"),
     Binary("kwok", f"sigs.k8s.io/kwok@{KWOK_VERSION}"),
     Binary("helm", f"helm.sh/helm/v3@{HELM_VERSION}"),
+    Binary("cert-manager", f"github.com/cert-manager/cert-manager@{CERT_MANAGER_VERSION}"),
 )
 
 #: Built only for the real node (`flotilla testenv build --kubelet`, scripts/setup.d/40-node.sh).
@@ -71,6 +75,11 @@ def version_dir(root: Path | None = None) -> Path:
 def bin_dir(root: Path | None = None) -> Path:
     """Where the built binaries live: ~/.cache/flotilla/testenv/<kubernetes version>/bin."""
     return version_dir(root) / "bin"
+
+
+def cert_manager_crds(root: Path | None = None) -> Path:
+    """cert-manager's CRDs, copied from its module when its controller is built."""
+    return version_dir(root) / "cert-manager-crds"
 
 
 def src_dir(root: Path | None = None) -> Path:

@@ -18,6 +18,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "ServiceAccount": ("v1", "serviceaccounts"),
     "ConfigMap": ("v1", "configmaps"),
     "Secret": ("v1", "secrets"),  # the operator's and KafkaUsers' credentials, stored SCRAM keys
+    "Certificate": ("cert-manager.io/v1", "certificates"),  # with spec.certificates.issuerRef
     "Service": ("v1", "services"),
     "Role": ("rbac.authorization.k8s.io/v1", "roles"),
     "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),

@@ -59,7 +59,8 @@ from .builders import rebalance_target
 from . import events as ev
 from .admin_address import admin_address
 from .builders import certificates as certs
-from .cluster_certificates import CertificateError, clients_ca, ensure_cluster_certificates
+from .cluster_certificates import (CertificateError, CertificatesPending, clients_ca, ensure_cluster_certificates,
+                                   user_certificate_from_cert_manager)
 from .operator_credentials import CredentialsError, ensure_admin_auth, ensure_broker_credentials
 from .annotations import acknowledge_patch, live_restart_token, paused, restart_token
 from .apply import ApiError, Kube, load_api_client
@@ -399,7 +400,8 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
                     kube, owner, spec, replicas=replicas,
                     external_addresses=certificate_addresses(spec, replicas, addresses))
             except CertificateError as exc:
-                await stopped(f"certificates: {exc}", "ApplyFailed", current)
+                await stopped(f"certificates: {exc}",
+                              "CertificatesPending" if isinstance(exc, CertificatesPending) else "ApplyFailed", current)
                 raise kopf.TemporaryError(f"certificates: {exc}", delay=RETRY_DELAY) from exc
             await _emit(kube, body, [ev.Event(ev.NORMAL, ev.CERTIFICATES_ISSUED, line) for line in certificates.issued])
             build = dict(image=op.broker_image, pull_policy=op.image_pull_policy,
@@ -943,6 +945,9 @@ async def _user_certificate(kube: Kube, body: dict[str, Any]) -> tuple[str | Non
     CA that is not due for renewal (issued or renewed here); (the Ready reason, why) when it
     cannot: Conflict (a Secret of that name is not this KafkaUser's), Pending (retried)."""
     meta, cluster = body["metadata"], body["spec"]["clusterRef"]["name"]
+    settings = _cluster_certificate_settings(await kube.get(KAFKA_CLUSTER.kind, meta["namespace"], cluster))
+    if settings.issuer_ref is not None:
+        return await user_certificate_from_cert_manager(kube, body, settings, ku.secret_name(body))
     current = await kube.get("Secret", meta["namespace"], ku.secret_name(body))
     why = ku.foreign_secret(current, body)
     if why:
@@ -952,7 +957,6 @@ async def _user_certificate(kube: Kube, body: dict[str, Any]) -> tuple[str | Non
         return "Pending", (f"KafkaCluster {cluster} has no clients CA yet (it issues one for a listener with protocol SSL "
                        "and authentication tls)")
     ca, bundle = authority
-    settings = _cluster_certificate_settings(await kube.get(KAFKA_CLUSTER.kind, meta["namespace"], cluster))
     now = datetime.now(timezone.utc)
     held = certs.decoded(current)
     if not certs.user_certificate_due(held, ca, meta["name"], now=now, renew_before_days=settings.renew_before_days):

@@ -394,8 +394,18 @@ class Listener(ApiModel):
         return self
 
 
+class IssuerRef(ApiModel):
+    """A cert-manager issuer (cert-manager.io), as a cert-manager Certificate names it."""
+
+    name: str = Field(min_length=1, max_length=253, description="The Issuer's or ClusterIssuer's name.")
+    kind: Literal["Issuer", "ClusterIssuer"] = Field(
+        default="Issuer", description="Issuer (in the KafkaCluster's namespace) or ClusterIssuer.")
+    group: str = Field(default="cert-manager.io", description="The issuer's API group (an external issuer's).")
+
+
 class Certificates(ApiModel):
-    """Lifetimes of the certificates the operator issues (cluster CA, clients CA, brokers, KafkaUsers)."""
+    """Lifetimes of the certificates the operator issues (cluster CA, clients CA, brokers, KafkaUsers),
+    or the cert-manager issuer that issues them instead."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -413,6 +423,12 @@ class Certificates(ApiModel):
         default=30, ge=1, le=3649,
         description="A certificate this many days from expiry is renewed: brokers' by a rolling restart that keeps "
         "every partition in its ISR; a renewed CA is trusted beside the old one until the old one expires.")
+    issuer_ref: IssuerRef | None = Field(
+        default=None,
+        description="cert-manager issues the brokers' and tls KafkaUsers' certificates from this issuer (cert-manager "
+        "must be installed) instead of the operator's cluster and clients CAs; brokers and mTLS listeners trust the "
+        "issuer's CA (the ca.crt of its Secrets). validityDays and renewBeforeDays become the Certificates' "
+        "duration and renewBefore.")
 
     @model_validator(mode="after")
     def _renewal_inside_validity(self) -> Certificates:

@@ -22,6 +22,8 @@ NEEDED = [
     ("create", "services"), ("patch", "services"), ("watch", "services"), ("create", "configmaps"), ("patch", "configmaps"),
     ("create", "serviceaccounts"), ("patch", "serviceaccounts"),
     ("create", "poddisruptionbudgets.policy"), ("patch", "poddisruptionbudgets.policy"),
+    ("get", "certificates.cert-manager.io"), ("create", "certificates.cert-manager.io"),
+    ("patch", "certificates.cert-manager.io"),
     ("create", "roles.rbac.authorization.k8s.io"), ("create", "rolebindings.rbac.authorization.k8s.io"),
     # The brokers' metadata rights are granted by binding the flotilla-broker ClusterRole.
     ("bind", "clusterroles.rbac.authorization.k8s.io/flotilla-broker"),

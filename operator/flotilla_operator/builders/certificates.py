@@ -116,6 +116,8 @@ class CertificatePlan:
     secrets: list[dict[str, Any]] = field(default_factory=list)
     generation: int = 0
     issued: list[str] = field(default_factory=list)
+    #: With a cert-manager issuer: the broker ordinals it has not issued a certificate for yet.
+    pending: list[int] = field(default_factory=list)
 
 
 def _ca(existing: Mapping[str, str], common_name: str, spec: KafkaClusterSpec, now: dt.datetime
@@ -216,6 +218,65 @@ def plan_certificates(owner: Owner, spec: KafkaClusterSpec, *, replicas: int,
                            f"ordinals {', '.join(map(str, to_issue))} (generation {generation})")
     files = {**keystores, **trust}
     if files != held or not secret:
+        plan.secrets.append(_secret(owner, broker_certs_name(name), files, {GENERATION_ANNOTATION: str(generation)}))
+    plan.generation = generation
+    return plan
+
+
+def plan_issued_certificates(owner: Owner, spec: KafkaClusterSpec, *, replicas: int,
+                             existing: Mapping[str, Mapping[str, Any] | None],
+                             issued: Mapping[int, Mapping[str, str]]) -> CertificatePlan:
+    """With spec.certificates.issuerRef: copy what cert-manager issued (`issued`: each ordinal's
+    Secret as decoded, cert_manager.py) into the brokers' Secret, and the issuer's CA into the
+    bundles clients and the brokers trust. A certificate re-issued with the same names (a renewal)
+    rolls the brokers (a new generation); one re-issued for new names (a load balancer's address)
+    or for a new broker does not: that broker waits for it. `pending`: ordinals never issued."""
+    from .cert_manager import issued_keystore
+
+    plan = CertificatePlan()
+    if not managed_tls(spec):
+        return plan
+    name = owner.name
+    secret = existing.get(broker_certs_name(name)) or {}
+    held = decoded(secret)
+    generation = int(((secret.get("metadata") or {}).get("annotations") or {}).get(GENERATION_ANNOTATION) or 0)
+    ordinals = set(range(replicas)) | {int(k[len("broker-"):-len(".pem")]) for k in held
+                                      if k.startswith("broker-") and k.endswith(".pem")}
+    files = {k: v for k, v in held.items() if k.startswith("broker-")}
+    authorities: list[str] = []
+    renewed, copied = False, []
+    for ordinal in sorted(ordinals):
+        got = issued_keystore(dict(issued.get(ordinal) or {}))
+        if got is None:
+            if not held.get(keystore_file(ordinal)):
+                plan.pending.append(ordinal)
+            continue
+        keystore, ca = got
+        authorities += [c for c in pki.pem_certificates(ca) if c not in authorities]
+        before = held.get(keystore_file(ordinal))
+        if before == keystore:
+            continue
+        names = pki.alt_names(pki.pem_certificates(keystore)[0])
+        renewed = renewed or bool(before) and set(pki.alt_names(pki.pem_certificates(before)[0])) == set(names)
+        files[keystore_file(ordinal)] = keystore
+        files[names_file(ordinal)] = "".join(f"{n}\n" for n in names)
+        copied.append(ordinal)
+    if plan.pending:
+        return plan  # the brokers start only once every one has its certificate
+    bundle = "".join(authorities) or held.get(CA_FILE, "")
+    trust = {CA_FILE: bundle, CLIENTS_CA_FILE: bundle}
+    new_trust = bool(held) and any(held.get(k) != v for k, v in trust.items())
+    if generation == 0 or renewed or new_trust:
+        generation += 1
+    if copied:
+        plan.issued.append(f"broker certificates from cert-manager {'renewed' if renewed else 'issued'} for "
+                           f"ordinals {', '.join(map(str, copied))} (generation {generation})")
+    for public in (cluster_ca_cert_name(name), clients_ca_cert_name(name)):
+        if decoded(existing.get(public)).get(CA_FILE) != bundle:
+            plan.secrets.append(_secret(owner, public, {CA_FILE: bundle}))
+    files.update(trust)
+    if files != held or not secret or str(generation) != ((secret.get("metadata") or {}).get("annotations") or {}).get(
+            GENERATION_ANNOTATION):
         plan.secrets.append(_secret(owner, broker_certs_name(name), files, {GENERATION_ANNOTATION: str(generation)}))
     plan.generation = generation
     return plan

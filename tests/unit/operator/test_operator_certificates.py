@@ -322,4 +322,62 @@ def test_the_crds_default_of_spec_certificates_is_the_models():
     from flotilla_operator.models import Certificates
 
     field = KafkaClusterSpec.model_fields["certificates"]
-    assert field.json_schema_extra["default"] == Certificates().model_dump(by_alias=True)
+    assert field.json_schema_extra["default"] == Certificates().model_dump(by_alias=True, exclude_none=True)
+
+
+# --- spec.certificates.issuerRef: cert-manager issues, the operator copies ---------------------------
+
+ISSUER_SPEC = {**TLS_SPEC, "certificates": {"issuerRef": {"name": "ca"}}}
+
+
+def _cert_manager_secret(ca: pki.KeyPair, common: str, names: tuple[str, ...]) -> dict[str, str]:
+    """What cert-manager's CA issuer writes (decoded): tls.key, tls.crt, ca.crt."""
+    pair = pki.issue(ca, common, now=NOW, days=90, alt_names=names, unit=certs.BROKERS_UNIT, server=True)
+    return {"tls.key": pair.key_pem, "tls.crt": pair.cert_pem, "ca.crt": ca.cert_pem}
+
+
+def test_a_brokers_cert_manager_certificate_names_its_addresses_and_the_issuer():
+    from flotilla_operator.builders.cert_manager import build_broker_certificate
+
+    s = KafkaClusterSpec.model_validate(ISSUER_SPEC)
+    cert = build_broker_certificate(OWNER, s.certificates, 1, "demo-broker-1",
+                                    ("demo-broker-1.demo-brokers.ns.svc", "203.0.113.1", "b1.elb.example.com"))
+    assert cert["metadata"]["name"] == "demo-broker-1" and cert["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    spec_ = cert["spec"]
+    assert spec_["secretName"] == "demo-broker-1-tls"
+    assert spec_["issuerRef"] == {"name": "ca", "kind": "Issuer", "group": "cert-manager.io"}
+    assert spec_["dnsNames"] == ["demo-broker-1.demo-brokers.ns.svc", "b1.elb.example.com"]
+    assert spec_["ipAddresses"] == ["203.0.113.1"]
+    assert (spec_["duration"], spec_["renewBefore"]) == ("8760h", "720h")
+    assert spec_["privateKey"]["encoding"] == "PKCS8" and "server auth" in spec_["usages"]
+
+
+def test_what_cert_manager_issued_is_copied_and_only_a_renewal_rolls_the_brokers():
+    s = KafkaClusterSpec.model_validate(ISSUER_SPEC)
+    ca = pki.new_ca("issuer", now=NOW, days=365)
+    names = {o: certs.broker_dns_names(OWNER, o) for o in range(3)}
+    issued = {o: _cert_manager_secret(ca, f"demo-broker-{o}", names[o]) for o in range(2)}
+
+    waiting = certs.plan_issued_certificates(OWNER, s, replicas=3, existing={}, issued=issued)
+    assert (waiting.pending, waiting.secrets) == ([2], []), "brokers were handed certificates before all were issued"
+
+    issued[2] = _cert_manager_secret(ca, "demo-broker-2", names[2])
+    first = certs.plan_issued_certificates(OWNER, s, replicas=3, existing={}, issued=issued)
+    secrets = by_name(first)
+    assert list(secrets) == ["demo-cluster-ca-cert", "demo-clients-ca-cert", "demo-broker-certs"], "an operator CA"
+    brokers = files(secrets["demo-broker-certs"])
+    assert brokers["broker-1.pem"] == issued[1]["tls.key"] + issued[1]["tls.crt"]
+    assert brokers["ca.crt"] == brokers["clients-ca.crt"] == ca.cert_pem == files(secrets["demo-cluster-ca-cert"])["ca.crt"]
+    assert first.generation == 1
+
+    again = certs.plan_issued_certificates(OWNER, s, replicas=3, existing=secrets, issued=issued)
+    assert (again.secrets, again.generation) == ([], 1)
+    # a load balancer's address added to broker 1's names: copied, no roll (that broker waits for it)
+    readdressed = {**issued, 1: _cert_manager_secret(ca, "demo-broker-1", names[1] + ("203.0.113.11",))}
+    moved = certs.plan_issued_certificates(OWNER, s, replicas=3, existing=secrets, issued=readdressed)
+    assert moved.generation == 1 and "203.0.113.11" in files(by_name(moved)["demo-broker-certs"])["broker-1.names"]
+    # cert-manager renewed broker 0 (same names, a new key): every broker rolls onto it
+    renewed = {**issued, 0: _cert_manager_secret(ca, "demo-broker-0", names[0])}
+    rolled = certs.plan_issued_certificates(OWNER, s, replicas=3, existing=secrets, issued=renewed)
+    assert rolled.generation == 2
+    assert rolled.issued == ["broker certificates from cert-manager renewed for ordinals 0 (generation 2)"]

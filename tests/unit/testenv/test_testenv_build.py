@@ -70,7 +70,10 @@ args = sys.argv[1:]
 if args[:3] == ["mod", "download", "-json"]:
     mod = Path.cwd() / "upstream.mod"
     mod.write_text("module k8s.io/kubernetes\n\ngo 1.24\n")
-    print(json.dumps({"GoMod": str(mod)}))
+    module = Path.cwd() / "module"  # the module's files (cert-manager's CRDs)
+    (module / "deploy" / "crds").mkdir(parents=True, exist_ok=True)
+    (module / "deploy" / "crds" / "crd-issuers.yaml").write_text("kind: CustomResourceDefinition\n")
+    print(json.dumps({"GoMod": str(mod), "Dir": str(module)}))
 elif args[0] == "build":
     out = args[args.index("-o") + 1]
     time.sleep(0.3)
@@ -109,5 +112,6 @@ def test_a_fresh_build_is_one_kubernetes_build_with_the_tools_beside_it(tmp_path
     assert sorted(a.rsplit("/", 1)[-1] for a in kube_builds[0]["argv"] if "k8s.io/kubernetes/cmd/" in a) == \
         sorted(versions.KUBE_BINARIES + versions.NODE_KUBE_BINARIES)
     tools = [c for c in seen if c not in kube_builds and c["argv"][:2] != ["mod", "download"]]
-    assert len(tools) == 4, tools  # etcd (go build), kwok, helm, coredns (go install)
+    assert len(tools) == 5, tools  # etcd and cert-manager (go build), kwok, helm, coredns (go install)
+    assert (versions.cert_manager_crds(tmp_path / "cache") / "crd-issuers.yaml").is_file()
     assert tools[0]["start"] < kube_builds[0]["end"], "the tools waited for the Kubernetes build"
