@@ -39,7 +39,7 @@ async def ensure_cluster_certificates(kube: Any, owner: Owner, spec: KafkaCluste
     names = certs.secret_names(owner.name)
     if spec.certificates.issuer_ref is not None:  # no CA of the operator's: the public bundles and the brokers'
         names = (certs.cluster_ca_cert_name(owner.name), certs.clients_ca_cert_name(owner.name),
-                 certs.broker_certs_name(owner.name))
+                 certs.broker_certs_name(owner.name))  # the operator's own certificate is cert-manager's
     try:
         existing = {n: await kube.get("Secret", owner.namespace, n) for n in names}
     except ApiError as exc:
@@ -114,6 +114,11 @@ async def _request_from_cert_manager(kube: Any, owner: Owner, spec: KafkaCluster
                                        "(the API server serves no certificates.cert-manager.io)") from None
             raise CertificateError(f"applying Certificate {name}: {exc.reason}") from None
         issued[ordinal] = certs.decoded(secret)
+    if certs.fleet_certificates(spec):
+        try:
+            await kube.apply(cm.build_operator_certificate(owner, spec.certificates))
+        except ApiError as exc:
+            raise CertificateError(f"applying the operator's Certificate: {exc.reason}") from None
     return issued
 
 

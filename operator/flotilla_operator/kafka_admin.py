@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
+import os
 import ssl
+import tempfile
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -67,11 +69,21 @@ class AdminAuth:
     password: str = field(default="", repr=False)
     ca_pem: str | None = field(default=None, repr=False)
     mechanism: str = "SCRAM-SHA-512"
+    #: On an SSL first listener: the operator's own certificate and key (PEM), presented to the brokers.
+    client_cert_pem: str | None = field(default=None, repr=False)
+    client_key_pem: str | None = field(default=None, repr=False)
 
     def ssl_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context()
         if self.ca_pem:
             context.load_verify_locations(cadata=self.ca_pem)
+        if self.client_cert_pem and self.client_key_pem:
+            # ssl loads a key only from a file: a private one, removed once read.
+            with tempfile.NamedTemporaryFile("w", suffix=".pem") as pem:
+                os.chmod(pem.name, 0o600)
+                pem.write(self.client_key_pem + self.client_cert_pem)
+                pem.flush()
+                context.load_cert_chain(pem.name)
         return context
 
     @property

@@ -173,13 +173,16 @@ async def ensure_admin_auth(kube: Any, kafka_cluster: Mapping[str, Any]) -> Admi
         if password:
             await update_stored_credential(kube, kafka_cluster, OPERATOR_USER, password)
         ca_pem = None
+        mine: dict[str, str] = {}
         if protocol.endswith("SSL"):
             ca = await kube.get("Secret", meta["namespace"], certs.cluster_ca_cert_name(meta["name"]))
             ca_pem = certs.decoded(ca).get(certs.CA_FILE)
+        if protocol == "SSL":  # its certificate, where the operator has one (certificates.fleet_certificates)
+            mine = certs.decoded(await kube.get("Secret", meta["namespace"], certs.operator_tls_name(meta["name"])))
     except ApiError as exc:
         raise CredentialsError(f"the operator's credentials for KafkaCluster {meta['name']}: {exc}") from None
     return AdminAuth(security_protocol=protocol, username=OPERATOR_USER if password else "", password=password,
-                     ca_pem=ca_pem)
+                     ca_pem=ca_pem, client_cert_pem=mine.get("tls.crt"), client_key_pem=mine.get("tls.key"))
 
 
 async def ensure_broker_credentials(kube: Any, kafka_cluster: Mapping[str, Any]) -> bool:

@@ -1027,3 +1027,42 @@ def test_a_load_balancer_listener_reaches_every_broker_through_its_own_load_bala
         env.kubectl("delete", "kafkacluster", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False,
                     timeout=150)
         env.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_on_an_ssl_first_listener_the_brokers_and_the_operator_authenticate_with_certificates(
+        kube_node_env, installed, tmp_path):
+    """A KafkaCluster whose only listener is SSL (no SASL), with the authorizer on and nothing
+    allowed without an ACL: the brokers present their certificates to each other there and are
+    User:flotilla-broker (a super user), so followers replicate and every broker turns Ready (its
+    partitions' ISRs full); the operator presents its own and is User:flotilla-operator, so a
+    ClientQuota is applied on every broker; a client without a certificate (User:ANONYMOUS) is
+    refused a topic. Before, brokers and operator were ANONYMOUS here, which had to be a super user."""
+    env = kube_node_env
+    ns = f"ssl-{uuid.uuid4().hex[:8]}"
+    env.kubectl("create", "namespace", ns)
+    try:
+        env.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump_all([
+            {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": NAME},
+             "spec": {"replicas": 3, "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+                      "storage": {"type": "ephemeral", "size": "1Gi"},
+                      "listeners": [{"name": "TLS", "port": 9093, "protocol": "SSL"}],
+                      "config": {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                                 "allow.everyone.if.no.acl.found": "false"}}},
+            {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "loader"},
+             "spec": {"clusterRef": {"name": NAME}, "entity": {"clientId": "loader"}, "producerByteRate": 1048576}}]))
+        with explained(env, ns):
+            wait_for("3 brokers Ready with the authorizer on", cluster_ready(env, ns), timeout=READY_TIMEOUT)
+            quota = wait_for("ClientQuota loader Applied", lambda: condition(
+                get_json(env, "clientquota", "loader", "-n", ns, check=False), "Ready"),
+                until=lambda c: c.get("reason") == "Applied", timeout=120)
+        assert quota["status"] == "True", quota
+        ca = tmp_path / "ca.crt"
+        ca.write_bytes(base64.b64decode(get_json(env, "secret", f"{NAME}-cluster-ca-cert", "-n", ns)["data"]["ca.crt"]))
+        anonymous = {"security.protocol": "SSL", "ssl.ca.location": str(ca)}
+        refused = subprocess.run(client_argv(env, ns, "create", "anyone", "1", port=9093), capture_output=True,
+                                 text=True, timeout=180, env=client_env(anonymous))
+        assert refused.returncode != 0 and "AUTHORIZATION_FAILED" in refused.stderr, refused.stderr[-2000:]
+    finally:
+        env.kubectl("delete", "kafkacluster", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False,
+                    timeout=150)
+        env.kubectl("delete", "namespace", ns, "--wait=false", check=False)

@@ -15,7 +15,7 @@ import ipaddress
 from typing import Any
 
 from ..models import Certificates, IssuerRef
-from .common import Owner, metadata
+from .common import OPERATOR_USER, Owner, metadata
 
 API_VERSION = "cert-manager.io/v1"
 ORGANIZATION = "flotilla.io"
@@ -69,6 +69,21 @@ def build_broker_certificate(owner: Owner, settings: Certificates, ordinal: int,
         spec["ipAddresses"] = ips
     return {"apiVersion": API_VERSION, "kind": "Certificate",
             "metadata": metadata(owner, broker_certificate_name(owner, ordinal)), "spec": spec}
+
+
+def build_operator_certificate(owner: Owner, settings: Certificates) -> dict[str, Any]:
+    """The operator's client certificate for an SSL first listener (CN=flotilla-operator, OU=operator),
+    written by cert-manager to the Secret the operator reads it from (certificates.operator_tls_name)."""
+    assert settings.issuer_ref is not None
+    return {"apiVersion": API_VERSION, "kind": "Certificate",
+            "metadata": metadata(owner, f"{owner.name}-operator"),
+            "spec": {"secretName": f"{owner.name}-operator-tls", "issuerRef": _issuer(settings.issuer_ref),
+                     "commonName": OPERATOR_USER,
+                     "subject": {"organizations": [ORGANIZATION], "organizationalUnits": ["operator"]},
+                     **_lifetimes(settings),
+                     "privateKey": {"algorithm": "ECDSA", "size": 256, "encoding": "PKCS8",
+                                    "rotationPolicy": "Always"},
+                     "usages": ["digital signature", "client auth"]}}
 
 
 def user_owner_reference(user_body: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 from .. import pki
 from ..models import KafkaClusterSpec, Listener
-from .common import Owner, bootstrap_service_name, headless_service_name, metadata, statefulset_name
+from .common import OPERATOR_USER, Owner, bootstrap_service_name, headless_service_name, metadata, statefulset_name
 
 TLS_DIR = "/etc/flotilla-tls"  # beside, not inside, the ConfigMap mounted at /etc/flotilla
 CA_FILE = "ca.crt"
@@ -38,6 +38,11 @@ TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 PRINCIPAL_MAPPING_RULES = "RULE:^CN=([^,]+),OU=clients,O=flotilla.io$/$1/,DEFAULT"
 CLIENTS_UNIT = "clients"
 BROKERS_UNIT = "brokers"
+OPERATOR_UNIT = "operator"
+# On an SSL (not SASL) first listener the brokers and the operator present certificates there:
+# every broker's is the brokers' principal, the operator's its own (configmap.py makes both super users).
+FLEET_MAPPING_RULES = (f"RULE:^CN=[^,]+,OU={BROKERS_UNIT},O=flotilla.io$/flotilla-broker/,"
+                       f"RULE:^CN=([^,]+),OU={OPERATOR_UNIT},O=flotilla.io$/$1/,{PRINCIPAL_MAPPING_RULES}")
 
 
 def cluster_ca_name(cluster: str) -> str:
@@ -60,10 +65,15 @@ def broker_certs_name(cluster: str) -> str:
     return f"{cluster}-broker-certs"
 
 
+def operator_tls_name(cluster: str) -> str:
+    """The operator's client certificate for an SSL first listener (tls.crt, tls.key)."""
+    return f"{cluster}-operator-tls"
+
+
 def secret_names(cluster: str) -> tuple[str, ...]:
     """Every Secret of a cluster's certificates, CAs before what they sign."""
     return (cluster_ca_name(cluster), cluster_ca_cert_name(cluster), clients_ca_name(cluster),
-            clients_ca_cert_name(cluster), broker_certs_name(cluster))
+            clients_ca_cert_name(cluster), broker_certs_name(cluster), operator_tls_name(cluster))
 
 
 def keystore_file(ordinal: int | str) -> str:
@@ -83,6 +93,13 @@ def managed_listeners(spec: KafkaClusterSpec) -> list[Listener]:
 
 def managed_tls(spec: KafkaClusterSpec) -> bool:
     return bool(managed_listeners(spec))
+
+
+def fleet_certificates(spec: KafkaClusterSpec) -> bool:
+    """An SSL (not SASL) first listener with the operator's certificates: the brokers and the
+    operator authenticate there with them rather than connect as User:ANONYMOUS."""
+    first = spec.listeners[0]
+    return first.protocol == "SSL" and first in managed_listeners(spec)
 
 
 def broker_dns_names(owner: Owner, ordinal: int) -> tuple[str, ...]:
@@ -219,6 +236,15 @@ def plan_certificates(owner: Owner, spec: KafkaClusterSpec, *, replicas: int,
     files = {**keystores, **trust}
     if files != held or not secret:
         plan.secrets.append(_secret(owner, broker_certs_name(name), files, {GENERATION_ANNOTATION: str(generation)}))
+    if fleet_certificates(spec):
+        mine = data[operator_tls_name(name)]
+        cert = mine.get("tls.crt")
+        if not (cert and mine.get("tls.key") and pki.signed_by(cert, cluster_ca)
+                and not pki.renewal_due(cert, now=now, renew_before_days=settings.renew_before_days)):
+            pair = pki.issue(cluster_ca, OPERATOR_USER, now=now, days=settings.validity_days, unit=OPERATOR_UNIT)
+            plan.secrets.append(_secret(owner, operator_tls_name(name), {"tls.crt": pair.cert_pem,
+                                                                         "tls.key": pair.key_pem}))
+            plan.issued.append(f"operator certificate {'renewed' if cert else 'issued'}")
     plan.generation = generation
     return plan
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from ..models import METRICS_PORT, KafkaClusterSpec, replication_settings
 from .cluster_id import id_from_uid
-from .certificates import CA_FILE, CLIENTS_CA_FILE, PRINCIPAL_MAPPING_RULES, TLS_DIR, managed_listeners
+from .certificates import (CA_FILE, CLIENTS_CA_FILE, FLEET_MAPPING_RULES, PRINCIPAL_MAPPING_RULES, TLS_DIR,
+                           fleet_certificates, managed_listeners)
 from .common import BROKER_USER, OPERATOR_USER, sasl_inter_broker
 
 OPERATOR_PRINCIPAL = f"User:{OPERATOR_USER}"
@@ -49,6 +50,7 @@ def operator_config(owner: Owner, spec: KafkaClusterSpec, cluster_id: str | None
         config["inter.broker.listener.name"] = listeners[0].name
     config.update(sasl_config(spec))
     config.update(tls_config(spec))
+    config.update(super_users_config(spec))
     return config
 
 
@@ -71,29 +73,45 @@ def tls_config(spec: KafkaClusterSpec) -> dict[str, str]:
         elif listener.name == first:
             out[prefix + "ssl.truststore.type"] = "PEM"
             out[prefix + "ssl.truststore.location"] = f"{TLS_DIR}/{CA_FILE}"
+    if fleet_certificates(spec):
+        # The brokers and the operator present their certificates on the first listener (clients
+        # without one still connect, as User:ANONYMOUS), mapped to their own principals.
+        out[f"listener.name.{first.lower()}.ssl.client.auth"] = "requested"
+        out["ssl.principal.mapping.rules"] = FLEET_MAPPING_RULES
     return {k: v for k, v in out.items() if k not in spec.config}
 
 
 def sasl_config(spec: KafkaClusterSpec) -> dict[str, str]:
     """With a SASL listener: SCRAM-SHA-512 offered (unless spec.config says which mechanisms), and
-    the operator's user (and, with a SASL first listener, the brokers' own) a super user (operator_credentials.py), added to any super.users of
-    spec.config, so that ACLs never lock the operator out of what it manages. Nothing for
-    PLAINTEXT-only fleets: their file, and so their pods, stay as they were."""
+    with a SASL first listener the brokers' own mechanism for it. Nothing for PLAINTEXT-only
+    fleets: their file, and so their pods, stay as they were."""
     if not any(l.protocol.startswith("SASL_") for l in spec.listeners):
         return {}
     out = {}
     if "sasl.enabled.mechanisms" not in spec.config:
         out["sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
-    users = [u.strip() for u in str(spec.config.get("super.users", "")).split(";") if u.strip()]
-    own = [OPERATOR_PRINCIPAL]
     if sasl_inter_broker(spec):
         # The brokers reach each other on the first listener as flotilla-broker (SCRAM-SHA-512, its
         # password from the Secret <cluster>-broker-credentials, passed to the broker in
-        # builders/statefulset.py): a super user, as Kafka's brokers need CLUSTER_ACTION.
+        # builders/statefulset.py).
         out["sasl.mechanism.inter.broker.protocol"] = INTER_BROKER_MECHANISM
-        own.append(BROKER_PRINCIPAL)
-    out["super.users"] = ";".join(users + [u for u in own if u not in users])
     return out
+
+
+def super_users_config(spec: KafkaClusterSpec) -> dict[str, str]:
+    """The operator's user (with a SASL listener or an SSL first listener, where it authenticates)
+    and the brokers' (where they authenticate to each other: a SASL first listener, or an SSL one
+    with their certificates) as super users, added to any super.users of spec.config, so that ACLs
+    never lock the operator out of what it manages nor the brokers out of CLUSTER_ACTION."""
+    own = []
+    if any(l.protocol.startswith("SASL_") for l in spec.listeners) or fleet_certificates(spec):
+        own.append(OPERATOR_PRINCIPAL)
+    if sasl_inter_broker(spec) or fleet_certificates(spec):
+        own.append(BROKER_PRINCIPAL)
+    if not own:
+        return {}
+    users = [u.strip() for u in str(spec.config.get("super.users", "")).split(";") if u.strip()]
+    return {"super.users": ";".join(users + [u for u in own if u not in users])}
 
 
 def replication_defaults(spec: KafkaClusterSpec) -> dict[str, str]:
@@ -125,7 +143,8 @@ def server_properties(owner: Owner, spec: KafkaClusterSpec, cluster_id: str | No
         # Not the broker count itself: scaling beyond 3 brokers must not change the file (a roll).
         lines.append("# Replication defaults for this fleet size (spec.config may set them):")
         lines += [f"{k}={v}" for k, v in sorted(defaults.items())]
-    user_config = {k: v for k, v in spec.config.items() if k not in sasl_config(spec)}
+    merged = {**sasl_config(spec), **super_users_config(spec)}  # keys the operator's block already holds
+    user_config = {k: v for k, v in spec.config.items() if k not in merged}
     if user_config:
         lines.append("# From spec.config:")
         lines += [f"{k}={_value(v)}" for k, v in sorted(user_config.items())]

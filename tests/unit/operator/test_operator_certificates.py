@@ -250,10 +250,11 @@ def test_a_user_certificate_is_due_when_missing_foreign_renamed_or_near_expiry()
     assert alice["user.pem"] == alice["user.key"] + alice["user.crt"]
 
 
-def _serve_and_connect(tmp_path, server: ssl.SSLContext, client: ssl.SSLContext, hostname: str):
+def _serve_and_connect(tmp_path, server: ssl.SSLContext, client: ssl.SSLContext, hostname: str,
+                       rules: str = certs.PRINCIPAL_MAPPING_RULES):
     """A real TLS handshake over loopback: (the principal the broker maps the client to, or the
     client's error)."""
-    mapper = PrincipalMapper(certs.PRINCIPAL_MAPPING_RULES)
+    mapper = PrincipalMapper(rules)
     seen: list[str] = []
 
     async def run():
@@ -381,3 +382,59 @@ def test_what_cert_manager_issued_is_copied_and_only_a_renewal_rolls_the_brokers
     rolled = certs.plan_issued_certificates(OWNER, s, replicas=3, existing=secrets, issued=renewed)
     assert rolled.generation == 2
     assert rolled.issued == ["broker certificates from cert-manager renewed for ordinals 0 (generation 2)"]
+
+
+# --- an SSL first listener: the brokers and the operator authenticate with their certificates -------
+
+SSL_FIRST = {"replicas": 3, "listeners": [{"name": "TLS", "port": 9093, "protocol": "SSL"}],
+             "config": {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                        "super.users": "User:admin"}}
+
+
+def test_on_an_ssl_first_listener_brokers_and_operator_present_certificates_and_are_super_users():
+    from flotilla_operator.builders.configmap import operator_config
+
+    config = operator_config(OWNER, KafkaClusterSpec.model_validate(SSL_FIRST))
+    assert config["listener.name.tls.ssl.client.auth"] == "requested"  # clients without one: ANONYMOUS
+    assert config["ssl.principal.mapping.rules"] == certs.FLEET_MAPPING_RULES
+    assert config["super.users"] == "User:admin;User:flotilla-operator;User:flotilla-broker"
+    # a SASL first listener keeps SCRAM for both, and nothing changes for PLAINTEXT fleets
+    sasl = operator_config(OWNER, spec())
+    assert "listener.name.secure.ssl.client.auth" not in sasl and "flotilla-broker" in sasl["super.users"]
+    assert "super.users" not in operator_config(OWNER, KafkaClusterSpec.model_validate({"replicas": 3}))
+
+    plan = certs.plan_certificates(OWNER, KafkaClusterSpec.model_validate(SSL_FIRST), replicas=3, existing={}, now=NOW)
+    mine = files(by_name(plan)["demo-operator-tls"])
+    assert pki.common_name(mine["tls.crt"]) == "flotilla-operator"
+    again = certs.plan_certificates(OWNER, KafkaClusterSpec.model_validate(SSL_FIRST), replicas=3,
+                                    existing=by_name(plan), now=NOW + dt.timedelta(days=10))
+    assert again.secrets == [], "the operator's certificate was re-issued while valid"
+
+
+def test_the_operator_and_a_broker_map_to_their_principals_and_a_client_without_one_is_anonymous(tmp_path):
+    """The broker's own server_context with the first listener's keys (ssl.client.auth=requested):
+    the operator's admin client (kafka_admin.AdminAuth) is User:flotilla-operator, a broker's
+    certificate (what its inter-broker client presents) User:flotilla-broker, a client without a
+    certificate connects with none (User:ANONYMOUS)."""
+    from broker.security.tls import server_context
+    from flotilla_operator.kafka_admin import AdminAuth
+
+    s = KafkaClusterSpec.model_validate(SSL_FIRST)
+    secrets = by_name(certs.plan_certificates(OWNER, s, replicas=3, existing={}, now=NOW))
+    brokers = files(secrets["demo-broker-certs"])
+    for name, text in brokers.items():
+        (tmp_path / name).write_text(text)
+    keys = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "broker-0.pem"),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tmp_path / "ca.crt"),
+            "ssl.enabled.protocols": "TLSv1.2,TLSv1.3"}
+    server = server_context(keys.get, "listener TLS", "requested")
+    host = "demo-broker-0.demo-brokers.ns.svc"
+    mine = files(secrets["demo-operator-tls"])
+    operator = AdminAuth(security_protocol="SSL", ca_pem=brokers["ca.crt"], client_cert_pem=mine["tls.crt"],
+                         client_key_pem=mine["tls.key"]).ssl_context()
+    assert _serve_and_connect(tmp_path, server, operator, host, certs.FLEET_MAPPING_RULES) == "User:flotilla-operator"
+    peer = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    peer.load_cert_chain(tmp_path / "broker-2.pem")
+    assert _serve_and_connect(tmp_path, server, peer, host, certs.FLEET_MAPPING_RULES) == "User:flotilla-broker"
+    anonymous = AdminAuth(security_protocol="SSL", ca_pem=brokers["ca.crt"]).ssl_context()
+    assert _serve_and_connect(tmp_path, server, anonymous, host, certs.FLEET_MAPPING_RULES) == "none"
