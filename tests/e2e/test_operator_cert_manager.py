@@ -107,15 +107,9 @@ def test_cert_manager_issues_the_brokers_certificates_and_its_renewal_rolls_them
 
     # The files as the broker's own TLS code loads them: a client trusting the cluster's CA bundle
     # reaches broker 0 by its DNS name, presenting broker 1's certificate (mTLS: the issuer's CA).
-    from broker.security.tls import server_context
-    from tests.unit.operator.test_operator_certificates import _serve_and_connect
+    from tests.unit.operator.test_operator_certificates import _serve_and_connect, broker_server
 
-    for file, text in brokers.items():
-        (tmp_path / file).write_text(text)
-    keys = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "broker-0.pem"),
-            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tmp_path / "clients-ca.crt"),
-            "ssl.enabled.protocols": "TLSv1.2,TLSv1.3"}
-    server = server_context(keys.get, "listener MTLS", "required")
+    server = broker_server(tmp_path, brokers, "clients-ca.crt", "listener MTLS", "required")
     issued1 = secret(kube_env, ns, f"{NAME}-broker-1-tls")
     (tmp_path / "b1.crt").write_text(issued1["tls.crt"])
     (tmp_path / "b1.key").write_text(issued1["tls.key"])

@@ -250,6 +250,19 @@ def test_a_user_certificate_is_due_when_missing_foreign_renamed_or_near_expiry()
     assert alice["user.pem"] == alice["user.key"] + alice["user.crt"]
 
 
+def broker_server(tmp_path, brokers: dict[str, str], truststore: str, where: str, client_auth: str) -> ssl.SSLContext:
+    """The broker's own server_context for broker 0, from the brokers' Secret's files (written to
+    tmp_path) with `truststore` (one of them) checking client certificates."""
+    from broker.security.tls import server_context
+
+    for name, text in brokers.items():
+        (tmp_path / name).write_text(text)
+    keys = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "broker-0.pem"),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tmp_path / truststore),
+            "ssl.enabled.protocols": "TLSv1.2,TLSv1.3"}
+    return server_context(keys.get, where, client_auth)
+
+
 def _serve_and_connect(tmp_path, server: ssl.SSLContext, client: ssl.SSLContext, hostname: str,
                        rules: str = certs.PRINCIPAL_MAPPING_RULES):
     """A real TLS handshake over loopback: (the principal the broker maps the client to, or the
@@ -416,18 +429,12 @@ def test_the_operator_and_a_broker_map_to_their_principals_and_a_client_without_
     the operator's admin client (kafka_admin.AdminAuth) is User:flotilla-operator, a broker's
     certificate (what its inter-broker client presents) User:flotilla-broker, a client without a
     certificate connects with none (User:ANONYMOUS)."""
-    from broker.security.tls import server_context
     from flotilla_operator.kafka_admin import AdminAuth
 
     s = KafkaClusterSpec.model_validate(SSL_FIRST)
     secrets = by_name(certs.plan_certificates(OWNER, s, replicas=3, existing={}, now=NOW))
     brokers = files(secrets["demo-broker-certs"])
-    for name, text in brokers.items():
-        (tmp_path / name).write_text(text)
-    keys = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "broker-0.pem"),
-            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tmp_path / "ca.crt"),
-            "ssl.enabled.protocols": "TLSv1.2,TLSv1.3"}
-    server = server_context(keys.get, "listener TLS", "requested")
+    server = broker_server(tmp_path, brokers, "ca.crt", "listener TLS", "requested")
     host = "demo-broker-0.demo-brokers.ns.svc"
     mine = files(secrets["demo-operator-tls"])
     operator = AdminAuth(security_protocol="SSL", ca_pem=brokers["ca.crt"], client_cert_pem=mine["tls.crt"],
