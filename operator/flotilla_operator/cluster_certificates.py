@@ -90,8 +90,7 @@ async def _request_from_cert_manager(kube: Any, owner: Owner, spec: KafkaCluster
     from .apply import ApiError
 
     held = certs.decoded(existing.get(certs.broker_certs_name(owner.name)))
-    ordinals = set(range(replicas)) | {int(k[len("broker-"):-len(".pem")]) for k in held
-                                      if k.startswith("broker-") and k.endswith(".pem")}
+    ordinals = certs.broker_ordinals(held, replicas)
     issued = {}
     for ordinal in sorted(ordinals):
         name = cm.broker_certificate_name(owner, ordinal)

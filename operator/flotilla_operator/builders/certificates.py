@@ -80,6 +80,13 @@ def keystore_file(ordinal: int | str) -> str:
     return f"broker-{ordinal}.pem"
 
 
+def broker_ordinals(held: Mapping[str, str], replicas: int) -> set[int]:
+    """Every ordinal below `replicas` and every one the brokers' Secret (`held`, decoded) already
+    holds a keystore for (a broker removed by a scale-down keeps its certificate)."""
+    return set(range(replicas)) | {int(k[len("broker-"):-len(".pem")]) for k in held
+                                   if k.startswith("broker-") and k.endswith(".pem")}
+
+
 def _user_keystore(config: Mapping[str, Any], listener: Listener) -> bool:
     prefix = f"listener.name.{listener.name.lower()}."
     keys = ("ssl.keystore.location", "ssl.keystore.key")
@@ -195,8 +202,7 @@ def plan_certificates(owner: Owner, spec: KafkaClusterSpec, *, replicas: int,
     held = data[broker_certs_name(name)]
     secret = existing.get(broker_certs_name(name)) or {}
     generation = int(((secret.get("metadata") or {}).get("annotations") or {}).get(GENERATION_ANNOTATION) or 0)
-    ordinals = set(range(replicas)) | {int(k[len("broker-"):-len(".pem")]) for k in held
-                                      if k.startswith("broker-") and k.endswith(".pem")}
+    ordinals = broker_ordinals(held, replicas)
     settings = spec.certificates
 
     def wanted(ordinal: int) -> tuple[str, ...]:
@@ -266,8 +272,7 @@ def plan_issued_certificates(owner: Owner, spec: KafkaClusterSpec, *, replicas: 
     secret = existing.get(broker_certs_name(name)) or {}
     held = decoded(secret)
     generation = int(((secret.get("metadata") or {}).get("annotations") or {}).get(GENERATION_ANNOTATION) or 0)
-    ordinals = set(range(replicas)) | {int(k[len("broker-"):-len(".pem")]) for k in held
-                                      if k.startswith("broker-") and k.endswith(".pem")}
+    ordinals = broker_ordinals(held, replicas)
     files = {k: v for k, v in held.items() if k.startswith("broker-")}
     authorities: list[str] = []
     renewed, copied = False, []
