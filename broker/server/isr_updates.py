@@ -9,8 +9,13 @@ retry after a lost compare-and-set never writes back an ISR the controller has s
 (re-adding a broker it removed), and a broker whose registration is not live, or that is shutting
 down, is never added (as Kafka's controller refuses fenced or shutting-down brokers in
 AlterPartition). The result is the
-ISR the record holds afterwards (ours, or what another writer left), or None when the write was
-dropped (leadership moved, the topic is gone, the store is unreachable).
+ISR the record holds afterwards (ours, or what another writer left); None when the change was
+certainly not written (leadership moved, the topic is gone, the store refused it); or UNKNOWN when
+it may or may not have been: the write timed out, the connection broke mid-write, the API server
+answered 5xx (perhaps after committing), or every compare-and-set was lost (one of them may have
+been ours, retried). An unknown outcome must be taken as possibly committed: the leader keeps its
+maximal ISR and writes again until the record tells (Kafka's leader likewise keeps its pending
+AlterPartition state until the controller answers, KIP-497).
 
 Changes are batched per topic (`IsrBatcher`): the record holds every partition of a topic, so
 changes of several partitions at once (a follower falling behind on all it follows) are one
@@ -28,12 +33,24 @@ import weakref
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from broker.metadata.store import Conflict, MetadataError, MetadataStore, PartitionState, eligible_brokers
+from broker.metadata.store import (Conflict, MetadataError, MetadataStore, PartitionState, StoreUnavailable,
+                                   eligible_brokers)
 
 log = logging.getLogger(__name__)
 
 ATTEMPTS = 10
 RETRY_S = 0.1
+
+
+class _Unknown:
+    """The outcome of an ISR write that may or may not have been committed."""
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()
+Outcome = frozenset | None | _Unknown
 
 
 def recompute(state: PartitionState, base: frozenset[int], proposed: frozenset[int],
@@ -60,7 +77,7 @@ class _Change:
     base: frozenset[int] | None
     done: asyncio.Future = field(repr=False)
 
-    def resolve(self, isr: frozenset[int] | None) -> None:
+    def resolve(self, isr: "Outcome") -> None:
         if not self.done.done():
             self.done.set_result(isr)
 
@@ -78,9 +95,10 @@ class IsrBatcher:
         self.writes = 0  # record writes made (tests compare them with the changes they carried)
 
     async def write(self, topic: str, topic_id: uuid.UUID, index: int, leader_id: int, leader_epoch: int,
-                    isr: frozenset[int], base: frozenset[int] | None = None) -> frozenset[int] | None:
+                    isr: frozenset[int], base: frozenset[int] | None = None) -> Outcome:
         """Write the change from `base` to `isr` (without `base`: `isr` as it is, brokers not live
-        left out); the ISR the record holds afterwards, or None when the change was dropped."""
+        left out); the ISR the record holds afterwards, None when the change was certainly not
+        written, UNKNOWN when it may have been."""
         loop = asyncio.get_running_loop()
         change = _Change(topic_id, index, leader_id, leader_epoch, frozenset(isr), base, loop.create_future())
         self._pending.setdefault(topic, []).append(change)
@@ -130,6 +148,13 @@ class IsrBatcher:
                 await asyncio.sleep(RETRY_S * (attempt + 1) * random.uniform(0.5, 1.5))
                 batch = todo
                 continue
+            except StoreUnavailable as e:
+                # Timed out, cut mid-write or 5xx: the API server may have committed it.
+                log.warning("%s: the ISR write of partitions %s has an unknown outcome: %s", topic,
+                            [c.index for c in todo], e)
+                for change in todo:
+                    change.resolve(UNKNOWN)
+                return
             except MetadataError as e:
                 log.warning("%s: cannot write the ISR of partitions %s: %s", topic, [c.index for c in todo], e)
                 for change in todo:
@@ -140,14 +165,16 @@ class IsrBatcher:
                 after = written.assignment[change.index] if written is not None and written.assignment else None
                 change.resolve(frozenset(after.isr) if after is not None else frozenset(assignment[change.index].isr))
             return
-        log.warning("%s: ISR changes of partitions %s lost %d compare-and-sets; dropped", topic,
+        # Each lost compare-and-set was a definite "not written", but this call may be the retry of
+        # a write whose outcome was unknown (then one of the newer versions may be ours): unknown.
+        log.warning("%s: ISR changes of partitions %s lost %d compare-and-sets", topic,
                     [c.index for c in batch], ATTEMPTS)
         for change in batch:
-            change.resolve(None)
+            change.resolve(UNKNOWN)
 
 
 async def write_isr(store: MetadataStore, topic: str, topic_id: uuid.UUID, index: int, leader_id: int,
-                    leader_epoch: int, isr: frozenset[int], base: frozenset[int] | None = None) -> frozenset[int] | None:
+                    leader_epoch: int, isr: frozenset[int], base: frozenset[int] | None = None) -> Outcome:
     """One partition's ISR change, batched with the changes to the same topic's other partitions
     made through this store meanwhile (see IsrBatcher.write)."""
     batcher = _batchers.get(store)

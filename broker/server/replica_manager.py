@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 CHECKPOINT_INTERVAL_S = 5.0  # Kafka writes high-watermark checkpoints every 5 s
 OPEN_AT_ONCE = 64  # partitions opened per turn of the event loop when many become ours at once
+ISR_RETRY_MIN_S = 0.2  # first wait before writing an ISR change whose outcome was unknown again
+ISR_RETRY_MAX_S = 2.0
 
 
 @dataclass
@@ -143,6 +145,7 @@ class ReplicaManager:
         self.max_lag_ms = config["replica.lag.time.max.ms"]
         self._follow_listeners: list = []
         self._isr_writes: set[asyncio.Task] = set()
+        self.isr_writes_unknown = 0  # ISR writes whose outcome was unknown, written again
         self.isr_shrinks = 0  # ISR changes this broker wrote as leader (metrics)
         self.isr_expands = 0
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -549,11 +552,31 @@ class ReplicaManager:
         task.add_done_callback(self._isr_writes.discard)
 
     async def _isr_write(self, part: Partition, isr: frozenset[int], base: frozenset[int], expand: bool) -> None:
+        """Write an ISR change and settle the leader's state by its outcome. An unknown outcome
+        (a timed-out write, a cut mid-write, a 5xx after commit) may be committed: the proposal
+        stays pending, so the high watermark keeps counting the maximal ISR, and the same change
+        is written again until the record shows what holds (Kafka's leader keeps a pending
+        AlterPartition until the controller answers). Dropping it instead let the leader
+        acknowledge acks=all without a follower the store already held in sync, and lose those
+        records when that follower was elected (issue 35)."""
         rs = part.replica_state
-        committed = await isr_updates.write_isr(self.store, part.topic, part.topic_id, part.index,
-                                                self.node_id, part.leader_epoch, isr, base)
-        if part.replica_state is not rs or rs is None:
-            return  # leadership moved meanwhile; the image rules
+        delay = ISR_RETRY_MIN_S
+        while True:
+            committed = await isr_updates.write_isr(self.store, part.topic, part.topic_id, part.index,
+                                                    self.node_id, part.leader_epoch, isr, base)
+            if part.replica_state is not rs or rs is None:
+                return  # leadership moved meanwhile; the image rules
+            if committed is not isr_updates.UNKNOWN:
+                break
+            if delay == ISR_RETRY_MIN_S:
+                log.warning("%s-%d: the ISR change to %s has an unknown outcome; the high watermark counts "
+                            "the maximal ISR %s until the metadata shows which ISR holds", part.topic,
+                            part.index, sorted(isr), sorted(rs.maximal_isr))
+            self.isr_writes_unknown += 1
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, ISR_RETRY_MAX_S)
+            if part.replica_state is not rs:
+                return
         if committed is None:
             rs.isr_rejected()
             return

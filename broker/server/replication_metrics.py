@@ -9,6 +9,8 @@ ReplicaManager and KafkaController gauges), with labels bounded by the number of
 - flotilla_offline_partitions: partitions without a leader, reported by the active controller only
   (0 elsewhere, as Kafka's OfflinePartitionsCount);
 - flotilla_isr_shrinks / flotilla_isr_expands: ISR changes this broker wrote as leader;
+- flotilla_isr_writes_unknown_outcome: ISR writes whose outcome was unknown (timed out, cut, 5xx),
+  after which the leader kept its maximal ISR and wrote the change again;
 - flotilla_follower_max_lag_offsets{follower}: over the partitions led here, the most offsets a
   follower's log end is behind the leader's (Kafka's per-fetcher MaxLag, seen from the leader);
 - flotilla_replica_fetches{leader}: fetch round trips this broker's replica fetchers made.
@@ -69,6 +71,10 @@ class ReplicationCollector(Collector):
         yield c
         c = CounterMetricFamily("flotilla_isr_expands", "ISR expansions this broker wrote as leader")
         c.add_metric([], rm.isr_expands)
+        yield c
+        c = CounterMetricFamily("flotilla_isr_writes_unknown_outcome",
+                                "ISR writes whose outcome was unknown; the maximal ISR was kept and the change written again")
+        c.add_metric([], rm.isr_writes_unknown)
         yield c
         g = GaugeMetricFamily("flotilla_follower_max_lag_offsets",
                               "Most offsets a follower is behind over the partitions led here", labels=["follower"])
