@@ -50,9 +50,12 @@ class Controller:
         lease_s = float(getattr(store, "lease_duration_s", 0.0) or 0.0)
         # Renew well inside the renew deadline (2/3 of the Lease): a quarter of it, at most 2 s.
         self.campaign_interval_s = campaign_interval_s or (min(2.0, lease_s / 4) if lease_s else 2.0)
-        # After winning the Lease, brokers that lead partitions keep them for one Lease duration
-        # even if their Lease looks expired: after an API server outage every Lease looks expired
-        # until its broker renews it, and moving leadership then would only cause churn.
+        # Brokers that lead partitions keep them, even if their Lease looks expired, until this
+        # broker's view has been current for one Lease duration (`_grace_left`): after a start or
+        # an API-server outage Leases are judged afresh, and one that lapsed while nobody could
+        # renew or see it must not move leaderships. A view current for that long already saw
+        # every renewal: a new controller then acts on the liveness it observed at once, so a
+        # controller's death costs about one Lease, not two (issue 35).
         self.grace_s = grace_s if grace_s is not None else lease_s
         self.active_since = 0.0
         self.rng = rng or random.Random()
@@ -125,12 +128,23 @@ class Controller:
                 self.active = True
                 self.active_since = time.monotonic()
                 self._wake_all()
-                if self.grace_s > 0:
-                    asyncio.get_running_loop().call_later(self.grace_s, self._wake_all)
+                grace = self._grace_left()
+                if grace > 0:
+                    log.info("controller: leaderships of brokers whose Leases look expired are kept for "
+                             "%.1fs more (this broker's view has not yet been current for a Lease duration)", grace)
+                    asyncio.get_running_loop().call_later(grace, self._wake_all)
             elif not won and self.active:
                 log.info("broker %d is no longer the controller", self.node_id)
                 self.active = False
             await asyncio.sleep(self.campaign_interval_s)
+
+    def _grace_left(self) -> float:
+        """Seconds before Leases judged expired may move leaderships: until the store's view has
+        been current, without a gap, for grace_s (a stale view: the whole grace)."""
+        since = self.store.current_since()
+        if since is None:
+            return self.grace_s
+        return max(0.0, since + self.grace_s - time.monotonic())
 
     # -- the work ----------------------------------------------------------------------------
     async def _reconcile_loop(self) -> None:
@@ -154,7 +168,7 @@ class Controller:
         live = {node: reg.rack for node, reg in image.brokers.items()}
         stopping = frozenset(image.brokers) - eligible_brokers(image.brokers)  # controlled shutdowns
         holding: frozenset[int] = frozenset()
-        in_grace = time.monotonic() - self.active_since < self.grace_s
+        in_grace = self._grace_left() > 0
         if in_grace:
             holding = frozenset(s.leader for t in image.topics.values() for s in t.assignment or () if s.leader >= 0)
         if self._plan_all or in_grace:

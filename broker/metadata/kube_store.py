@@ -111,7 +111,9 @@ class KubernetesMetadataStore(MetadataStore):
         self.expired_watches = {"leases": 0, "topics": 0}  # 410 Gone: resourceVersion too old
         self._contact_at = 0.0                     # monotonic time of the API server's last answer
         self._current = False                      # whether the view is current (see _judge_view)
+        self._current_since: float | None = None   # monotonic time it last became current
         self._stale_since: float | None = None
+        self._watches: dict[str, asyncio.Task] = {}
         self._probe: asyncio.Task | None = None
         self._dirty = False
         self._tasks: list[asyncio.Task] = []
@@ -153,11 +155,10 @@ class KubernetesMetadataStore(MetadataStore):
             self._api = None
             raise
         self._publish_now()
-        self._tasks = [
-            asyncio.create_task(self._watch("leases", leases_rv), name="metadata-watch-leases"),
-            asyncio.create_task(self._watch("topics", topics_rv), name="metadata-watch-topics"),
-            asyncio.create_task(self._expiry_loop(), name="metadata-lease-expiry"),
-        ]
+        self._watches = {kind: asyncio.create_task(self._watch(kind, rv), name=f"metadata-watch-{kind}")
+                         for kind, rv in (("leases", leases_rv), ("topics", topics_rv))}
+        self._tasks = [*self._watches.values(),
+                       asyncio.create_task(self._expiry_loop(), name="metadata-lease-expiry")]
         log.info("metadata: Kubernetes namespace %s, cluster %s: %d broker(s), %d topic(s)",
                  self.namespace, self.cluster_name, len(self.image.brokers), len(self.image.topics))
 
@@ -292,13 +293,39 @@ class KubernetesMetadataStore(MetadataStore):
         if current and not self._current:
             if self._stale_since is not None:
                 self._clock.restart(self._stale_since)
-                log.info("metadata: the Kubernetes API answers again; the view is current")
+                log.info("metadata: the Kubernetes API answers again and the watches listed afresh; "
+                         "the view is current")
             self._stale_since = None
+            self._current_since = now
         elif self._current and not current:
             self._stale_since = min(now, self._contact_at + self._contact_s)
+            self._current_since = None
             log.warning("metadata: no answer from the Kubernetes API; serving the last image")
+            self._restart_watches()
         self._current = current
         return current
+
+    def current_since(self) -> float | None:
+        return self._current_since if self._current else None
+
+    def _restart_watches(self) -> None:
+        """The view went stale: the watches' connections may be cut silently (their packets
+        dropped, TCP still retransmitting), and one that later answers a probe's peer is no
+        proof that they deliver again. Each watch starts over with a list; the view is current
+        again only once both have listed (issue 35: a healed broker served stale leaderships for
+        up to 16 s while its watches waited out TCP retransmission)."""
+        for kind, task in list(self._watches.items()):
+            if task.done():
+                continue
+            self._connected[kind] = False
+            task.cancel()
+            self._watches[kind] = asyncio.get_running_loop().create_task(
+                self._watch_after(kind, task), name=f"metadata-watch-{kind}")
+            self._tasks = [t for t in self._tasks if not t.done()] + [self._watches[kind]]
+
+    async def _watch_after(self, kind: str, old: asyncio.Task) -> None:
+        await asyncio.gather(old, return_exceptions=True)
+        await self._watch(kind, None)
 
     async def _expiry_loop(self) -> None:
         """Drop brokers (and the controller) whose Leases expired by time, without any event, and

@@ -224,6 +224,12 @@ class MetadataStore(abc.ABC):
         """The most partitions one topic may have in this backend (None: no limit of its own)."""
         return None
 
+    def current_since(self) -> float | None:
+        """Since when (time.monotonic()) this store's view has been current without a gap, so
+        that a Lease it judges expired was seen unrenewed for a whole Lease duration; None while
+        the view is not current. A backend without Leases is always current."""
+        return float("-inf")
+
     async def close(self) -> None: ...
 
     @abc.abstractmethod

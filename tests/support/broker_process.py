@@ -73,6 +73,8 @@ class ServerProcess:
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        # Put before the command line (a partition test's nemesis runs it in a cgroup of its own).
+        self.launch_prefix: list[str] = []
 
     # -- what subclasses provide -------------------------------------------------------------
 
@@ -115,7 +117,7 @@ class ServerProcess:
         if self.is_running():
             raise RuntimeError("broker already running")
         self.prepare()
-        cmd = self.command()
+        cmd = self.launch_prefix + self.command()
         with open(self.log_path, "ab") as log:
             log.write(f"\n==== start #{self.starts + 1}: {' '.join(cmd)}\n".encode())
             log.flush()

@@ -6,12 +6,15 @@ exercised end to end in tests/e2e/test_cluster.py)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 
 import pytest
 
 from broker.controller.controller import Controller
 from broker.metadata.file_store import FileMetadataStore
-from broker.metadata.store import BrokerRegistration, Endpoint, StoreUnavailable, new_topic
+from broker.metadata.store import (BrokerRegistration, Endpoint, MetadataImage, PartitionState, StoreUnavailable,
+                                   new_topic)
 
 
 class SwitchableStore(FileMetadataStore):
@@ -151,3 +154,56 @@ async def test_a_topic_whose_spec_kafka_refuses_is_not_created(setup):
     await store.create_topic(new_topic("good", 1))
     await until(lambda: store.image.topics["good"].assignment is not None)
     assert store.image.topics["bad"].assignment is None and store.image.topics["bad"].problem[0] == "InvalidConfig"
+
+
+class ViewStore(SwitchableStore):
+    """A store whose view became current at `current_from` (monotonic; None: stale now)."""
+
+    current_from: float | None = float("-inf")
+
+    def current_since(self):
+        return self.current_from
+
+    async def lapse(self, node_id):
+        """Broker `node_id`'s Lease is judged expired (it drops out of the image)."""
+        del self._brokers[node_id]
+        self._publish(MetadataImage.build(self.cluster_id, self._brokers, self._controller, self.image.topics))
+
+
+async def led_by_2(tmp_path, current_from):
+    store = ViewStore(tmp_path, "c")
+    store.current_from = current_from
+    for n in (1, 2, 3):
+        await store.register_broker(reg(n))
+    await store.create_topic(new_topic("t", 1))
+    rec = store.image.topics["t"]
+    await store.update_topic(dataclasses.replace(rec, assignment=(PartitionState(2, 0, (2, 3, 1), (2, 3, 1)),)))
+    await store.lapse(2)
+    return store
+
+
+async def test_a_new_controller_whose_view_was_current_for_a_lease_acts_on_an_expired_lease_at_once(tmp_path):
+    """Issue 35: the dead broker's leaderships move as soon as this broker controls, not one
+    more Lease later (a controller's death cost two Leases)."""
+    store = await led_by_2(tmp_path, time.monotonic() - 60)
+    controller = Controller(store, node_id=1, campaign_interval_s=0.05, grace_s=30)
+    controller.start()
+    try:
+        await until(lambda: store.image.topics["t"].assignment[0].leader == 3, timeout=3)
+    finally:
+        await controller.stop()
+
+
+async def test_a_controller_whose_view_just_became_current_keeps_leaderships_for_the_grace(tmp_path):
+    """After a start or an API-server outage a Lease that lapsed unseen is not a dead broker
+    until the view has been current for one Lease duration."""
+    store = await led_by_2(tmp_path, time.monotonic())
+    controller = Controller(store, node_id=1, campaign_interval_s=0.05, grace_s=1.0)
+    controller.start()
+    try:
+        await until(lambda: controller.active)
+        await asyncio.sleep(0.4)
+        assert store.image.topics["t"].assignment[0].leader == 2
+        await until(lambda: store.image.topics["t"].assignment[0].leader == 3, timeout=5)
+    finally:
+        await controller.stop()
