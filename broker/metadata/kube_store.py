@@ -48,6 +48,11 @@ from broker.metadata.store import (NO_TOPIC_ID, BrokerRegistration, ClusterIdMis
 log = logging.getLogger(__name__)
 
 RENEW_DEADLINE = 2 / 3      # of the Lease duration: the controller stops before the Lease can expire
+# Of the Lease duration after its last renewal was sent: a broker stops taking writes as a leader.
+# Another broker judges the Lease expired no sooner than one duration after it *saw* that renewal
+# (by its own clock), which it cannot see before it was sent; the remaining tenth covers clock
+# rates that differ by up to 10% over one Lease (docs/replication.md, "Timing assumptions").
+LEADER_FENCE_AT = 0.9
 REQUEST_TIMEOUT_S = 5.0     # one API call; beyond it the API server counts as unreachable
 # A KafkaTopic near etcd's 1.5 MiB limit takes the API server (schema validation, conversion, etcd)
 # far longer than a Lease: its write gets more time per byte, not a false "unreachable".
@@ -118,6 +123,8 @@ class KubernetesMetadataStore(MetadataStore):
         self._dirty = False
         self._tasks: list[asyncio.Task] = []
         self._registration: BrokerRegistration | None = None
+        self._renewed_sent_at: float | None = None  # monotonic send time of the last renewal that landed
+        self._lapsed = False
         self._renewer: asyncio.Task | None = None
         self.registration_lost = asyncio.Event()
         self._controller_node: int | None = None
@@ -343,6 +350,7 @@ class KubernetesMetadataStore(MetadataStore):
             last = now
             if time.monotonic() - self._contact_at > self._contact_s / 2 and (self._probe is None or self._probe.done()):
                 self._probe = asyncio.create_task(self._probe_api())
+            self._check_lapse()
             was_current = self._current
             if self._judge_view() != was_current or (self._current and (
                     self._live_brokers().keys() != self.image.brokers.keys()
@@ -861,11 +869,13 @@ class KubernetesMetadataStore(MetadataStore):
             verb = "replace"
         body = ko.broker_lease(self.cluster_name, self.cluster_id, reg, self.lease_seconds, base=cur,
                                owner_uid=self.owner_uid)
+        sent = time.monotonic()
         try:
             await self._write_lease(verb, name, body)
         except Conflict:
             raise DuplicateBroker(f"node.id {reg.node_id}: another process registered it at the same time") from None
         self._registration = reg
+        self._renewed(sent)
         if self._renewer is None:
             self._renewer = asyncio.create_task(self._renew_loop(), name="metadata-broker-lease")
         self._publish_now()
@@ -882,9 +892,11 @@ class KubernetesMetadataStore(MetadataStore):
                 if cur is None or ko.lease_spec(cur).get("holderIdentity") != reg.incarnation:
                     self._registration_lost(name, cur)
                     return
+                sent = time.monotonic()
                 try:
                     await self._write_lease("replace", name, ko.broker_lease(
                         self.cluster_name, self.cluster_id, reg, self.lease_seconds, base=cur, owner_uid=self.owner_uid))
+                    self._renewed(sent)
                 except Conflict:
                     cur = await self._read_lease(name)  # our copy was stale; check who holds it
                     if cur is None or ko.lease_spec(cur).get("holderIdentity") != reg.incarnation:
@@ -892,6 +904,34 @@ class KubernetesMetadataStore(MetadataStore):
                         return
             except (StoreUnavailable, ApiException) as e:
                 log.warning("metadata: cannot renew broker Lease %s: %s", name, e)
+
+    def _renewed(self, sent: float) -> None:
+        self._renewed_sent_at = max(sent, self._renewed_sent_at or sent)
+        if self._lapsed and not self.registration_may_have_lapsed():
+            log.info("metadata: broker Lease renewed again")
+            self._lapsed = False
+
+    def registration_may_have_lapsed(self) -> bool:
+        if self._renewed_sent_at is None:
+            return False  # not registered yet: leads nothing
+        return self._registration is None or (
+            time.monotonic() >= self._renewed_sent_at + LEADER_FENCE_AT * self.lease_duration_s)
+
+    def _check_lapse(self) -> None:
+        """Tell subscribers, at every tick while this broker's registration may have lapsed (a
+        leader answers its waiting writes then, instead of at their timeout)."""
+        if not self.registration_may_have_lapsed():
+            return
+        if not self._lapsed:
+            self._lapsed = True
+            log.warning("metadata: broker Lease not renewed for %.1fs (%.0f%% of its duration): partitions "
+                        "led here whose followers stop fetching take no writes until it is",
+                        time.monotonic() - self._renewed_sent_at, 100 * LEADER_FENCE_AT)
+        for cb in list(self._lapse_callbacks):
+            try:
+                cb()
+            except Exception:
+                log.exception("metadata: registration-lapse subscriber failed")
 
     def _registration_lost(self, name: str, cur: dict[str, Any] | None) -> None:
         holder = ko.lease_spec(cur).get("holderIdentity") if cur else None

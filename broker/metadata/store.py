@@ -206,6 +206,7 @@ class MetadataStore(abc.ABC):
 
     def __init__(self) -> None:
         self._subscribers: list[Callable[[MetadataImage, MetadataImage], None]] = []
+        self._lapse_callbacks: list[Callable[[], None]] = []
 
     def subscribe(self, callback: Callable[[MetadataImage, MetadataImage], None]) -> None:
         self._subscribers.append(callback)
@@ -223,6 +224,16 @@ class MetadataStore(abc.ABC):
     def max_partitions(self, replication_factor: int) -> int | None:
         """The most partitions one topic may have in this backend (None: no limit of its own)."""
         return None
+
+    def registration_may_have_lapsed(self) -> bool:
+        """Whether another broker may already judge this broker's registration expired (its last
+        renewal was sent too long ago, or it was lost), so that the controller may have elected
+        other leaders (ReplicaManager.writes_fenced). A backend without Leases: never."""
+        return False
+
+    def on_registration_lapse(self, callback: Callable[[], None]) -> None:
+        """Call `callback` regularly while registration_may_have_lapsed() is true."""
+        self._lapse_callbacks.append(callback)
 
     def current_since(self) -> float | None:
         """Since when (time.monotonic()) this store's view has been current without a gap, so

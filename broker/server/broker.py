@@ -98,6 +98,10 @@ class Broker:
         # Followers copy their leaders' logs (one fetcher task per leader broker).
         self.replica_fetchers = ReplicaFetcherManager(config, self.replicas)
         self.replicas.on_follow_change(self.replica_fetchers.update)
+        # A leader whose Lease may have lapsed takes no more writes (issue 35): the controller may
+        # have elected another; its waiting acks=all writes are answered at once.
+        self.replicas.may_have_lapsed = self.store.registration_may_have_lapsed
+        self.store.on_registration_lapse(self.replicas.registration_lapsed)
         self._leadership_follows_image = False
         self.store.subscribe(self._on_image)
         self.controller = Controller(

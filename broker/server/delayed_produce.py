@@ -7,7 +7,9 @@ leadership ends. Kafka's answers:
 - the high watermark passed the batch and the ISR still has min.insync.replicas members: done;
 - it passed, but the ISR shrank below min.insync.replicas meanwhile: NOT_ENOUGH_REPLICAS_AFTER_APPEND
   (the records are in the log; a retry may duplicate them unless the producer is idempotent);
-- this broker stopped leading the partition: NOT_LEADER_OR_FOLLOWER;
+- this broker stopped leading the partition, or its Lease may have lapsed while an in-sync
+  follower stopped fetching (another leader may have been elected, ReplicaManager.writes_fenced):
+  NOT_LEADER_OR_FOLLOWER;
 - the request's timeout passed first: REQUEST_TIMED_OUT (decided by the caller).
 """
 
@@ -43,7 +45,8 @@ class DelayedProduce(DelayedOperation):
         part, epoch, offset = self.required[tp]
         current = self.replicas.get(*tp)
         state = current.replica_state if current is not None else None
-        if current is not part or state is None or current.leader_epoch != epoch:
+        if (current is not part or state is None or current.leader_epoch != epoch
+                or self.replicas.writes_fenced(current)):
             self.results[tp] = ErrorCode.not_leader_or_follower
             return
         min_isr = min(current.log.config.min_insync_replicas, len(state.replicas))

@@ -27,6 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -146,6 +147,10 @@ class ReplicaManager:
         self._follow_listeners: list = []
         self._isr_writes: set[asyncio.Task] = set()
         self.isr_writes_unknown = 0  # ISR writes whose outcome was unknown, written again
+        # Whether this broker's registration may have lapsed (the store's Lease clock, wired by
+        # server/broker.py): see writes_fenced.
+        self.may_have_lapsed: Callable[[], bool] = lambda: False
+        self.follower_silence_ms = max(1000, 2 * config["replica.fetch.wait.max.ms"])
         self.isr_shrinks = 0  # ISR changes this broker wrote as leader (metrics)
         self.isr_expands = 0
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -682,6 +687,27 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
         self.delete_records_purgatory.check_and_complete(tp)
+
+    def writes_fenced(self, part: Partition) -> bool:
+        """Whether a partition led here takes no more writes (NOT_LEADER_OR_FOLLOWER: retriable, the
+        client looks for the new leader): this broker's Lease may have lapsed, so the controller
+        may have elected another leader, and an in-sync follower has stopped fetching from here
+        (the sign that it follows someone else). Through an outage of the API server itself every
+        Lease lapses but no one can elect anyone and the followers fetch on: writes go on then."""
+        rs = part.replica_state
+        if rs is None or not self.may_have_lapsed():
+            return False
+        now = _now_ms()
+        return any(now - rs.followers[r].last_fetch_time_ms > self.follower_silence_ms
+                   for r in rs.maximal_isr if r in rs.followers)
+
+    def registration_lapsed(self) -> None:
+        """While this broker's Lease may have lapsed (called every tick of the store's Lease
+        clock): acks=all writes waiting on partitions led here whose followers went silent are
+        answered now instead of at their timeout."""
+        for tp, part in list(self.partitions.items()):
+            if part.is_leader and self.writes_fenced(part):
+                self.produce_purgatory.check_and_complete(tp)
 
     def leader_or_error(self, topic: str, partition: int) -> tuple[Partition | None, ErrorCode, object]:
         """The partition if this broker leads it, else why not: (None, error, the image's

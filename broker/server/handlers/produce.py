@@ -189,6 +189,9 @@ class ProduceHandler(Handler):
         part, code, state = b.replicas.leader_or_error(name, index)
         if part is None:
             return code, -1, -1, leaders.explain(code, name, index, state), -1, None
+        if b.replicas.writes_fenced(part):
+            return (ErrorCode.not_leader_or_follower, -1, -1, f"broker {b.node_id} could not renew its Lease in time "
+                    f"and a follower stopped fetching: another broker may lead {name}-{index} now", -1, None)
         if payload is None:
             return ErrorCode.corrupt_message, -1, -1, "no records", -1, None
         try:
