@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
+import socket
 import ssl
 import struct
 from typing import Any
@@ -22,6 +23,32 @@ from kio.static.primitive import i16, i32
 from broker.protocol import codec
 
 _INT32 = struct.Struct(">i")
+
+# A network cut that drops packets silently (no reset) ends the connection within seconds, not
+# after TCP's retransmissions or the 30 s request timeout (issue 35: replication resumed only
+# 10-13 s after such a cut healed): the kernel closes it when data it sent stays unacknowledged
+# for USER_TIMEOUT_MS, or when the peer answers no keep-alive probe after KEEPALIVE_IDLE_S of
+# silence. Probes and acknowledgements come from the peer's kernel, so a busy peer is not cut.
+KEEPALIVE_IDLE_S = 2
+KEEPALIVE_INTERVAL_S = 1
+KEEPALIVE_COUNT = 3
+USER_TIMEOUT_MS = 6000
+
+
+def detect_silent_cuts(sock: socket.socket | None) -> None:
+    """Keep-alive probes and a user timeout on a connection (Linux options; others: no-op)."""
+    if sock is None:
+        return
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
+                        ("TCP_KEEPCNT", KEEPALIVE_COUNT), ("TCP_USER_TIMEOUT", USER_TIMEOUT_MS)):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    for level, option, value in options:
+        try:
+            sock.setsockopt(level, option, value)
+        except OSError:
+            pass
 
 
 class ClientError(ConnectionError):
@@ -56,6 +83,7 @@ class KafkaConnection:
             raise AuthenticationFailed(f"TLS handshake with {where} failed: {e.reason or e}") from None
         except (OSError, asyncio.TimeoutError) as e:
             raise ClientError(f"cannot connect to {where}: {e or type(e).__name__}") from None
+        detect_silent_cuts(self._writer.get_extra_info("socket"))
         if sec is not None and sec.sasl:
             from broker.security.sasl_client import SaslAuthenticationFailed, authenticate
 
