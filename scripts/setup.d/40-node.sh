@@ -15,6 +15,8 @@ fi
 # shellcheck source=scripts/lib/debian.sh
 . scripts/lib/debian.sh
 ensure_debian_packages "real test node" containerd runc containernetworking-plugins iptables conntrack catatonit
+# The partition tests (tests/e2e/test_partitions.py): iptables above, and libfaketime to skew one broker's clock.
+ensure_debian_packages "partition tests" libfaketime
 # Debian's containerd package starts a system containerd where systemd runs; the test node runs
 # its own (own socket and state), so a system one is left alone either way.
 

@@ -18,10 +18,15 @@ from F2, and the final log holds every acknowledged record at its offset.
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
+import random
+import signal
 import threading
 import time
 import uuid
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -44,6 +49,10 @@ pytestmark = [
     pytest.mark.skipif(nemesis_mod.available() is not None, reason=f"nemesis: {nemesis_mod.available()}"),
 ]
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHAOS_ROUNDS, CHAOS_SEED, CHAOS_REPORT = "FLOTILLA_CHAOS_ROUNDS", "FLOTILLA_CHAOS_SEED", "FLOTILLA_CHAOS_REPORT"
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
 OVERRIDES = {
     "replica.lag.time.max.ms": "2000",
     "replica.fetch.backoff.ms": "200",
@@ -58,10 +67,12 @@ def api_port(kubeconfig) -> int:
 
 
 @pytest.fixture
-def fleet(tmp_path, kube_env, kube_namespace):
-    """Three brokers, each in a nemesis node of its own; the API server is a node too."""
+def fleet(request, tmp_path, kube_env, kube_namespace):
+    """Three brokers, each in a nemesis node of its own; the API server is a node too. A test's
+    `fleet_overrides` attribute changes the broker settings."""
+    overrides = {**OVERRIDES, **getattr(request.function, "fleet_overrides", {})}
     with Nemesis() as nemesis:
-        cluster = BrokerCluster(tmp_path, kube_env, kube_namespace, size=3, overrides=OVERRIDES)
+        cluster = BrokerCluster(tmp_path, kube_env, kube_namespace, size=3, overrides=overrides)
         cluster.nemesis = nemesis
         cluster.api = nemesis.add_server("api", api_port(kube_env.kubeconfig))
         cluster.nodes = {}
@@ -69,6 +80,13 @@ def fleet(tmp_path, kube_env, kube_namespace):
             node = nemesis.add_node(f"broker-{b.node_id}", [b.port, b.metrics_port])
             b.launch_prefix = nemesis.launch_prefix(node)
             cluster.nodes[b.node_id] = node
+            # Each broker's wall clock can be moved by writing its file (libfaketime reads it
+            # every second); its monotonic clock, which judges Leases, is left alone.
+            b.clock_file = tmp_path / f"clock-{b.node_id}"
+            b.clock_file.write_text("+0\n")
+            if LIBFAKETIME.exists():
+                b.extra_env.update({"LD_PRELOAD": str(LIBFAKETIME), "FAKETIME_TIMESTAMP_FILE": str(b.clock_file),
+                                    "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
         with cluster:
             yield cluster
 
@@ -198,3 +216,204 @@ def test_an_unanswered_isr_expansion_loses_no_acknowledged_record(fleet):
     assert len(values) == len(set(values)), "a record is in the log twice (the producer is idempotent)"
     # The scenario reached the unknown outcome, and L kept its maximal ISR through it.
     assert metric(cluster.broker(leader), "flotilla_isr_writes_unknown_outcome_total") >= 1
+
+
+# -- kinds of partition under load, with the checker ------------------------------------------------
+
+PARTITIONS = 6
+KINDS = ("cut from the API server", "cut from its peers", "one-way: cannot send to its peers",
+         "isolated from everyone", "minority: alone against the others and the API server")
+SKEW = "clock skew: wall clock 40 s ahead"
+PAUSE = "paused past its Lease (SIGSTOP)"
+CAMPAIGN_KINDS = KINDS + (SKEW, PAUSE)
+LEASE_MOVES = (KINDS[0], KINDS[3], KINDS[4], PAUSE)  # faults after which the victim's leaderships move
+
+
+def topic_states(cluster, topic: str) -> list[tuple[int, list[int]]]:
+    """[(leader, ISR)] per partition, as the KafkaTopic holds them."""
+    name = ko.topic_object_name(cluster.name, topic)
+    obj = json.loads(cluster.kube_env.kubectl("get", "kafkatopic", name, "-n", cluster.namespace,
+                                              "-o", "json").stdout)
+    return [(int(p["leader"]), [int(r) for r in p["isr"]]) for p in obj["status"]["assignment"]]
+
+
+def apply_fault(cluster, kind: str, victim: int) -> None:
+    nemesis, node = cluster.nemesis, cluster.nodes[victim]
+    peers = [n for b, n in cluster.nodes.items() if b != victim]
+    if kind == KINDS[0]:
+        nemesis.isolate(node, api=cluster.api)
+    elif kind == KINDS[1]:
+        nemesis.isolate(node, peers=True)
+    elif kind == KINDS[2]:
+        for peer in peers:
+            nemesis.drop(node, peer)
+    elif kind == KINDS[3]:
+        nemesis.isolate(node, api=cluster.api, peers=True, clients=True)
+    elif kind == KINDS[4]:
+        nemesis.split([node], [*peers, cluster.api])
+    elif kind == SKEW:
+        assert LIBFAKETIME.exists(), f"{LIBFAKETIME} missing (Debian package libfaketime, scripts/setup.d/40-node.sh)"
+        cluster.broker(victim).clock_file.write_text("+40s\n")
+    elif kind == PAUSE:
+        os.kill(cluster.broker(victim).pid, signal.SIGSTOP)
+    else:
+        raise ValueError(kind)
+
+
+def heal(cluster, kind: str, victim: int) -> None:
+    cluster.nemesis.heal()
+    if kind == SKEW:
+        cluster.broker(victim).clock_file.write_text("+0\n")
+    elif kind == PAUSE:
+        os.kill(cluster.broker(victim).pid, signal.SIGCONT)
+
+
+def fault_took_effect(cluster, topic: str, kind: str, victim: int, led: list[int], writer, acked_before: int):
+    """The condition each fault must reach before it is healed: the victim's leaderships moved (it
+    lost the API server, or stopped), the ISRs of what it leads shrank to itself (it lost its
+    followers), or, for a skewed clock, writes went on to every partition."""
+    if kind == SKEW:
+        return len({p for p, _, _ in writer.acked[acked_before:]}) == PARTITIONS
+    states = topic_states(cluster, topic)
+    if kind in LEASE_MOVES:
+        return all(states[p][0] not in (victim, -1) for p in led) and states
+    return all(states[p][1] == [victim] for p in led) and states
+
+
+def run_rounds(cluster, kinds, report) -> tuple[list[dict], object, str]:
+    """One topic (RF=3, min.insync.replicas=2), an idempotent acks=all producer and a reader of
+    every partition throughout; for each kind in turn a fault on the leader of some partition,
+    held until it took effect, healed, and recovery to a full ISR and writes on every partition.
+    Then the checker: every acknowledged record at its offset once (none lost, moved or
+    duplicated), every record the reader saw still at its offset (no inconsistent offsets, no
+    reads of truncated data), and after a clean stop every replica byte-identical. Returns each
+    round's availability (`report` receives them as they come)."""
+    from tests.e2e.test_fleet_faults import Reader, Writer
+    from tests.e2e.test_replication import check_after_failovers, read_all, segment_bytes
+
+    controller = cluster.controller_id()
+    topic = kafka_wire.unique_topic("nemesis")
+    with kafka_wire.connect(cluster.broker(controller).bootstrap) as conn:
+        code = conn.create_topic(topic, PARTITIONS, configs={"min.insync.replicas": "2"}, replication_factor=3)
+    assert int(code) == 0, code
+    everyone = sorted(cluster.nodes)
+
+    def full(states) -> bool:
+        return len(states) == PARTITIONS and all(leader > 0 and sorted(isr) == everyone for leader, isr in states)
+    wait_for(f"every partition of {topic} with a leader and a full ISR", lambda: topic_states(cluster, topic),
+             until=full, timeout=60)
+    bootstrap = ",".join(b.bootstrap for b in cluster.brokers)
+    writer, reader = Writer(bootstrap, topic), Reader(bootstrap, topic)
+    writer.start()
+    reader.start()
+    rounds: list[dict] = []
+    try:
+        wait_for("records acknowledged", lambda: len(writer.acked), until=lambda n: n > 300, timeout=60)
+        for i, kind in enumerate(kinds):
+            what = f"round {i + 1} ({kind})"
+            states = topic_states(cluster, topic)
+            victim = states[i % PARTITIONS][0]
+            led = [p for p, (leader, _) in enumerate(states) if leader == victim]
+            acked_before = len(writer.acked)
+            apply_fault(cluster, kind, victim)
+            cut_at = time.monotonic()
+            try:
+                wait_for(f"{what}, broker {victim}, to take effect on partitions {led}",
+                         lambda: fault_took_effect(cluster, topic, kind, victim, led, writer, acked_before),
+                         timeout=90)
+                took_effect = time.monotonic() - cut_at
+            finally:
+                heal(cluster, kind, victim)
+            healed_at, acked_at_heal = time.monotonic(), len(writer.acked)
+            wait_for(f"a leader and a full ISR on every partition after {what}",
+                     lambda: topic_states(cluster, topic), until=full, timeout=120)
+            full_isr_s = time.monotonic() - healed_at
+            wait_for(f"writes acknowledged on every partition after {what}",
+                     lambda: {p for p, _, _ in writer.acked[acked_at_heal:]},
+                     until=lambda ps: len(ps) == PARTITIONS, timeout=120)
+            rounds.append({"round": i + 1, "kind": kind, "broker": victim, "partitions_led": led,
+                           "took_effect_s": round(took_effect, 1),
+                           "writes_everywhere_after_heal_s": round(time.monotonic() - healed_at, 1),
+                           "full_isr_after_heal_s": round(full_isr_s, 1)})
+            report(rounds)
+    finally:
+        cluster.nemesis.heal()
+        writer.stop.set()
+        writer.join(240)
+        reader.stop.set()
+        reader.join(30)
+
+    assert len(rounds) == len(kinds), rounds
+    assert not writer.is_alive() and writer.unflushed == 0, f"producer did not finish: {writer.unflushed}"
+    assert len(writer.acked) > 1000, f"only {len(writer.acked)} acknowledged; {writer.failed[:5]}"
+    final = read_all(cluster.bootstrap, topic, PARTITIONS, len(writer.acked), timeout=180)
+    assert not reader.conflicts, f"an offset held two different records: {reader.conflicts[:5]}"
+    check_after_failovers(writer.acked, final, [reader.seen])
+    for broker in cluster.brokers:
+        broker.stop(timeout=60)
+    for p in range(PARTITIONS):
+        copies = {b.node_id: segment_bytes(b, topic, p) for b in cluster.brokers}
+        assert len(set(copies.values())) == 1, (
+            f"partition {p}: replicas differ after a clean stop: { {n: len(c) for n, c in copies.items()} }")
+    summary = (f"{len(writer.acked)} acknowledged records: 0 lost, 0 moved, 0 duplicated; "
+               f"{len(reader.seen)} reads, 0 inconsistent offsets, 0 reads of truncated data; "
+               f"{PARTITIONS} partitions' replicas identical after a clean stop")
+    return rounds, writer, summary
+
+
+def test_five_kinds_of_partition_lose_no_acknowledged_record(fleet, tmp_path):
+    """Cut from the API server only, from its peers only, one way, isolated from everyone, and a
+    minority alone against the others and the API server: nothing acknowledged is lost."""
+    def report(rounds):
+        (tmp_path / "availability.json").write_text(json.dumps(rounds, indent=1))
+    rounds, _, summary = run_rounds(fleet, KINDS, report)
+    print(summary, "\navailability after each heal:", json.dumps(rounds, indent=1))
+
+
+# Each round waits for a Lease to lapse: the shorter test Lease of tests/support/cluster.py.
+test_five_kinds_of_partition_lose_no_acknowledged_record.fleet_overrides = {
+    "flotilla.metadata.lease.duration.ms": "6000"}
+
+
+@pytest.mark.timeout(3600)
+@pytest.mark.skipif(not os.environ.get(CHAOS_ROUNDS), reason="chaos campaign: `make chaos` runs it")
+def test_chaos_campaign(fleet, tmp_path):
+    """`make chaos`: at least ten rounds, every kind (a skewed wall clock and a SIGSTOP past the
+    Lease too), in an order drawn from a seed; the report goes to bench/results/chaos.md."""
+    rounds_wanted = max(int(os.environ[CHAOS_ROUNDS]), len(CAMPAIGN_KINDS))
+    seed = int(os.environ.get(CHAOS_SEED) or time.time())
+    rng = random.Random(seed)
+    kinds = list(CAMPAIGN_KINDS) + [rng.choice(CAMPAIGN_KINDS) for _ in range(rounds_wanted - len(CAMPAIGN_KINDS))]
+    rng.shuffle(kinds)
+    out = Path(os.environ.get(CHAOS_REPORT) or REPO_ROOT / "bench" / "results" / "chaos.md")
+    started = datetime.datetime.now(datetime.timezone.utc)
+
+    def report(rounds, summary="(running)"):
+        out.write_text(chaos_report(rounds, seed, started, summary))
+    rounds, _, summary = run_rounds(fleet, kinds, report)
+    report(rounds, summary)
+    print(f"chaos campaign (seed {seed}): {summary}; report: {out}")
+
+
+test_chaos_campaign.fleet_overrides = {"flotilla.metadata.lease.duration.ms": "6000"}
+
+
+def chaos_report(rounds: list[dict], seed: int, started, summary: str) -> str:
+    load = os.getloadavg()
+    lines = [
+        "# Partition campaign (`make chaos`)", "",
+        f"Seed {seed} (`FLOTILLA_CHAOS_SEED={seed} make chaos` draws the same order), started "
+        f"{started:%Y-%m-%d %H:%M} UTC on a {os.cpu_count()}-core machine (load average at the end "
+        f"{load[0]:.1f}). Three brokers, RF=3, min.insync.replicas=2, a 6 s Lease, an idempotent acks=all "
+        "producer and a reader throughout (tests/e2e/test_partitions.py).", "",
+        f"Result: {summary}.", "",
+        "Each fault is held until it took effect (leaderships moved, or the ISR shrank to the victim, or "
+        "for a skewed clock writes went on everywhere), then healed. Times after the heal: until every "
+        "partition had writes acknowledged again, and until every ISR was full.", "",
+        "| round | fault | broker | took effect (s) | writes everywhere after heal (s) | full ISR after heal (s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rounds:
+        lines.append(f"| {r['round']} | {r['kind']} | {r['broker']} | {r['took_effect_s']} | "
+                     f"{r['writes_everywhere_after_heal_s']} | {r['full_isr_after_heal_s']} |")
+    return "\n".join(lines) + "\n"

@@ -75,6 +75,7 @@ class ServerProcess:
         self.starts = 0
         # Put before the command line (a partition test's nemesis runs it in a cgroup of its own).
         self.launch_prefix: list[str] = []
+        self.extra_env: dict[str, str] = {}  # added to the process's environment
 
     # -- what subclasses provide -------------------------------------------------------------
 
@@ -134,7 +135,7 @@ class ServerProcess:
         return self
 
     def env(self) -> dict[str, str]:
-        return dict(os.environ)
+        return {**os.environ, **self.extra_env}
 
     def wait_ready(self, timeout: float | None = None) -> None:
         from tests.support import kafka_wire
