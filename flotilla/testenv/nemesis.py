@@ -113,6 +113,7 @@ class Nemesis:
         why = available()
         if why is not None:
             raise NemesisUnavailable(why)
+        reap_stale()  # what a killed test process left
         self._root = cgroup2_root()
         self._cgroup_dir = f"flotilla-nemesis-{self.tag}"
         (self._root / self._cgroup_dir).mkdir(exist_ok=True)
