@@ -116,22 +116,34 @@ class AcksAllProducer:
             self.errors.append(str(err))
 
     def _run(self) -> None:
-        while not self._stop.is_set() and self.sent < 500_000:
-            for _ in range(20):  # about 2,000 records a second
-                try:
-                    self._producer.produce(self.topic, b"%d" % self.sent, partition=0, on_delivery=self._delivered)
-                    self.sent += 1
-                except BufferError:
-                    break
-            self._producer.poll(0.01)
+        try:
+            while not self._stop.is_set() and self.sent < 500_000:
+                for _ in range(20):  # about 2,000 records a second
+                    try:
+                        self._producer.produce(self.topic, b"%d" % self.sent, partition=0,
+                                               on_delivery=self._delivered)
+                        self.sent += 1
+                    except BufferError:
+                        break
+                self._producer.poll(0.01)
+        except confluent_kafka.KafkaException as e:  # fatal: the producer is done
+            self.errors.append(f"fatal: {e}")
 
     def acked_count(self) -> int:
         return len(self.acked)
 
+    def fatal(self) -> bool:
+        """librdkafka gave up (a fatal idempotence error: the broker lost records it had
+        acknowledged, so the producer's sequence numbers no longer line up)."""
+        return any("fatal" in e.lower() or "out of order sequence" in e.lower() for e in self.errors)
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
-        self._producer.flush(90)
+        try:
+            self._producer.flush(90)
+        except Exception as e:  # a fatal producer's flush raises
+            self.errors.append(f"flush: {e}")
 
 
 def kafkatopic_state(cluster, topic: str) -> tuple[int, list[int]]:
@@ -202,7 +214,8 @@ def test_an_unanswered_isr_expansion_loses_no_acknowledged_record(fleet):
         wait_for(f"all three brokers back in the ISR of {topic}", lambda: kafkatopic_state(cluster, topic),
                  until=lambda s: sorted(s[1]) == sorted([leader, f1, f2]), timeout=120)
         target = producer.acked_count() + 500
-        wait_for("records acknowledged after the heal", producer.acked_count, until=lambda n: n > target, timeout=90)
+        wait_for("records acknowledged after the heal (or the producer failing)",
+                 lambda: producer.acked_count() > target or producer.fatal(), timeout=90)
     finally:
         producer.stop()
 
@@ -214,6 +227,7 @@ def test_an_unanswered_isr_expansion_loses_no_acknowledged_record(fleet):
         f"the expansion and the election; producer errors: {producer.errors[:5]}")
     values = list(final.values())
     assert len(values) == len(set(values)), "a record is in the log twice (the producer is idempotent)"
+    assert not producer.fatal(), f"the producer failed: {producer.errors[:5]}"
     # The scenario reached the unknown outcome, and L kept its maximal ISR through it.
     assert metric(cluster.broker(leader), "flotilla_isr_writes_unknown_outcome_total") >= 1
 
