@@ -24,7 +24,8 @@ import time
 import pytest
 
 from tests.e2e.test_replication import (
-    check_after_failovers, create_topic, leader_of, partition_states, producer, read_all, segment_bytes, wait_isr)
+    assert_identical_after_clean_stop, check_after_failovers, create_topic, leader_of, partition_states, producer,
+    read_all, wait_isr)
 from tests.support.cluster import LEASE_SETTINGS, BrokerCluster, ClusterBroker
 from tests.support.waiting import wait_for
 
@@ -207,10 +208,4 @@ def test_no_acknowledged_record_is_lost_or_moved_under_a_sequence_of_faults(clus
     # what the reader was given is a snapshot: every offset it saw holds the same value at the end
     check_after_failovers(writer.acked, final, [reader.seen])
 
-    # a clean stop of every broker, then every replica of every partition holds the same bytes
-    for broker in cluster.brokers:
-        broker.stop(timeout=60)
-    for p in range(PARTITIONS):
-        copies = {b.node_id: segment_bytes(b, topic, p) for b in cluster.brokers}
-        assert len(set(copies.values())) == 1, (
-            f"partition {p}: replicas differ after a clean stop: { {n: len(c) for n, c in copies.items()} }")
+    assert_identical_after_clean_stop(cluster, topic, PARTITIONS)

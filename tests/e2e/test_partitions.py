@@ -309,7 +309,7 @@ def run_rounds(cluster, kinds, report) -> tuple[list[dict], object, str]:
     reads of truncated data), and after a clean stop every replica byte-identical. Returns each
     round's availability (`report` receives them as they come)."""
     from tests.e2e.test_fleet_faults import Reader, Writer
-    from tests.e2e.test_replication import check_after_failovers, read_all, segment_bytes
+    from tests.e2e.test_replication import assert_identical_after_clean_stop, check_after_failovers, read_all
 
     controller = cluster.controller_id()
     topic = kafka_wire.unique_topic("nemesis")
@@ -369,12 +369,7 @@ def run_rounds(cluster, kinds, report) -> tuple[list[dict], object, str]:
     final = read_all(cluster.bootstrap, topic, PARTITIONS, len(writer.acked), timeout=180)
     assert not reader.conflicts, f"an offset held two different records: {reader.conflicts[:5]}"
     check_after_failovers(writer.acked, final, [reader.seen])
-    for broker in cluster.brokers:
-        broker.stop(timeout=60)
-    for p in range(PARTITIONS):
-        copies = {b.node_id: segment_bytes(b, topic, p) for b in cluster.brokers}
-        assert len(set(copies.values())) == 1, (
-            f"partition {p}: replicas differ after a clean stop: { {n: len(c) for n, c in copies.items()} }")
+    assert_identical_after_clean_stop(cluster, topic, PARTITIONS)
     summary = (f"{len(writer.acked)} acknowledged records: 0 lost, 0 moved, 0 duplicated; "
                f"{len(reader.seen)} reads, 0 inconsistent offsets, 0 reads of truncated data; "
                f"{PARTITIONS} partitions' replicas identical after a clean stop")
