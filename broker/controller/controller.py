@@ -57,7 +57,6 @@ class Controller:
         # every renewal: a new controller then acts on the liveness it observed at once, so a
         # controller's death costs about one Lease, not two (issue 35).
         self.grace_s = grace_s if grace_s is not None else lease_s
-        self.active_since = 0.0
         self.rng = rng or random.Random()
         self.active = False
         self._wake = asyncio.Event()
@@ -126,7 +125,6 @@ class Controller:
             if won and not self.active:
                 log.info("broker %d is now the controller", self.node_id)
                 self.active = True
-                self.active_since = time.monotonic()
                 self._wake_all()
                 grace = self._grace_left()
                 if grace > 0:

@@ -21,7 +21,8 @@ from kio.schema.errors import ErrorCode
 from broker.metadata.store import Conflict, MetadataError, PartitionState, StoreUnavailable
 from broker.server import isr_updates, replica_manager
 from broker.server.delayed_produce import DelayedProduce
-from tests.unit.broker.test_replica_roles import TOPIC_ID, ImageStore, batch, manager, topic
+from tests.unit.broker.test_replica_roles import (TOPIC_ID, ImageStore, batch, leave_follower_3_behind, manager,
+                                                  topic)
 
 
 class FaultyStore(ImageStore):
@@ -137,10 +138,7 @@ async def test_a_shrink_with_an_unknown_outcome_keeps_waiting_for_the_removed_fo
     rm = manager(tmp_path, store, lag_ms=50)
     rm.apply_image(store.image)
     part = rm.get("t", 0)
-    payload, headers = batch(2)
-    rm.append(part, payload, headers)
-    await asyncio.sleep(0.08)
-    rm.follower_fetched(part, 2, 2, 0, 0)  # 3 never fetches
+    await leave_follower_3_behind(rm, part)
     store.mode = "answer-lost"
     rm.shrink_isrs()
     await until(lambda: store.attempts >= 1)

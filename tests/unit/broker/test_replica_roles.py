@@ -63,6 +63,15 @@ def batch(n: int = 1) -> tuple[bytes, list]:
     return payload, records.validate_batches(payload, 1 << 20)
 
 
+async def leave_follower_3_behind(rm, part) -> None:
+    """Two records appended; follower 2 fetches them all, follower 3 nothing for longer than the
+    manager's lag time (50 ms): 3 is out of sync at the next shrink check."""
+    payload, headers = batch(2)
+    rm.append(part, payload, headers)
+    await asyncio.sleep(0.08)
+    rm.follower_fetched(part, 2, 2, 0, 0)
+
+
 async def test_a_replica_that_does_not_lead_follows_and_becomes_leader_when_elected(tmp_path):
     store = ImageStore(topic(PartitionState(2, 0, (2, 1, 3), (2, 1, 3))))
     rm = manager(tmp_path, store)
@@ -113,10 +122,7 @@ async def test_a_lagging_follower_is_shrunk_out_with_a_cas_write_and_rejoins_whe
     rm = manager(tmp_path, store, lag_ms=50)
     rm.apply_image(store.image)
     part = rm.get("t", 0)
-    payload, headers = batch(2)
-    rm.append(part, payload, headers)
-    await asyncio.sleep(0.08)
-    rm.follower_fetched(part, 2, 2, 0, 0)  # 2 keeps up, 3 never fetches
+    await leave_follower_3_behind(rm, part)
     rm.shrink_isrs()
     for _ in range(50):
         await asyncio.sleep(0.05)
