@@ -109,6 +109,37 @@ class Writer(threading.Thread):
         self.unflushed = p.flush(200)
 
 
+def start_load(cluster: BrokerCluster, topic: str) -> tuple[Writer, Reader]:
+    """The idempotent acks=all writer and the reader of every partition, running."""
+    bootstrap = ",".join(b.bootstrap for b in cluster.brokers)
+    writer, reader = Writer(bootstrap, topic), Reader(bootstrap, topic)
+    writer.start()
+    reader.start()
+    return writer, reader
+
+
+def stop_load(writer: Writer, reader: Reader) -> None:
+    writer.stop.set()
+    writer.join(240)
+    reader.stop.set()
+    reader.join(30)
+
+
+def check_load(cluster: BrokerCluster, topic: str, writer: Writer, reader: Reader, at_least: int, after: object) -> None:
+    """The checker, after the load stopped: the writer finished with more than `at_least`
+    acknowledged; every acknowledged record at its offset once (none lost, moved or duplicated);
+    no offset ever held two records and everything the reader saw is still at its offset (no
+    reads of truncated data); after a clean stop every replica byte-identical."""
+    assert not writer.is_alive() and writer.unflushed == 0, f"producer did not finish: {writer.unflushed}"
+    assert len(writer.acked) > at_least, f"only {len(writer.acked)} acknowledged after {after}; {writer.failed[:5]}"
+    final = read_all(cluster.bootstrap, topic, PARTITIONS, len(writer.acked), timeout=180)
+    assert not reader.conflicts, f"an offset held two different records: {reader.conflicts[:5]}"
+    assert reader.seen, "the reader read nothing"
+    # what the reader was given is a snapshot: every offset it saw holds the same value at the end
+    check_after_failovers(writer.acked, final, [reader.seen])
+    assert_identical_after_clean_stop(cluster, topic, PARTITIONS)
+
+
 def wait_recovered(cluster: BrokerCluster, topic: str, what: str) -> None:
     cluster.wait_formed(timeout=120)
     wait_isr(cluster, topic, PARTITIONS, ALL, timeout=120)
@@ -134,10 +165,7 @@ def test_no_acknowledged_record_is_lost_or_moved_under_a_sequence_of_faults(clus
     topic = create_topic(cluster.brokers[0], PARTITIONS)
     cluster.wait_leaders(topic, PARTITIONS)
     wait_isr(cluster, topic, PARTITIONS, ALL)
-    bootstrap = ",".join(b.bootstrap for b in cluster.brokers)
-    writer, reader = Writer(bootstrap, topic), Reader(bootstrap, topic)
-    writer.start()
-    reader.start()
+    writer, reader = start_load(cluster, topic)
     steps: list[str] = []
     try:
         time.sleep(2)
@@ -195,17 +223,5 @@ def test_no_acknowledged_record_is_lost_or_moved_under_a_sequence_of_faults(clus
         steps.append(f"API server stopped, broker {restarted.node_id} restarted meanwhile")
         time.sleep(2)
     finally:
-        writer.stop.set()
-        writer.join(240)
-        reader.stop.set()
-        reader.join(30)
-
-    assert not writer.is_alive() and writer.unflushed == 0, f"producer did not finish: {writer.unflushed}"
-    assert len(writer.acked) > 500, f"only {len(writer.acked)} acknowledged after {steps}; {writer.failed[:5]}"
-    final = read_all(cluster.bootstrap, topic, PARTITIONS, len(writer.acked), timeout=180)
-    assert not reader.conflicts, reader.conflicts[:5]
-    assert reader.seen, "the reader read nothing"
-    # what the reader was given is a snapshot: every offset it saw holds the same value at the end
-    check_after_failovers(writer.acked, final, [reader.seen])
-
-    assert_identical_after_clean_stop(cluster, topic, PARTITIONS)
+        stop_load(writer, reader)
+    check_load(cluster, topic, writer, reader, 500, steps)

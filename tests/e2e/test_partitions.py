@@ -35,6 +35,7 @@ import yaml
 from broker.metadata import kube_objects as ko
 from flotilla.testenv import nemesis as nemesis_mod
 from flotilla.testenv.nemesis import Nemesis
+from tests.e2e.test_fleet_faults import PARTITIONS, check_load, start_load, stop_load
 from tests.e2e.test_replication import metric
 from tests.support import kafka_wire
 from tests.support.cluster import BrokerCluster
@@ -234,7 +235,6 @@ def test_an_unanswered_isr_expansion_loses_no_acknowledged_record(fleet):
 
 # -- kinds of partition under load, with the checker ------------------------------------------------
 
-PARTITIONS = 6
 KINDS = ("cut from the API server", "cut from its peers", "one-way: cannot send to its peers",
          "isolated from everyone", "minority: alone against the others and the API server")
 SKEW = "clock skew: wall clock 40 s ahead"
@@ -308,8 +308,6 @@ def run_rounds(cluster, kinds, report) -> tuple[list[dict], object, str]:
     duplicated), every record the reader saw still at its offset (no inconsistent offsets, no
     reads of truncated data), and after a clean stop every replica byte-identical. Returns each
     round's availability (`report` receives them as they come)."""
-    from tests.e2e.test_fleet_faults import Reader, Writer
-    from tests.e2e.test_replication import assert_identical_after_clean_stop, check_after_failovers, read_all
 
     controller = cluster.controller_id()
     topic = kafka_wire.unique_topic("nemesis")
@@ -322,10 +320,7 @@ def run_rounds(cluster, kinds, report) -> tuple[list[dict], object, str]:
         return len(states) == PARTITIONS and all(leader > 0 and sorted(isr) == everyone for leader, isr in states)
     wait_for(f"every partition of {topic} with a leader and a full ISR", lambda: topic_states(cluster, topic),
              until=full, timeout=60)
-    bootstrap = ",".join(b.bootstrap for b in cluster.brokers)
-    writer, reader = Writer(bootstrap, topic), Reader(bootstrap, topic)
-    writer.start()
-    reader.start()
+    writer, reader = start_load(cluster, topic)
     rounds: list[dict] = []
     try:
         wait_for("records acknowledged", lambda: len(writer.acked), until=lambda n: n > 300, timeout=60)
@@ -358,18 +353,10 @@ def run_rounds(cluster, kinds, report) -> tuple[list[dict], object, str]:
             report(rounds)
     finally:
         cluster.nemesis.heal()
-        writer.stop.set()
-        writer.join(240)
-        reader.stop.set()
-        reader.join(30)
+        stop_load(writer, reader)
 
     assert len(rounds) == len(kinds), rounds
-    assert not writer.is_alive() and writer.unflushed == 0, f"producer did not finish: {writer.unflushed}"
-    assert len(writer.acked) > 1000, f"only {len(writer.acked)} acknowledged; {writer.failed[:5]}"
-    final = read_all(cluster.bootstrap, topic, PARTITIONS, len(writer.acked), timeout=180)
-    assert not reader.conflicts, f"an offset held two different records: {reader.conflicts[:5]}"
-    check_after_failovers(writer.acked, final, [reader.seen])
-    assert_identical_after_clean_stop(cluster, topic, PARTITIONS)
+    check_load(cluster, topic, writer, reader, 1000, [r["kind"] for r in rounds])
     summary = (f"{len(writer.acked)} acknowledged records: 0 lost, 0 moved, 0 duplicated; "
                f"{len(reader.seen)} reads, 0 inconsistent offsets, 0 reads of truncated data; "
                f"{PARTITIONS} partitions' replicas identical after a clean stop")
