@@ -16,8 +16,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+import pytest
 from kio.schema.errors import ErrorCode
+from kubernetes_asyncio.client.exceptions import ApiException
 
+from broker.metadata import kube_api
 from broker.metadata.store import Conflict, MetadataError, PartitionState, StoreUnavailable
 from broker.server import isr_updates, replica_manager
 from broker.server.delayed_produce import DelayedProduce
@@ -27,8 +30,9 @@ from tests.unit.broker.test_replica_roles import (TOPIC_ID, ImageStore, batch, l
 
 class FaultyStore(ImageStore):
     """`mode` says what the next writes meet: "answer-lost" commits then raises (the leader's
-    view, its image, stays where it was: its watch is cut too), "cut" raises without committing,
-    "ok" writes and shows the record at once."""
+    view, its image, stays where it was: its watch is cut too), "5xx-after-commit" commits then
+    answers 500 (raised through the Kubernetes client's own error mapping), "cut" raises without
+    committing, "ok" writes and shows the record at once."""
 
     def __init__(self, *a, **kw) -> None:
         super().__init__(*a, **kw)
@@ -47,6 +51,8 @@ class FaultyStore(ImageStore):
         self.writes.append(rec)
         if self.mode == "answer-lost":
             raise StoreUnavailable("Kubernetes API unreachable: timed out")
+        if self.mode == "5xx-after-commit":
+            await kube_api.call(_answer_500())
         self.set(rec)
         return rec
 
@@ -54,6 +60,10 @@ class FaultyStore(ImageStore):
         """The API server answers again and the watch delivers what it holds."""
         self.mode = "ok"
         self.set(self.committed)
+
+
+async def _answer_500():
+    raise ApiException(status=500, reason="Internal Server Error")
 
 
 async def until(predicate, timeout: float = 5.0) -> None:
@@ -91,8 +101,9 @@ async def acks_all_write(rm, part) -> tuple[DelayedProduce, asyncio.Future]:
     return op, waiting
 
 
-async def test_an_expansion_committed_but_unanswered_keeps_the_follower_counted_until_the_record_shows_it(tmp_path):
-    store, rm, part = await expanding_leader(tmp_path, "answer-lost")
+@pytest.mark.parametrize("mode", ["answer-lost", "5xx-after-commit"])
+async def test_an_expansion_committed_but_unanswered_keeps_the_follower_counted_until_the_record_shows_it(tmp_path, mode):
+    store, rm, part = await expanding_leader(tmp_path, mode)
     rs = part.replica_state
     assert store.committed.assignment[0].isr == (1, 2, 3)  # the API server holds the expansion
     assert rs.pending_isr == frozenset({1, 2, 3}), "an unknown outcome must leave the proposal pending"
