@@ -4,16 +4,33 @@
 raises `SaslFailure`. As Kafka's SASL servers: PLAIN failures tell the client why in Kafka's words
 (a SaslAuthenticationException's message); SCRAM failures tell it only the generic "invalid
 credentials" text the authenticator adds (Kafka's SaslException path), never whether the user exists.
-The SCRAM arithmetic (RFC 5802/7677) is scramp's.
+The SCRAM arithmetic (RFC 5802/7677) is scramp's; the user name is ours: one string, taken from
+the client-first message as sent, is both the credential looked up and the principal (scramp would
+look up its SASLprep form, which folds `ｂｏｂ` and `bo\u00adb` into `bob`). As Kafka's SCRAM
+message grammar, a name is ASCII without `,` and `=` (those escaped as `=2C` and `=3D`); any other
+name is refused as an unknown user would be. Log lines quote client input bounded (`quoted`).
 """
 
 from __future__ import annotations
+
+import re
 
 import scramp
 
 from broker.security.credentials import SCRAM_MECHANISMS, PlainUsers, ScramCredentials
 
 MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+QUOTE_LIMIT = 64  # characters of a client-chosen string that a log line repeats
+# Kafka's ScramMessages: saslname = 1*(value-safe-char / "=2C" / "=3D"), ASCII only.
+_SASLNAME = re.compile(r"(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+")
+
+
+def quoted(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """`text` as a log line may repeat it: repr'd and cut to `limit` characters (a client can
+    send megabytes as a user name; the log must not grow with them)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
 class SaslFailure(Exception):
@@ -60,7 +77,7 @@ class PlainServer(SaslServer):
         if not password:
             raise refuse("Authentication failed: password not specified")
         if not self.users.check(username, password):
-            raise SaslFailure(f"invalid username or password for user {username!r}",
+            raise SaslFailure(f"invalid username or password for user {quoted(username)}",
                               "Authentication failed: Invalid username or password")
         if authzid and authzid != username:
             raise refuse("Authentication failed: Client requested an authorization id that is different from username")
@@ -78,13 +95,17 @@ class ScramServer(SaslServer):
         self.mechanism = mechanism
         self.credentials = credentials
         self._unknown: str | None = None
+        self._name: str | None = None
         self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info, s_nonce=s_nonce)
         self._step = 0
 
-    def _auth_info(self, username: str):
-        credential = self.credentials.lookup(self.mechanism, username)
+    def _auth_info(self, _saslprepped: str):
+        """scramp asks with its SASLprep form of the name; we look up the name as sent, the one
+        the principal is built from."""
+        name = self._name
+        credential = self.credentials.lookup(self.mechanism, name) if name is not None else None
         if credential is None:
-            self._unknown = username
+            self._unknown = name if name is not None else _saslprepped
             return None
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
@@ -96,6 +117,7 @@ class ScramServer(SaslServer):
         try:
             if self._step == 0:
                 self._step = 1
+                self._name = _name_in(message)
                 self._server.set_client_first(message)
                 return self._server.get_server_first().encode()
             if self._step == 1:
@@ -107,15 +129,25 @@ class ScramServer(SaslServer):
                 return final.encode()
         except scramp.ScramException as e:
             if self._unknown is not None:
-                raise SaslFailure(f"unknown user {self._unknown!r}") from None
+                raise SaslFailure(f"unknown user {quoted(self._unknown)}") from None
             who = getattr(self._server, "client_first_bare", "")
-            raise SaslFailure(f"{e} ({who.split(',r=')[0] or 'no client-first message'})") from None
+            raise SaslFailure(f"{e} ({quoted(who.split(',r=')[0]) if who else 'no client-first message'})") from None
         raise SaslFailure("SCRAM authentication already complete")
 
     def _user_from(self, _client_final: str) -> str:
-        bare = self._server.client_first_bare
-        name = next(p[2:] for p in bare.split(",") if p.startswith("n="))
-        return name.replace("=2C", ",").replace("=3D", "=")
+        assert self._name is not None  # a name Kafka's grammar refuses finds no credential
+        return self._name
+
+
+def _name_in(client_first: str) -> str | None:
+    """The user name of a client-first message (`gs2-header n=name,r=nonce`), `=2C` and `=3D`
+    decoded; None when it is missing or not a name Kafka's SCRAM grammar admits."""
+    parts = client_first.split(",")
+    bare = parts[2:] if len(parts) > 2 else []
+    raw = next((p[2:] for p in bare if p.startswith("n=")), None)
+    if raw is None or not _SASLNAME.fullmatch(raw):
+        return None
+    return raw.replace("=2C", ",").replace("=3D", "=")
 
 
 def server_for(mechanism: str, plain_users: PlainUsers, scram: ScramCredentials) -> SaslServer:

@@ -154,3 +154,13 @@ def test_kafkas_errors_over_the_wire(secure):
         "alice": (ErrorCode.duplicate_resource,
                   "Cannot describe SCRAM credentials for the same user twice in a single request: alice", 0),
         "hank": (ErrorCode.resource_not_found, "Attempt to describe a user credential that does not exist: hank", 0)}
+
+
+@pytest.mark.parametrize("alias", ["\uff42\uff4f\uff42", "bo\u00adb", "bob\u200b"])
+def test_a_name_that_folds_into_another_users_is_refused(secure, alias):
+    """Issue 38: bob's own password under a name whose SASLprep form is `bob` (full-width
+    letters, a soft hyphen, a zero-width space) must not log in, let alone as another principal
+    than bob's: Kafka's SCRAM grammar admits ASCII names only and looks up the name as sent."""
+    assert auth_error(secure.confluent("SASL_PLAINTEXT", user="bob", password="bob-secret")) == ""
+    refused = auth_error(secure.confluent("SASL_PLAINTEXT", user=alias, password="bob-secret"))
+    assert refused and "no auth error" not in refused, refused

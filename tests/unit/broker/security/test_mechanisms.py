@@ -112,3 +112,42 @@ def test_plain_refusals_in_kafkas_words(token, message):
         server.evaluate(token)
     assert e.value.client_message == message
     assert not server.complete and server.username is None
+
+
+@pytest.mark.parametrize("alias", ["\uff42\uff4f\uff42", "bo\u00adb", "bob\u200b", "BOB"])
+def test_scram_does_not_fold_one_name_into_another(alias):
+    """Issue 38: scramp looks a user up under the SASLprep form of the name (full-width letters
+    folded, soft hyphens and zero-width spaces dropped); the name as sent (librdkafka and Kafka's
+    client send it so; scramp's own client would SASLprep it first) must be the one looked up, and
+    a name Kafka's grammar refuses (non-ASCII) finds nothing."""
+    cred = scram_credential("SCRAM-SHA-512", "bob-secret")
+    server = ScramServer("SCRAM-SHA-512", ScramCredentials({("SCRAM-SHA-512", "bob"): cred}))
+    with pytest.raises(SaslFailure, match="unknown user"):
+        server.evaluate(f"n,,n={alias},r=abc".encode())
+    assert not server.complete and server.username is None
+
+
+def test_scram_two_users_whose_names_fold_together_each_log_in_as_themselves():
+    wide = "\uff45\uff56\uff45"
+    creds = ScramCredentials({("SCRAM-SHA-512", "eve"): scram_credential("SCRAM-SHA-512", "eve-secret"),
+                              ("SCRAM-SHA-512", wide): scram_credential("SCRAM-SHA-512", "wide-secret")})
+    server = ScramServer("SCRAM-SHA-512", creds)
+    with pytest.raises(SaslFailure, match="unknown user"):  # eve sending the full-width name
+        server.evaluate(f"n,,n={wide},r=abc".encode())
+    server = ScramServer("SCRAM-SHA-512", creds)
+    client = scramp.ScramClient(["SCRAM-SHA-512"], "eve", "eve-secret")
+    client.set_server_first(server.evaluate(client.get_client_first().encode()).decode())
+    server.evaluate(client.get_client_final().encode())
+    assert server.complete and server.username == "eve"
+
+
+def test_failed_logins_log_a_bounded_share_of_the_name():
+    """A 500 KiB user name must not make a 500 KiB log line (issue 38)."""
+    huge = "x" * 512_000
+    with pytest.raises(SaslFailure) as plain:
+        PlainServer(PlainUsers({"alice": "alice-secret"})).evaluate(f"\0{huge}\0pw".encode())
+    server = ScramServer("SCRAM-SHA-512", ScramCredentials({}))
+    with pytest.raises(SaslFailure) as scram:
+        server.evaluate(f"n,,n={huge},r=abc".encode())
+    for failure in (plain.value, scram.value):
+        assert len(str(failure)) < 200 and "512,000 characters" in str(failure), str(failure)[:300]
