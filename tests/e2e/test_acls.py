@@ -574,3 +574,76 @@ def test_scram_credential_apis_need_cluster_rights(acl, admin):
     finally:
         bob.close()
         sasl_admin.close()
+
+
+# -- answers that must not say more than the caller may know (issue 38) -----------------------------
+
+def _wire_as(acl: AclBroker, user: str):
+    """A raw Kafka connection authenticated as `user` over SASL_PLAINTEXT/PLAIN."""
+    from kio.schema.errors import ErrorCode
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    from tests.support import kafka_wire
+    from tests.support.acl_broker import USERS
+
+    conn = kafka_wire.connect(f"127.0.0.1:{acl.sasl_port}")
+    assert conn.request(SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
+    ok = conn.request(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{USERS[user]}".encode()))
+    assert ok.error_code == ErrorCode.none, ok
+    return conn
+
+
+def test_describe_transactions_leaves_out_topics_the_caller_may_not_describe(acl, admin):
+    """Kafka removes from DescribeTransactions' answer every topic the caller may not DESCRIBE."""
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+    from kio.schema.errors import ErrorCode
+
+    seen, hidden, tid = _topic(admin, "acl-txn-seen"), _topic(admin, "acl-txn-hidden"), _name("acl-txn-described")
+    _grant(admin, _allow("User:bob", ResourceType.TRANSACTIONAL_ID, tid, AclOperation.DESCRIBE)
+           + _allow("User:bob", ResourceType.TOPIC, seen, AclOperation.DESCRIBE))
+    p = Producer({"bootstrap.servers": acl.admin_bootstrap, "transactional.id": tid, "message.timeout.ms": 10000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for topic in (seen, hidden):
+        p.produce(topic, b"open", partition=0)
+    assert p.flush(30) == 0
+    try:
+        with _wire_as(acl, "bob") as conn:
+            def describe():
+                return conn.request(DescribeTransactionsRequest(transactional_ids=(tid,))).transaction_states[0]
+            state = wait_for(f"bob describes the ongoing transaction {tid}", describe,
+                             until=lambda s: s.error_code == ErrorCode.none and s.transaction_state == "Ongoing"
+                             and any(t.topic == seen for t in s.topics), timeout=30)
+        assert {t.topic for t in state.topics} == {seen}, state.topics
+    finally:
+        p.abort_transaction(30)
+
+
+def test_create_topics_shows_configs_only_with_describe_configs(acl, admin):
+    """Kafka answers a creator without DESCRIBE_CONFIGS on the new topic with
+    TOPIC_AUTHORIZATION_FAILED in topic_config_error_code and no configs."""
+    import datetime
+
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+    from kio.schema.errors import ErrorCode
+
+    blind, told = _name("acl-create-blind"), _name("acl-create-told")
+    _grant(admin, _allow("User:bob", ResourceType.TOPIC, blind, AclOperation.CREATE)
+           + _allow("User:bob", ResourceType.TOPIC, told, AclOperation.CREATE, AclOperation.DESCRIBE_CONFIGS))
+
+    def create(conn, name):
+        return conn.request(CreateTopicsRequest(
+            topics=(CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=(), configs=()),),
+            timeout=datetime.timedelta(seconds=30), validate_only=False)).topics[0]
+
+    with _wire_as(acl, "bob") as conn:
+        results = {}
+        for name in (blind, told):  # Kafka's brokers apply the new ACLs a moment later
+            results[name] = wait_for(f"bob creates {name}", lambda: create(conn, name),
+                                     until=lambda r: r.error_code != ErrorCode.topic_authorization_failed, timeout=30)
+    assert results[blind].error_code == ErrorCode.none, results[blind]
+    assert results[blind].topic_config_error_code == ErrorCode.topic_authorization_failed, results[blind]
+    assert not results[blind].configs, results[blind].configs
+    assert results[told].error_code == results[told].topic_config_error_code == ErrorCode.none, results[told]
+    assert any(c.name == "cleanup.policy" for c in results[told].configs), results[told].configs

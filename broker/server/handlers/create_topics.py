@@ -103,16 +103,23 @@ class CreateTopicsHandler(Handler):
                 else:
                     o.record = w
         results = []
+        # As Kafka: the configs in force are shown only to a caller who may DESCRIBE_CONFIGS the
+        # topic; others get TOPIC_AUTHORIZATION_FAILED in topic_config_error_code and none.
+        describable = authz.filter(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                                   [o.topic.name for o in outcomes if o.code == ErrorCode.none])
         for o in outcomes:
             t, configs, code, msg, record, partitions, rf = (o.topic, o.configs, o.code, o.message, o.record,
                                                              o.partitions, o.replication_factor)
+            config_code = ErrorCode.none
+            if code == ErrorCode.none and t.name not in describable:
+                config_code = ErrorCode.topic_authorization_failed
             cfgs = tuple(ctx.build("CreatableTopicConfigs", name=e.name, value=e.value, read_only=False,
                                    config_source=e.source, is_sensitive=False)
                          for e in topic_config.describe(b.config, configs)
-                         ) if code == ErrorCode.none and ctx.has("CreatableTopicConfigs") else ()
+                         ) if code == config_code == ErrorCode.none and ctx.has("CreatableTopicConfigs") else ()
             results.append(ctx.build(
                 "CreatableTopicResult", name=t.name, topic_id=record.topic_id if record else NO_TOPIC_ID,
-                error_code=code, error_message=msg, topic_config_error_code=ErrorCode.none,
+                error_code=code, error_message=msg, topic_config_error_code=config_code,
                 num_partitions=partitions if code == ErrorCode.none else -1,
                 replication_factor=rf if code == ErrorCode.none else -1, configs=cfgs))
         return ctx.build("CreateTopicsResponse", throttle_time=NO_THROTTLE, topics=tuple(results))

@@ -1,5 +1,6 @@
 """DescribeTransactions (API 65, KIP-664): state, producer and partitions of transactional ids
-coordinated here (`kafka-transactions.sh describe`)."""
+coordinated here (`kafka-transactions.sh describe`), without the topics the caller may not
+describe."""
 
 from __future__ import annotations
 
@@ -27,12 +28,16 @@ class DescribeTransactionsHandler(Handler):
                     producer_epoch=-1, topics=()))
                 continue
             d = self.broker.transactions.describe(tid)
+            # As Kafka's handleDescribeTransactionsRequest: topics the caller may not DESCRIBE are
+            # left out (Metadata hides them too).
+            visible = {t for t in d.partitions if ctx.authz.quietly(AclOperation.DESCRIBE, ResourceType.TOPIC, t)}
             start = datetime.datetime.fromtimestamp(max(d.start_ms, -1) / 1000, datetime.UTC)
             states.append(ctx.build(
                 "TransactionState", error_code=d.error, transactional_id=tid, transaction_state=d.state,
                 transaction_timeout=datetime.timedelta(milliseconds=d.timeout_ms), transaction_start_time=start,
                 producer_id=d.producer_id, producer_epoch=d.producer_epoch,
-                topics=tuple(ctx.build("TopicData", topic=t, partitions=tuple(ps)) for t, ps in d.partitions.items())))
+                topics=tuple(ctx.build("TopicData", topic=t, partitions=tuple(ps)) for t, ps in d.partitions.items()
+                             if t in visible)))
         return ctx.build("DescribeTransactionsResponse", throttle_time=NO_THROTTLE, transaction_states=tuple(states))
 
 
