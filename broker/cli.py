@@ -7,6 +7,7 @@ import asyncio
 import logging
 import sys
 
+from broker import bounded_logging
 from broker.config import ConfigError, load_config
 
 
@@ -20,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    bounded_logging.install()
     try:
         config = load_config(args.config, args.override)
     except ConfigError as e:
