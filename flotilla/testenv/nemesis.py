@@ -1,7 +1,7 @@
 """Network partitions between processes on this machine's loopback (issue 35), as Jepsen's
 nemesis makes them between hosts: cut A from B both ways or one way, drop only B's answers to A,
 isolate a node from the API server, from its peers, from its clients or from everyone, split the
-nodes into a majority and a minority, and heal.
+nodes into a majority and a minority, lose a share of the packets from A to B, and heal.
 
 How a packet is told apart on loopback, where every address is 127.0.0.1:
 - each node (a broker) runs in a cgroup of its own (`launch_prefix`); the SYN of every connection
@@ -97,10 +97,12 @@ class Cut:
     src: Node
     dst: Node
     answers_only: bool = False  # only on connections dst opened (drop_answers)
+    loss: float = 1.0  # the share of those packets dropped (lossy)
     rules: list[list[str]] = field(default_factory=list)
 
     def __str__(self) -> str:
-        return f"{self.src.name} -> {self.dst.name}" + (" (answers)" if self.answers_only else "")
+        return (f"{self.src.name} -> {self.dst.name}" + (" (answers)" if self.answers_only else "")
+                + (f" ({self.loss:.0%} lost)" if self.loss < 1.0 else ""))
 
 
 @dataclass
@@ -177,6 +179,15 @@ class Nemesis:
         answered with a TCP reset instead (a refused connection: the sender learns at once)."""
         verdict = ["-j", "REJECT", "--reject-with", "tcp-reset"] if reset else ["-j", "DROP"]
         self._add(Cut(src, dst, rules=[match + verdict for match in self._matches(src, dst)]))
+
+    def lossy(self, src: Node, dst: Node, loss: float) -> None:
+        """A share `loss` (0 < loss < 1) of the packets from `src` to `dst` dropped at random: a
+        flaky link, where TCP retransmits and latency grows instead of a clean cut. (Delay, as
+        `tc netem` makes it, needs the sch_netem kernel module, which this kernel may lack.)"""
+        if not 0.0 < loss < 1.0:
+            raise ValueError(f"loss must be between 0 and 1 (exclusive), not {loss}")
+        drop = ["-m", "statistic", "--mode", "random", "--probability", f"{loss:.4f}", "-j", "DROP"]
+        self._add(Cut(src, dst, loss=loss, rules=[match + drop for match in self._matches(src, dst)]))
 
     def cut(self, a: Node, b: Node, *, one_way: bool = False, reset: bool = False) -> None:
         """a cannot send to b; unless one_way, b cannot send to a either."""

@@ -125,11 +125,13 @@ def stop_load(writer: Writer, reader: Reader) -> None:
     reader.join(30)
 
 
-def check_load(cluster: BrokerCluster, topic: str, writer: Writer, reader: Reader, at_least: int, after: object) -> None:
+def check_load(cluster: BrokerCluster, topic: str, writer: Writer, reader: Reader, at_least: int, after: object,
+               also=()) -> None:
     """The checker, after the load stopped: the writer finished with more than `at_least`
     acknowledged; every acknowledged record at its offset once (none lost, moved or duplicated);
     no offset ever held two records and everything the reader saw is still at its offset (no
-    reads of truncated data); after a clean stop every replica byte-identical."""
+    reads of truncated data); after a clean stop every replica byte-identical (of the topics
+    `also` names too)."""
     assert not writer.is_alive() and writer.unflushed == 0, f"producer did not finish: {writer.unflushed}"
     assert len(writer.acked) > at_least, f"only {len(writer.acked)} acknowledged after {after}; {writer.failed[:5]}"
     final = read_all(cluster.bootstrap, topic, PARTITIONS, len(writer.acked), timeout=180)
@@ -137,7 +139,7 @@ def check_load(cluster: BrokerCluster, topic: str, writer: Writer, reader: Reade
     assert reader.seen, "the reader read nothing"
     # what the reader was given is a snapshot: every offset it saw holds the same value at the end
     check_after_failovers(writer.acked, final, [reader.seen])
-    assert_identical_after_clean_stop(cluster, topic, PARTITIONS)
+    assert_identical_after_clean_stop(cluster, topic, PARTITIONS, also)
 
 
 def wait_recovered(cluster: BrokerCluster, topic: str, what: str) -> None:

@@ -39,6 +39,7 @@ from tests.e2e.test_fleet_faults import PARTITIONS, check_load, start_load, stop
 from tests.e2e.test_replication import metric
 from tests.support import kafka_wire
 from tests.support.cluster import BrokerCluster
+from tests.support.txn_workload import TxnWorkload, read_committed_log
 from tests.support.waiting import wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -239,7 +240,8 @@ KINDS = ("cut from the API server", "cut from its peers", "one-way: cannot send 
          "isolated from everyone", "minority: alone against the others and the API server")
 SKEW = "clock skew: wall clock 40 s ahead"
 PAUSE = "paused past its Lease (SIGSTOP)"
-CAMPAIGN_KINDS = KINDS + (SKEW, PAUSE)
+LOSSY = "lossy links: 30% of its packets to and from everyone lost"
+CAMPAIGN_KINDS = KINDS + (SKEW, PAUSE, LOSSY)
 LEASE_MOVES = (KINDS[0], KINDS[3], KINDS[4], PAUSE)  # faults after which the victim's leaderships move
 
 
@@ -270,6 +272,10 @@ def apply_fault(cluster, kind: str, victim: int) -> None:
         cluster.broker(victim).clock_file.write_text("+40s\n")
     elif kind == PAUSE:
         os.kill(cluster.broker(victim).pid, signal.SIGSTOP)
+    elif kind == LOSSY:
+        for other in [*peers, cluster.api, nemesis.clients]:
+            nemesis.lossy(node, other, 0.3)
+            nemesis.lossy(other, node, 0.3)
     else:
         raise ValueError(kind)
 
@@ -285,7 +291,7 @@ def heal(cluster, kind: str, victim: int) -> None:
 def fault_took_effect(cluster, topic: str, kind: str, victim: int, led: list[int], writer, acked_before: int):
     """The condition each fault must reach before it is healed: the victim's leaderships moved (it
     lost the API server, or stopped), the ISRs of what it leads shrank to itself (it lost its
-    followers), or, for a skewed clock, writes went on to every partition."""
+    followers), or, for a skewed clock or lossy links, writes went on to every partition."""
     if kind == SKEW:
         # The broker's renewals carry its skewed wall clock (renewTime), and writes went on to
         # every partition since: its Lease, judged by the others' monotonic clocks, held.
@@ -294,6 +300,9 @@ def fault_took_effect(cluster, topic: str, kind: str, victim: int, led: list[int
         renewed = datetime.datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
         ahead = (renewed - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
         return ahead > 30 and len({p for p, _, _ in writer.acked[acked_before:]}) == PARTITIONS
+    if kind == LOSSY:  # a thousand writes through the lossy links, on every partition
+        since = writer.acked[acked_before:]
+        return len(since) > 1000 and len({p for p, _, _ in since}) == PARTITIONS
     states = topic_states(cluster, topic)
     if kind in LEASE_MOVES:
         return all(states[p][0] not in (victim, -1) for p in led) and states
@@ -302,28 +311,37 @@ def fault_took_effect(cluster, topic: str, kind: str, victim: int, led: list[int
 
 def run_rounds(cluster, kinds, report) -> tuple[list[dict], object, str]:
     """One topic (RF=3, min.insync.replicas=2), an idempotent acks=all producer and a reader of
-    every partition throughout; for each kind in turn a fault on the leader of some partition,
+    every partition throughout, and a transactional copier of it into a second topic with a
+    read_committed reader (tests/support/txn_workload.py); for each kind in turn a fault on the leader of some partition,
     held until it took effect, healed, and recovery to a full ISR and writes on every partition.
     Then the checker: every acknowledged record at its offset once (none lost, moved or
     duplicated), every record the reader saw still at its offset (no inconsistent offsets, no
-    reads of truncated data), and after a clean stop every replica byte-identical. Returns each
+    reads of truncated data), the copier's checks (no aborted reads, committed transactions in
+    place, offsets never backwards, nothing copied twice), and after a clean stop every replica
+    byte-identical. Returns each
     round's availability (`report` receives them as they come)."""
 
     controller = cluster.controller_id()
     topic = kafka_wire.unique_topic("nemesis")
+    copies = f"{topic}-copies"
     with kafka_wire.connect(cluster.broker(controller).bootstrap) as conn:
-        code = conn.create_topic(topic, PARTITIONS, configs={"min.insync.replicas": "2"}, replication_factor=3)
-    assert int(code) == 0, code
+        for name in (topic, copies):
+            code = conn.create_topic(name, PARTITIONS, configs={"min.insync.replicas": "2"}, replication_factor=3)
+            assert int(code) == 0, (name, code)
     everyone = sorted(cluster.nodes)
 
     def full(states) -> bool:
         return len(states) == PARTITIONS and all(leader > 0 and sorted(isr) == everyone for leader, isr in states)
-    wait_for(f"every partition of {topic} with a leader and a full ISR", lambda: topic_states(cluster, topic),
-             until=full, timeout=60)
+    for name in (topic, copies):
+        wait_for(f"every partition of {name} with a leader and a full ISR", lambda: topic_states(cluster, name),
+                 until=full, timeout=60)
     writer, reader = start_load(cluster, topic)
+    txn = TxnWorkload.start(",".join(b.bootstrap for b in cluster.brokers), topic, copies, PARTITIONS)
     rounds: list[dict] = []
     try:
         wait_for("records acknowledged", lambda: len(writer.acked), until=lambda n: n > 300, timeout=60)
+        wait_for("a transaction of the copier committed", lambda: len(txn.copier.outcome.committed_labels),
+                 until=lambda n: n > 0, timeout=60)
         for i, kind in enumerate(kinds):
             what = f"round {i + 1} ({kind})"
             states = topic_states(cluster, topic)
@@ -340,26 +358,34 @@ def run_rounds(cluster, kinds, report) -> tuple[list[dict], object, str]:
             finally:
                 heal(cluster, kind, victim)
             healed_at, acked_at_heal = time.monotonic(), len(writer.acked)
+            txns_at_heal = txn.copier.transactions()
             wait_for(f"a leader and a full ISR on every partition after {what}",
                      lambda: topic_states(cluster, topic), until=full, timeout=120)
             full_isr_s = time.monotonic() - healed_at
             wait_for(f"writes acknowledged on every partition after {what}",
                      lambda: {p for p, _, _ in writer.acked[acked_at_heal:]},
                      until=lambda ps: len(ps) == PARTITIONS, timeout=120)
+            writes_s = time.monotonic() - healed_at
+            wait_for(f"a transaction of the copier ended (committed or aborted) after {what}", txn.copier.progress,
+                     until=lambda p: p["ended"] > txns_at_heal, timeout=120)
             rounds.append({"round": i + 1, "kind": kind, "broker": victim, "partitions_led": led,
                            "took_effect_s": round(took_effect, 1),
-                           "writes_everywhere_after_heal_s": round(time.monotonic() - healed_at, 1),
+                           "writes_everywhere_after_heal_s": round(writes_s, 1),
+                           "transaction_after_heal_s": round(time.monotonic() - healed_at, 1),
                            "full_isr_after_heal_s": round(full_isr_s, 1)})
             report(rounds)
     finally:
         cluster.nemesis.heal()
+        txn.stop()
         stop_load(writer, reader)
 
     assert len(rounds) == len(kinds), rounds
-    check_load(cluster, topic, writer, reader, 1000, [r["kind"] for r in rounds])
+    txn_summary = txn.check(read_committed_log(cluster.bootstrap, copies, PARTITIONS))
+    check_load(cluster, topic, writer, reader, 1000, [r["kind"] for r in rounds], also=[copies])
     summary = (f"{len(writer.acked)} acknowledged records: 0 lost, 0 moved, 0 duplicated; "
                f"{len(reader.seen)} reads, 0 inconsistent offsets, 0 reads of truncated data; "
-               f"{PARTITIONS} partitions' replicas identical after a clean stop")
+               f"copier: {txn_summary}; "
+               f"both topics' {PARTITIONS} partitions' replicas identical after a clean stop")
     return rounds, writer, summary
 
 
@@ -407,15 +433,19 @@ def chaos_report(rounds: list[dict], seed: int, started, summary: str) -> str:
         f"Seed {seed} (`FLOTILLA_CHAOS_SEED={seed} make chaos` draws the same order), started "
         f"{started:%Y-%m-%d %H:%M} UTC on a {os.cpu_count()}-core machine (load average at the end "
         f"{load[0]:.1f}). Three brokers, RF=3, min.insync.replicas=2, a 6 s Lease, an idempotent acks=all "
-        "producer and a reader throughout (tests/e2e/test_partitions.py).", "",
+        "producer and a reader throughout, and a transactional copier in a consumer group (every third "
+        "transaction aborted on purpose) with a read_committed reader of its output "
+        "(tests/e2e/test_partitions.py, tests/support/txn_workload.py).", "",
         f"Result: {summary}.", "",
         "Each fault is held until it took effect (leaderships moved, or the ISR shrank to the victim, or "
-        "for a skewed clock its Lease renewals carried the skewed time while writes went on everywhere), then healed. Times after the heal: until every "
-        "partition had writes acknowledged again, and until every ISR was full.", "",
-        "| round | fault | broker | took effect (s) | writes everywhere after heal (s) | full ISR after heal (s) |",
-        "|---|---|---|---|---|---|",
+        "for a skewed clock its Lease renewals carried the skewed time while writes went on everywhere, for lossy "
+        "links a thousand writes went through on every partition), then healed. Times after the heal: until every "
+        "partition had writes acknowledged again, until the copier ended a transaction, and until every ISR was full.", "",
+        "| round | fault | broker | took effect (s) | writes everywhere after heal (s) | transaction after heal (s) "
+        "| full ISR after heal (s) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rounds:
         lines.append(f"| {r['round']} | {r['kind']} | {r['broker']} | {r['took_effect_s']} | "
-                     f"{r['writes_everywhere_after_heal_s']} | {r['full_isr_after_heal_s']} |")
+                     f"{r['writes_everywhere_after_heal_s']} | {r['transaction_after_heal_s']} | {r['full_isr_after_heal_s']} |")
     return "\n".join(lines) + "\n"

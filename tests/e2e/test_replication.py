@@ -68,14 +68,16 @@ def wait_replicas_identical(cluster: BrokerCluster, topic: str, partitions: int,
     wait_for(f"every replica of {topic} to hold the same bytes", same, timeout=timeout, interval=0.5)
 
 
-def assert_identical_after_clean_stop(cluster: BrokerCluster, topic: str, partitions: int) -> None:
-    """Stop every broker cleanly; then every replica of every partition holds the same bytes."""
+def assert_identical_after_clean_stop(cluster: BrokerCluster, topic: str, partitions: int, also=()) -> None:
+    """Stop every broker cleanly; then every replica of every partition of `topic` (and of the
+    topics `also` names, with as many partitions) holds the same bytes."""
     for broker in cluster.brokers:
         broker.stop(timeout=60)
-    for p in range(partitions):
-        copies = {b.node_id: segment_bytes(b, topic, p) for b in cluster.brokers}
-        assert len(set(copies.values())) == 1, (
-            f"partition {p}: replicas differ after a clean stop: { {n: len(c) for n, c in copies.items()} }")
+    for t in (topic, *also):
+        for p in range(partitions):
+            copies = {b.node_id: segment_bytes(b, t, p) for b in cluster.brokers}
+            assert len(set(copies.values())) == 1, (
+                f"{t}-{p}: replicas differ after a clean stop: { {n: len(c) for n, c in copies.items()} }")
 
 
 def producer(bootstrap: str, **extra):

@@ -43,10 +43,10 @@ except OSError as e:
 """
 
 
-def ask_from_test(port: int, word: str, sock: socket.socket | None = None) -> str:
+def ask_from_test(port: int, word: str, sock: socket.socket | None = None, timeout: float = 1.0) -> str:
     try:
-        c = sock or socket.create_connection(("127.0.0.1", port), timeout=1.0)
-        c.settimeout(1.0)
+        c = sock or socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        c.settimeout(timeout)
         c.sendall(word.encode() + b"\n")
         data = b""
         while not data.endswith(b"\n"):
@@ -134,6 +134,23 @@ def test_a_one_way_cut_lets_requests_arrive_whose_answers_are_lost(two_nodes):
     assert ask("b", "a", "x") == "TimeoutError"
     nemesis.heal()
     conn.close()
+
+
+def test_a_lossy_link_drops_some_packets_at_random_and_heals(two_nodes):
+    """30% of the clients' packets to a lost: some short exchanges (a SYN, then the data) get
+    through within 0.3 s, and some do not (a lost SYN is resent only after a second); the other
+    node is untouched."""
+    nemesis, nodes, ask = two_nodes
+    a, b = nodes["a"][0], nodes["b"][0]
+    nemesis.lossy(nemesis.clients, a, 0.3)
+    assert "30% lost" in nemesis.describe()
+    answers = [ask_from_test(a.ports[0], "w", timeout=0.3) for _ in range(20)]
+    assert 0 < answers.count("w") < len(answers), answers
+    assert all(ask_from_test(b.ports[0], "w", timeout=0.3) == "w" for _ in range(5))
+    nemesis.heal()
+    assert all(ask_from_test(a.ports[0], "w", timeout=0.3) == "w" for _ in range(5))
+    with pytest.raises(ValueError, match="loss"):
+        nemesis.lossy(nemesis.clients, a, 1.0)
 
 
 def test_close_removes_every_rule_and_cgroup():
