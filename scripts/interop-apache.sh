@@ -5,12 +5,15 @@
 # Same parallel layout as scripts/test.sh (FLOTILLA_TEST_WORKERS, 0 = one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+setup_start=$(date +%s)
 bash scripts/setup.sh
 bash scripts/setup.d/10-clients.sh
 bash scripts/setup.d/30-pipeline.sh  # PySpark and the Kafka connector (cached): test_pipeline.py
 export PYTHONPATH="$PWD:$PWD/operator${PYTHONPATH:+:$PYTHONPATH}"
 # Fetch the jars once here: the workers would otherwise race to download them.
 echo "apache kafka: $(.venv/bin/python -c 'from tests.support.apache_kafka import ensure_kafka_libs; print(ensure_kafka_libs())')"
+mkdir -p tests/.work  # .ci/run reports the set-up apart from pytest (the rest of this script's time)
+echo $(( $(date +%s) - setup_start )) > tests/.work/interop-apache.setup-seconds
 suites=(
   tests/e2e/test_interop_*.py
   tests/e2e/test_durability.py

@@ -6,6 +6,7 @@
 # more workers than cores shortens the run. FLOTILLA_TEST_WORKERS=0 runs everything in one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+setup_start=$(date +%s)
 bash scripts/setup.sh
 # Parts marked `# setup: background` (downloads, mostly) run one after another in the background
 # while the others (Go builds, CPU-bound) run here; their output follows once they are done.
@@ -34,6 +35,8 @@ if [ -n "$bg_pid" ]; then
   cat "$bg_log"
   if [ "$bg_rc" != 0 ]; then echo "background set-up failed (exit $bg_rc): see above" >&2; exit "$bg_rc"; fi
 fi
+# .ci/run reports the set-up apart from pytest (the rest of this script's time).
+echo $(( $(date +%s) - setup_start )) > tests/.work/make-test.setup-seconds
 workers=${FLOTILLA_TEST_WORKERS:-3}
 if [ "$workers" = 0 ]; then
   exec .venv/bin/pytest tests -ra --durations=25 "$@"

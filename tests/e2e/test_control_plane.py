@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 
 import pytest
@@ -279,7 +280,7 @@ def test_a_failed_wait_names_its_last_observation_and_the_report_shows_the_clust
              "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))},
     )
     out = proc.stdout
-    assert proc.returncode == 1 and "1 failed" in out, out + proc.stderr
+    assert proc.returncode == 1 and re.search(r"^1 failed\b", out, re.MULTILINE), out + proc.stderr
     assert "waiting for pod never-there; last: CommandError" in out and 'pods "never-there" not found' in out, out
     assert "kubectl get pods,nodes -A -o wide" in out and "node/kwok-node-0" in out, out
     assert "kubectl get events -A" in out, out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.request
 import uuid
 
@@ -104,7 +105,7 @@ def test_a_running_broker_exports_every_broker_metric_the_rules_and_dashboards_u
                  "flotilla_registered_brokers", "flotilla_transactions", "flotilla_log_dir_usable_bytes",
                  "flotilla_reassigning_partitions", "flotilla_reassignment_bytes_in_total",
                  "flotilla_replication_throttle_rate_bytes"):
-        assert f"\n{name}" in text, f"{name}: no sample"
+        assert re.search(rf"^{name}[{{ ]", text, re.MULTILINE), f"{name}: no sample"
 
 
 # -- the operator ----------------------------------------------------------------------------------

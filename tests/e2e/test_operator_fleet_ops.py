@@ -151,7 +151,7 @@ def test_pause_annotation_changes_nothing_until_removed(kube_env, kube_namespace
     assert condition(kc, "ReconciliationPaused")["status"] == "True"
     assert condition(kc, "Reconciling")["status"] == "False"
     props = get_json(kube_env, "configmap", f"{name}-config", "-n", ns)["data"]["server.properties"]
-    assert "log.retention.ms=3600000" in props and "7200000" not in props
+    assert "log.retention.ms=3600000" in props.splitlines() and "log.retention.ms=7200000" not in props
 
     kube_env.kubectl("annotate", "kafkacluster", name, "-n", ns, "flotilla.io/pause-reconciliation-")
     kc = wait_for("Ready with the new spec", ready_at_generation(kube_env, ns, name, 1), timeout=120)

@@ -3,6 +3,7 @@ with `kubectl auth can-i --as=...`: shared by the Helm chart's and install/floti
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 # What the operator does, in a namespace it manages (verb, resource[, subresource]).
@@ -79,3 +80,16 @@ def missing_and_excess(kube_env: Any, ns: str, account: str) -> tuple[list, list
     missing = [n for n in NEEDED if not can_i(kube_env, ns, account, *n)]
     excess = [n for n in FORBIDDEN if can_i(kube_env, ns, account, *n)]
     return missing, excess
+
+
+# A 403 as the operator's log shows it: the API server's message ("services is forbidden: User ..."),
+# kopf's APIForbiddenError ('reason': 'Forbidden', 'code': 403, status=403) and its "Not enough
+# permissions" warnings, kubernetes_asyncio's "(403)" and our ApiError's "HTTP 403". A bare "403"
+# is no evidence: log timestamps carry milliseconds (05:32:26,403), ports and ids carry digits.
+REFUSAL = re.compile(r"\bforbidden\b|\bHTTP 403\b|\(403\)|\bstatus=403\b|['\"]code['\"]: ?403\b"
+                     r"|\bnot enough (?:RBAC )?permissions\b", re.IGNORECASE)
+
+
+def refusals(log: str) -> list[str]:
+    """The lines of `log` that record the API server refusing a request (403 Forbidden)."""
+    return [line for line in log.splitlines() if REFUSAL.search(line)]

@@ -4,10 +4,10 @@
   module's fixtures (a three-broker fleet, an operator) are built once, on one worker.
 - Every test that needs the real node (marker `kube_node`) is in one group: the node (kubelet,
   containerd, its fixed ports) exists once per machine.
-- Modules start longest first (tests/module_durations.json, seconds per module from an earlier
-  run), so the long fault tests do not start last and set the run's length alone.
-- Each run writes what its modules took to tests/.work/module-durations.json; copy it over
-  tests/module_durations.json when the suite's shape changes.
+- Modules start longest first (tests/budget.toml, the expected seconds per module that the time
+  budget holds them to), so the long fault tests do not start last and set the run's length alone.
+- Each run writes what its modules took to tests/.work/module-durations.json and holds them against
+  the budget (tests/support/budget.py): in CI a module over it, or without an entry, fails the run.
 Ports are kept apart per worker by flotilla/testenv/ports.py.
 """
 
@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-DURATIONS = ROOT / "tests" / "module_durations.json"
-MEASURED = ROOT / "tests" / ".work" / "module-durations.json"
+from tests.support import budget, ci_skips
+
 #: A module missing from the file (new since it was written) is assumed this long: new modules are
 #: e2e modules more often than not, and starting them early costs little.
 UNKNOWN_MODULE_SECONDS = 60.0
@@ -32,17 +31,19 @@ def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def _target(config: pytest.Config) -> str:
+    return config.getoption("--kafka-target", default="flotilla")
+
+
 def for_target(path: Path, config: pytest.Config) -> Path:
     """The Kafka-reference run (--kafka-target=apache) keeps its own times: Kafka starts slower."""
-    target = config.getoption("--kafka-target", default="flotilla")
+    target = _target(config)
     return path if target == "flotilla" else path.with_name(f"{path.stem}-{target}{path.suffix}")
 
 
-def expected_seconds(path: Path = DURATIONS) -> dict[str, float]:
-    try:
-        return {k: float(v) for k, v in json.loads(path.read_text()).items()}
-    except FileNotFoundError:
-        return {}
+def expected_seconds(config: pytest.Config) -> dict[str, float]:
+    """The budget's seconds; none for the Kafka-reference run, whose times the budget does not hold."""
+    return budget.load().modules if _target(config) == "flotilla" else {}
 
 
 def group_of(item: pytest.Item) -> str:
@@ -76,7 +77,7 @@ def _distributed(config: pytest.Config) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not _distributed(config):
         return
-    items[:] = longest_first(items, expected_seconds(for_target(DURATIONS, config)))
+    items[:] = longest_first(items, expected_seconds(config))
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group_of(item)))
 
@@ -102,8 +103,25 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if _distributed(session.config) or not _spent:
+    config = session.config
+    if _distributed(config) or not _spent:
         return  # the controller (or a run without xdist) writes the file
-    measured = for_target(MEASURED, session.config)
+    spent = {k: round(v, 1) for k, v in sorted(_spent.items())}
+    measured = for_target(budget.MEASURED, config)
     measured.parent.mkdir(parents=True, exist_ok=True)
-    measured.write_text(json.dumps({k: round(v, 1) for k, v in sorted(_spent.items())}, indent=1) + "\n")
+    measured.write_text(json.dumps(spent, indent=1) + "\n")
+    if _target(config) != "flotilla":
+        return
+    config._flotilla_overruns = overruns = budget.overruns(spent, budget.load())
+    if overruns and ci_skips.in_ci() and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    overruns = getattr(config, "_flotilla_overruns", None)
+    if overruns:
+        fails = ci_skips.in_ci()
+        terminalreporter.section("time budget (tests/budget.toml)" + ("" if fails else ": not enforced outside CI"),
+                                 sep="=", red=fails, yellow=not fails, bold=True)
+        for line in overruns:
+            terminalreporter.line(line, red=fails, yellow=not fails)

@@ -1,6 +1,7 @@
 """The kube_env fixture fails (does not skip) when the binaries are missing."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ def test_missing_binaries_fail_with_the_build_command(tmp_path):
         capture_output=True, text=True, env=env, timeout=120,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "1 error" in proc.stdout
+    assert re.search(r"^1 error\b", proc.stdout, re.MULTILINE), proc.stdout
     assert "skipped" not in proc.stdout
     assert "flotilla testenv build" in proc.stdout
 
