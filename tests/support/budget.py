@@ -8,7 +8,8 @@ entry: more than max(MARGIN_SECONDS, MARGIN_FRACTION of the entry) over it, or n
 fails the session in CI (CI=1, as .ci/run sets; elsewhere it is reported). The margin absorbs what
 a module does not control: a session fixture (the API server, the real node) is paid by the first
 module on its worker and its teardown by the last, and the two shared cores are busier in some runs
-than in others.
+than in others. It is wide (a module may take half as long again, or a minute more) because a run
+that fails on noise lands nothing: it catches a module that doubles, not one that wobbles.
 
     python -m tests.support.budget slowest [N]   the last run's N slowest modules beside their budget
     python -m tests.support.budget adopt         write the last run's times into tests/budget.toml
@@ -26,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET = ROOT / "tests" / "budget.toml"
 MEASURED = ROOT / "tests" / ".work" / "module-durations.json"
-MARGIN_SECONDS = 30.0
-MARGIN_FRACTION = 0.25
+MARGIN_SECONDS = 60.0
+MARGIN_FRACTION = 0.5
 MODULES_TABLE = "[modules]"
 
 
