@@ -10,9 +10,13 @@ Cases, per target, on one fleet start (in this order, the failover last since it
 - `omb-rate`: the same at a fixed rate, half of Kafka's `omb-max` produce rate of this run;
 - `txn`: 2 transactional producers, transactions of 100 records of 1 KiB, a read_committed
   consumer; as fast as they can, then at half of Kafka's transactional rate;
-- `failover`: the `omb-rate` load; kill -9 of the broker leading the most partitions; produce
-  latency over the following seconds, the time until every partition has a live leader again, and
-  acknowledged records lost (the whole topic read back at the end and compared with the acks).
+- `failover`: the `omb-rate` load; kill -9 of the broker leading the most partitions among those
+  that are not the active controller; produce latency over the following seconds, the time until
+  every partition has a live leader again, and acknowledged records lost (the whole topic read back
+  at the end and compared with the acks);
+- `controller-failover`: the killed broker restarted and back in every ISR, then the same with a
+  kill -9 of the active controller (Kafka's: the quorum leader DescribeQuorum names, a combined
+  broker and controller; Flotilla's: the holder of the controller Lease).
 
 Every client is its own process (bench/omb_client.py). Results: bench/results/<name>.{json,md,png};
 ratios are Flotilla / Kafka. A target that cannot run says why instead of giving numbers.
@@ -70,7 +74,7 @@ class Params:
     failover_after: float = 30
     linger_ms: int = 1
     batch_size: int = 1048576
-    cases: tuple[str, ...] = ("omb", "txn", "failover")
+    cases: tuple[str, ...] = ("omb", "txn", "failover", "controller-failover")
 
     @classmethod
     def smoke(cls) -> "Params":
@@ -318,26 +322,47 @@ def leaderless_until(cluster: Any, topic: str, victim: int, partitions: int, tim
     return None
 
 
-def failover(cluster: Any, rate: float, p: Params, workdir: Path) -> dict[str, Any]:
-    topic, layout = new_topic(cluster, "failover", p)
+def active_controller(cluster: Any) -> int:
+    """The node acting as controller: the leader of the metadata quorum as DescribeQuorum names it
+    (Kafka forwards the request to its active controller; Flotilla answers with the holder of its
+    controller Lease). Metadata's controller_id would not do: Kafka names a random live broker."""
+    from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
+    from tests.support import kafka_wire
+
+    deadline, last = time.monotonic() + 60, None
+    while time.monotonic() < deadline:
+        for b in cluster.running():
+            try:
+                with kafka_wire.connect(b.bootstrap, timeout=5) as conn:
+                    resp = conn.request(DescribeQuorumRequest(topics=(TopicData(
+                        topic_name="__cluster_metadata", partitions=(PartitionData(partition_index=0),)),)))
+                leader = int(resp.topics[0].partitions[0].leader_id)
+                if leader >= 0:
+                    return leader
+                last = f"no quorum leader (from {b.bootstrap})"
+            except Exception as e:  # that broker is restarting: ask another
+                last = e
+        time.sleep(0.25)
+    raise TargetUnavailable(f"DescribeQuorum named no active controller within 60 s (last: {last})")
+
+
+def failover(cluster: Any, rate: float, p: Params, workdir: Path, controller: bool = False) -> dict[str, Any]:
+    """kill -9 of the active controller (`controller`), or of the broker leading the most
+    partitions among the others, under the fixed-rate load."""
+    topic, layout = new_topic(cluster, "controller-failover" if controller else "failover", p)
     counts: dict[int, int] = {}
     for leader, _ in layout.values():
         counts[leader] = counts.get(leader, 0) + 1
-    victim = max(sorted(counts), key=lambda n: counts[n])
+    active = active_controller(cluster)
+    others = [n for n in sorted(counts) if n != active] or sorted(counts)
+    victim = active if controller else max(others, key=lambda n: counts[n])
 
     def kill(start_at: float) -> dict[str, Any]:
         broker = cluster.broker(victim)
-        # Flotilla's Metadata names its controller (the Lease holder); Kafka's names a random
-        # live broker, so for Kafka this says nothing about which voter was the active controller.
-        try:
-            controller = int(cluster.metadata(broker, []).controller_id)
-        except Exception:
-            controller = None
         killed_at = time.monotonic()
         broker.kill9()
-        return {"victim": victim, "victim_led": counts[victim], "killed_at": killed_at,
-                "metadata_controller_id": controller,
-                "killed_after_s": killed_at - start_at,
+        return {"victim": victim, "victim_led": counts.get(victim, 0), "killed_at": killed_at,
+                "active_controller": active, "killed_after_s": killed_at - start_at,
                 "leaderless_s": leaderless_until(cluster, topic, victim, p.partitions)}
 
     seconds = p.failover_before + p.failover_after + 5
@@ -348,6 +373,19 @@ def failover(cluster: Any, rate: float, p: Params, workdir: Path) -> dict[str, A
     load["lost"] = load["verify"]["lost"]
     load["leaders_per_broker"] = counts
     return load
+
+
+def restart_killed(cluster: Any, workdir: Path) -> float:
+    """Start every broker that is not running and wait until a fresh topic has every replica in
+    sync (the fleet whole again); the seconds it took."""
+    started = time.monotonic()
+    for b in cluster.brokers:
+        if not b.is_running():
+            b.start()
+    probe, via = f"whole-{uuid.uuid4().hex[:8]}", cluster.brokers[0].bootstrap
+    create_replicated_topic(via, probe, len(cluster.brokers))
+    wait_in_sync(via, probe, len(cluster.brokers), timeout=180)
+    return time.monotonic() - started
 
 
 def one_target(cluster: Any, p: Params, rates: dict[str, float], workdir: Path, target: str,
@@ -396,14 +434,18 @@ def one_target(cluster: Any, p: Params, rates: dict[str, float], workdir: Path, 
     if "txn" in p.cases:
         load("txn-max", 0, **txn)
         load("txn-rate", p.txn_rate or half_peak("txn", "txn-max"), **txn)
-    if "failover" in p.cases:
-        rate = p.rate or half_peak("omb", "omb-max") or 1000
-        say(f"failover at {rate:,.0f} records/s")
+    rate = p.rate or half_peak("omb", "omb-max") or 1000
+    for case in ("failover", "controller-failover"):
+        if case not in p.cases:
+            continue
+        say(f"{case} at {rate:,.0f} records/s")
         try:
-            out["failover"] = failover(cluster, rate, p, wd("failover"))
+            if case == "controller-failover" and "failover" in p.cases:
+                say(f"restarting the broker the failover killed: back in every ISR after {restart_killed(cluster, workdir):.1f} s")
+            out[case] = failover(cluster, rate, p, wd(case), controller=case == "controller-failover")
         except Exception as e:
-            errors.append(f"failover: {type(e).__name__}: {e}")
-            say(f"failover failed: {e}")
+            errors.append(f"{case}: {type(e).__name__}: {e}")
+            say(f"{case} failed: {e}")
 
 
 def run(targets: list[str], p: Params, workdir: Path) -> dict[str, Any]:
@@ -465,6 +507,10 @@ METRICS = [  # (case, key, label, unit, higher is better)
     ("failover", "after_kill_produce_max_ms", "failover: produce max after the kill", "ms", False),
     ("failover", ("event", "leaderless_s"), "failover: until every partition has a live leader", "s", False),
     ("failover", "lost", "failover: acknowledged records lost (must be 0)", "records", False),
+    ("controller-failover", "after_kill_produce_p99_ms", "controller failover: produce p99 after the kill", "ms", False),
+    ("controller-failover", ("event", "leaderless_s"), "controller failover: until every partition has a live leader",
+     "s", False),
+    ("controller-failover", "lost", "controller failover: acknowledged records lost (must be 0)", "records", False),
 ]
 
 
@@ -521,7 +567,8 @@ def render(result: dict[str, Any]) -> str:
         f"speed (untimed), max {s['max_seconds']:g} s, fixed rate {s['rate_seconds']:g} s; transactions: "
         f"{s['txn_producers']} producers, {s['per_txn']} records per transaction, a read_committed consumer, "
         f"{s['txn_seconds']:g} s at full speed and {s['txn_seconds']:g} s at half Kafka's; failover: the fixed-rate "
-        f"load, kill -9 of the broker leading the most partitions {s['failover_before']:g} s in; produce latency "
+        f"load, kill -9 of the broker leading the most partitions (not the active controller) {s['failover_before']:g} s "
+        "in, then, once it is back in every ISR, of the active controller (controller failover); produce latency "
         f"after the kill: records in flight at the kill or sent in the {s['failover_after']:g} s after it, before: "
         f"records acknowledged before the kill; failure detection "
         f"{s['failure_detection_ms']} ms on both (Kafka's broker.session.timeout.ms default, Flotilla's Lease).", "",
@@ -536,14 +583,16 @@ def render(result: dict[str, Any]) -> str:
     lines += fleet_table(result["targets"], rows(result), _num)
     notes = []
     for t, entry in result["targets"].items():
-        fo = entry.get("cases", {}).get("failover")
-        if fo:
+        for case in ("failover", "controller-failover"):
+            fo = entry.get("cases", {}).get(case)
+            if not fo:
+                continue
             ev = fo.get("event", {})
             ctl = ""
-            if t == "flotilla" and ev.get("metadata_controller_id") is not None:
-                ctl = (", the controller" if ev["metadata_controller_id"] == ev.get("victim")
-                       else f", not the controller (broker {ev['metadata_controller_id']})")
-            notes.append(f"{LABELS[t]}: killed broker {ev.get('victim')} (led {ev.get('victim_led')} of "
+            if ev.get("active_controller") is not None:
+                ctl = (", the active controller" if ev["active_controller"] == ev.get("victim")
+                       else f", not the active controller (node {ev['active_controller']})")
+            notes.append(f"{LABELS[t]}, {case}: killed broker {ev.get('victim')} (led {ev.get('victim_led')} of "
                          f"{s['partitions']} partitions{ctl}) {_num(ev.get('killed_after_s'))} s into the load; "
                          f"{fo['acked']:,} records acknowledged, {fo['verify']['records_read']:,} read back "
                          f"({fo['verify']['duplicates']:,} duplicates), {fo['lost']} lost; "
@@ -590,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench omb", description="Three brokers each side, OMB-shaped load, failover and transactions: Flotilla / Apache Kafka.")
     d = Params()
     ap.add_argument("--targets", default="flotilla,apache")
-    ap.add_argument("--cases", default=",".join(d.cases), help="subset of omb,txn,failover")
+    ap.add_argument("--cases", default=",".join(d.cases), help="subset of " + ",".join(d.cases))
     ap.add_argument("--smoke", action="store_true", help="a few partitions and seconds: checks the harness")
     for f in dataclasses.fields(Params):
         if f.name in ("cases",):
@@ -611,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
         if v is not None and f.name != "cases":
             setattr(p, f.name, v)
     p.cases = tuple(c.strip() for c in args.cases.split(",") if c.strip())
-    bad = [c for c in p.cases if c not in ("omb", "txn", "failover")]
+    bad = [c for c in p.cases if c not in Params.cases]
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     if bad or any(t not in FLEETS for t in targets):
         ap.error(f"unknown case or target: {bad or targets}")
