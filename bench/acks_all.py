@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.support import kafka_wire  # noqa: E402
+from flotilla.testenv import kafka_wire  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 RECORD_SIZE = 1024
@@ -203,10 +203,10 @@ class Fleet:
 
 @contextlib.contextmanager
 def apache_fleet(workdir: Path) -> Iterator[Fleet]:
-    """Three KRaft nodes (tests/support/kraft_cluster.py) with the stock JVM options of
+    """Three KRaft nodes (flotilla/testenv/brokers/kraft_cluster.py) with the stock JVM options of
     kafka-server-start.sh and Kafka's default of never fsyncing by message count."""
     from bench.targets import KAFKA_STOCK_JVM_OPTS, apache_available
-    from tests.support.kraft_cluster import ApacheCluster
+    from flotilla.testenv.brokers.kraft_cluster import ApacheCluster
 
     ok, why = apache_available(fetch=False)
     if not ok:
@@ -222,7 +222,7 @@ def flotilla_fleet(workdir: Path) -> Iterator[Fleet]:
     from bench.cluster_metadata import _Env
     from flotilla.testenv import versions
     from flotilla.testenv.control_plane import ControlPlane
-    from tests.support.cluster import BrokerCluster
+    from flotilla.testenv.brokers.cluster import BrokerCluster
 
     cp = ControlPlane(directory=workdir / "testenv", bin_dir=versions.bin_dir())
     cp.up()

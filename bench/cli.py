@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
     if args.targets is None:
         targets = ["flotilla", "apache"]
         if args.smoke:
-            from tests.support.apache_kafka import kafka_home
+            from flotilla.testenv.brokers.apache_kafka import kafka_home
 
             if not (kafka_home() / ".complete").exists():
                 targets = ["flotilla"]

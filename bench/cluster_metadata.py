@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.support import kafka_wire  # noqa: E402
+from flotilla.testenv import kafka_wire  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 
@@ -162,7 +162,7 @@ def summary(xs: list[float]) -> dict[str, float]:
 
 
 class _Env:
-    """What tests.support.cluster needs from the kube_env fixture."""
+    """What flotilla.testenv.brokers.cluster needs from the kube_env fixture."""
 
     def __init__(self, cp) -> None:
         from flotilla.testenv.pytest_plugin import KubeEnv
@@ -177,7 +177,7 @@ class _Env:
 def run_flotilla(workdir: Path, rounds: int, requests: int, topics: int, big: int = 0) -> dict[str, Any]:
     from flotilla.testenv import versions
     from flotilla.testenv.control_plane import ControlPlane
-    from tests.support.cluster import BrokerCluster
+    from flotilla.testenv.brokers.cluster import BrokerCluster
 
     cp = ControlPlane(directory=workdir / "testenv", bin_dir=versions.bin_dir())
     cp.up()
@@ -206,7 +206,7 @@ def run_flotilla(workdir: Path, rounds: int, requests: int, topics: int, big: in
 
 
 def run_kafka(workdir: Path, rounds: int, requests: int, topics: int) -> dict[str, Any] | None:
-    from tests.support.apache_kafka import ApacheKafka, kafka_home
+    from flotilla.testenv.brokers.apache_kafka import ApacheKafka, kafka_home
 
     if not (kafka_home() / ".complete").exists():
         return None

@@ -84,7 +84,7 @@ def create_topic(bootstrap: str, topic: str, layout: drain_plan.Layout) -> None:
     from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest
     from kio.static.primitive import i16, i32
 
-    from tests.support import kafka_wire
+    from flotilla.testenv import kafka_wire
 
     with kafka_wire.connect(bootstrap, timeout=60) as conn:
         resp = conn.request(CreateTopicsRequest(
@@ -102,7 +102,7 @@ def create_topic(bootstrap: str, topic: str, layout: drain_plan.Layout) -> None:
 
 def partition_states(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], set[int]]]:
     """partition -> (leader, replicas, ISR) as one broker's Metadata says."""
-    from tests.support import kafka_wire
+    from flotilla.testenv import kafka_wire
 
     with kafka_wire.connect(bootstrap, timeout=10) as conn:
         t = conn.metadata([topic]).topics[0]
@@ -115,7 +115,7 @@ def reassigning(bootstrap: str, topic: str) -> list[int] | None:
     to the controller Metadata names, as Kafka's admin client sends it); None if it could not tell."""
     from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 
-    from tests.support import kafka_wire
+    from flotilla.testenv import kafka_wire
 
     with kafka_wire.connect(bootstrap, timeout=10) as conn:
         md = conn.metadata([])
@@ -190,7 +190,7 @@ def tail(path: Path, n: int = 2000) -> str:
 def reassign_tool(bootstrap: str, workdir: Path, *args: str, timeout: float = 300) -> str:
     """Kafka 4.1's kafka-reassign-partitions.sh (ReassignPartitionsCommand from the kafka-tools
     jars); its stdout, or RuntimeError with both streams."""
-    from tests.support import kafka_tools
+    from flotilla.testenv.brokers import kafka_tools
 
     config = workdir / "admin.properties"
     config.write_text("request.timeout.ms=30000\ndefault.api.timeout.ms=120000\n")
@@ -446,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     if not targets or any(t not in FLEETS for t in targets):
         ap.error(f"unknown target in {targets} (flotilla, apache)")
-    from tests.support import kafka_tools
+    from flotilla.testenv.brokers import kafka_tools
 
     kafka_tools.ensure_libs()
     if args.workdir:

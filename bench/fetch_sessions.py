@@ -1,6 +1,6 @@
 """Workload: a fetcher of 10,000 idle partitions, with and without KIP-227 fetch sessions.
 
-The fetcher is tests/support/fetch_client.SessionFetcher (kio, Fetch v17 with topic ids, as the
+The fetcher is flotilla.testenv.fetch_client.SessionFetcher (kio, Fetch v17 with topic ids, as the
 Java client 3.x sends): in session mode it opens a session with one full request and then sends
 empty incremental requests, as the Java client does when nothing changes; in sessionless mode it
 sends the whole partition list every time, as librdkafka does. Nothing is produced, so every fetch
@@ -65,8 +65,8 @@ class IdleFetchSessions(Workload):
 
     def run(self, ctx: Context, case: Case) -> dict[str, Any]:
         from bench.targets import cpu_seconds
-        from tests.support import kafka_wire
-        from tests.support.fetch_client import SessionFetcher
+        from flotilla.testenv import kafka_wire
+        from flotilla.testenv.fetch_client import SessionFetcher
 
         n, fetches, poll_s = case.params["partitions"], case.params["fetches"], case.params["poll_seconds"]
         per_topic = n // self.TOPICS
@@ -126,7 +126,7 @@ class IdleFetchSessions(Workload):
         c0, t0 = cpu_seconds(pid), time.monotonic()
         time.sleep(poll_s)
         out["idle_cpu_s_per_s"] = round((cpu_seconds(pid) - c0) / (time.monotonic() - t0), 4)
-        out["fetcher"] = "tests/support/fetch_client.SessionFetcher, Fetch v17"
+        out["fetcher"] = "flotilla.testenv.fetch_client.SessionFetcher, Fetch v17"
         return out
 
     @staticmethod

@@ -2,7 +2,7 @@
 
 The jars (org.apache.kafka:kafka-tools and its runtime dependencies) are fetched once with Maven
 from a small generated pom and cached in ~/.cache/flotilla/bench-tools/<version>/libs, next to the
-Apache Kafka broker jars that tests/support/apache_kafka.py caches.
+Apache Kafka broker jars that flotilla/testenv/brokers/apache_kafka.py caches.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.support.apache_kafka import CACHE_ROOT, KAFKA_VERSION
+from flotilla.testenv.brokers.apache_kafka import CACHE_ROOT, KAFKA_VERSION
 
 POM = """\
 <?xml version="1.0" encoding="UTF-8"?>

@@ -71,7 +71,7 @@ def load_snapshot(top: int = 6) -> dict[str, Any]:
 
 
 def describe() -> dict[str, Any]:
-    from tests.support.apache_kafka import KAFKA_VERSION
+    from flotilla.testenv.brokers.apache_kafka import KAFKA_VERSION
 
     try:
         import confluent_kafka

@@ -82,7 +82,7 @@ class Params:
 @contextlib.contextmanager
 def apache_fleet(workdir: Path) -> Iterator[Any]:
     from bench.targets import KAFKA_STOCK_JVM_OPTS, apache_available
-    from tests.support.kraft_cluster import ApacheCluster
+    from flotilla.testenv.brokers.kraft_cluster import ApacheCluster
 
     ok, why = apache_available(fetch=False)
     if not ok:
@@ -98,7 +98,7 @@ def flotilla_fleet(workdir: Path) -> Iterator[Any]:
     from bench.cluster_metadata import _Env
     from flotilla.testenv import versions
     from flotilla.testenv.control_plane import ControlPlane
-    from tests.support.cluster import BrokerCluster
+    from flotilla.testenv.brokers.cluster import BrokerCluster
 
     cp = ControlPlane(directory=workdir / "testenv", bin_dir=versions.bin_dir())
     cp.up()
@@ -301,7 +301,7 @@ def leaderless_until(cluster: Any, topic: str, victim: int, partitions: int, tim
     """Seconds until a surviving broker's metadata names a live leader (not `victim`, not none)
     for every partition; None if not within `timeout`. Polled every 100 ms."""
     started = time.monotonic()
-    from tests.support import kafka_wire
+    from flotilla.testenv import kafka_wire
 
     while time.monotonic() - started < timeout:
         for b in cluster.running():

@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 
 def produce_request(topic: str, records: bytes):

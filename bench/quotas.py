@@ -25,7 +25,7 @@ NEIGHBOUR_QUOTA = 10 * 1024  # bytes/s per throttled client-id
 def set_quotas(bootstrap: str, client_ids: list[str], rate: int) -> None:
     from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest, EntityData, EntryData, OpData
 
-    from tests.support import kafka_wire
+    from flotilla.testenv import kafka_wire
 
     req = AlterClientQuotasRequest(validate_only=False, entries=tuple(
         EntryData(entity=(EntityData(entity_type="client-id", entity_name=c),),

@@ -6,7 +6,7 @@ side's SASL_SSL / PLAINTEXT ratio and the Flotilla / Apache ratio (bench/securit
 
 Both brokers: a PLAINTEXT listener (User:ANONYMOUS, a super user: the harness's admin and the
 plaintext measurement) and a SASL_SSL listener with SCRAM-SHA-512 (TLS with the test PKI of
-tests/support/tls_certs.py), `authorizer.class.name` = StandardAuthorizer,
+flotilla/testenv/brokers/tls_certs.py), `authorizer.class.name` = StandardAuthorizer,
 `allow.everyone.if.no.acl.found=false`, and for the bench user PREFIXED ALLOW ACLs on topics
 `bench-` (Describe, Write, Read) and groups `bench-` (Read).
 """
@@ -45,7 +45,7 @@ def _progress(t0: float, msg: str) -> None:
 
 def make_broker(target: str, workdir: Path, pki) -> tuple[Any, int]:
     """An unstarted broker of `target` and its SASL_SSL port."""
-    from tests.support.broker_process import FlotillaBroker, free_port
+    from flotilla.testenv.brokers.broker_process import FlotillaBroker, free_port
 
     port, sasl_port = free_port(), free_port()
     listeners = f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port}"
@@ -160,7 +160,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
 
     from bench import machine
-    from tests.support.tls_certs import make_pki
+    from flotilla.testenv.brokers.tls_certs import make_pki
 
     t0 = time.monotonic()
     base = ROOT / "bench" / ".work" / f"security-{uuid.uuid4().hex[:6]}"

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support import kafka_wire
-from tests.support.broker_process import BrokerStartError, FlotillaBroker, ServerProcess
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import BrokerStartError, FlotillaBroker, ServerProcess
 
 TARGETS = ("flotilla", "apache")
 LABELS = {"flotilla": "Flotilla", "apache": "Apache Kafka"}
@@ -88,7 +88,7 @@ class BenchFlotilla(_Timed, FlotillaBroker):
 
 
 def _apache_class() -> type:
-    from tests.support.apache_kafka import ApacheKafka, JVM_OPTS
+    from flotilla.testenv.brokers.apache_kafka import ApacheKafka, JVM_OPTS
 
     class BenchApacheKafka(_Timed, ApacheKafka):
         def command(self) -> list[str]:
@@ -112,7 +112,7 @@ def make_target(name: str, workdir: Path, settings: dict[str, str]) -> ServerPro
 
 def apache_available(fetch: bool) -> tuple[bool, str]:
     """Whether Apache Kafka can run here; fetches the jars (Maven) only if `fetch`."""
-    from tests.support import apache_kafka
+    from flotilla.testenv.brokers import apache_kafka
 
     if not shutil.which("java"):
         return False, "no java on PATH"

@@ -25,7 +25,7 @@ def create_topics(args: argparse.Namespace) -> dict:
     from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
     from kio.static.primitive import i16, i32
 
-    from tests.support import kafka_wire
+    from flotilla.testenv import kafka_wire
 
     t0 = time.perf_counter()
     names = [f"{args.prefix}-{i:06d}" for i in range(args.count)]
@@ -56,7 +56,7 @@ def metadata(args: argparse.Namespace) -> dict:
     from kio.schema.metadata.v12.request import MetadataRequest
     from kio.schema.metadata.v12.response import MetadataResponse
 
-    from tests.support import kafka_wire
+    from flotilla.testenv import kafka_wire
 
     req = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     times: list[float] = []

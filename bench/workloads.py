@@ -123,7 +123,7 @@ class Context:
 
     def new_topic(self, prefix: str, partitions: int, configs: dict[str, str] | None = None) -> str:
         """Create a topic with `partitions` partitions and wait until each has a leader."""
-        from tests.support import kafka_wire
+        from flotilla.testenv import kafka_wire
 
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         deadline = time.monotonic() + 30

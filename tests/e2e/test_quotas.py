@@ -21,8 +21,8 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire
-from tests.support.kafka_wire import unique_topic
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.kafka_wire import unique_topic
 from tests.support.prometheus import metric
 
 MB = 1024 * 1024
@@ -118,7 +118,7 @@ def test_alter_and_describe_with_kafka_python(broker):
 
 def kafka_configs(bootstrap: str, *args: str) -> str:
     """Apache Kafka's kafka-configs tool (kafka.admin.ConfigCommand, the Java AdminClient)."""
-    from tests.support.apache_kafka import ensure_kafka_libs, java
+    from flotilla.testenv.brokers.apache_kafka import ensure_kafka_libs, java
 
     libs = ensure_kafka_libs()
     cmd = [java(), "-Xmx256m", "-cp", f"{libs}/*", "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args]

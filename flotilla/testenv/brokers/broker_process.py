@@ -4,7 +4,7 @@
 a data directory, a log file that collects stdout and stderr across restarts, a bounded readiness
 wait (the listener answers a Metadata request that names at least one broker, and the HTTP
 metrics endpoint answers when there is one), SIGTERM stop, kill -9, restart on the same ports
-and data. `FlotillaBroker` runs `flotilla broker`; `tests.support.apache_kafka.ApacheKafka`
+and data. `FlotillaBroker` runs `flotilla broker`; `flotilla.testenv.brokers.apache_kafka.ApacheKafka`
 runs Apache Kafka from Maven Central jars, so the same tests can be checked against it.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from flotilla.testenv.ports import free_port  # noqa: F401  (re-exported: one port source for every test process)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 START_TIMEOUT = float(os.environ.get("FLOTILLA_TEST_START_TIMEOUT", "60"))
 # A graceful stop may wait up to the broker's controlled-shutdown bound (30 s by default:
 # server/controlled_shutdown.py) for its leaderships to move, then close: the harness must wait
@@ -138,7 +138,7 @@ class ServerProcess:
         return {**os.environ, **self.extra_env}
 
     def wait_ready(self, timeout: float | None = None) -> None:
-        from tests.support import kafka_wire
+        from flotilla.testenv import kafka_wire
 
         deadline = time.monotonic() + (timeout or self.start_timeout)
         last_error: object = "never tried"

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
+CRD_DIR = Path(__file__).resolve().parents[3] / "crds"
 
 
 def crd_names() -> list[str]:

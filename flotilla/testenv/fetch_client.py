@@ -19,7 +19,7 @@ from typing import Any, Hashable
 
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1

@@ -16,11 +16,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.support.broker_process import FlotillaBroker, free_port
-from tests.support.crds import install_crds
-from tests.support.fleet import Fleet
+from flotilla.testenv.brokers.broker_process import FlotillaBroker, free_port
+from flotilla.testenv.brokers.crds import install_crds
+from flotilla.testenv.brokers.fleet import Fleet
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 CRD_DIR = REPO_ROOT / "crds"
 # Short Leases so that failover tests take seconds; the behaviour is the same as with defaults.
 LEASE_SETTINGS = {

@@ -319,7 +319,7 @@ class KafkaConnection:
         LEADER_NOT_AVAILABLE or UNKNOWN_TOPIC_OR_PARTITION (nothing was appended; all three are
         retriable for Kafka's clients too): right after CreateTopics a Kafka broker's Metadata can
         name it leader before its replica manager has applied that, or before it knows the topic."""
-        from tests.support.waiting import wait_for
+        from flotilla.testenv.waiting import wait_for
 
         retriable = {ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
                      ErrorCode.unknown_topic_or_partition}

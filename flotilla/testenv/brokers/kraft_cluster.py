@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from tests.support.apache_kafka import JVM_OPTS, ApacheKafka
-from tests.support.broker_process import ServerProcess, free_port
-from tests.support.fleet import Fleet
+from flotilla.testenv.brokers.apache_kafka import JVM_OPTS, ApacheKafka
+from flotilla.testenv.brokers.broker_process import ServerProcess, free_port
+from flotilla.testenv.brokers.fleet import Fleet
 
 
 class KraftNode(ApacheKafka):
