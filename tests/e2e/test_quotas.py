@@ -227,7 +227,7 @@ def test_produce_quota_holds_a_producer_at_1_mb_per_s_and_spares_others(broker):
 
 def java_perf_metrics(main: str, *args: str) -> dict[str, float]:
     """Run one of Apache Kafka's perf tools (the Java client) with --print-metrics; {group:name: max value}."""
-    from bench.javatools import _java_cmd, ensure_tools
+    from bench.clients.javatools import _java_cmd, ensure_tools
 
     out = subprocess.run([*_java_cmd(ensure_tools(), f"org.apache.kafka.tools.{main}"), *args, "--print-metrics"],
                          capture_output=True, text=True, timeout=180)
@@ -363,7 +363,7 @@ def test_a_muted_connection_is_not_reaped_as_idle(broker):
     and answers the next request once the mute is over."""
     from kio.schema.metadata.v12.request import MetadataRequest
 
-    from bench.quota_neighbours import produce_request
+    from bench.clients.quota_neighbours import produce_request
 
     b = broker.bootstrap
     topic = make_topic(b)

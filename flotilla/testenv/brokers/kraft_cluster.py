@@ -1,5 +1,6 @@
 """A KRaft Apache Kafka cluster of N nodes on loopback, every node broker + controller with a
-static quorum: the Apache side of fleet tests (tests/support/fleet.py) and of bench/acks_all.py.
+static quorum: the Apache side of fleet tests (tests/support/fleet.py) and of the fleet
+benchmarks (bench/harness/fleets.py).
 
     with ApacheCluster(tmp_path, size=3, overrides={...}) as c:
         c.bootstrap, c.broker(2).kill9(), c.leader(topic, 0).log_dirs ...

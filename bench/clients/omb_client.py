@@ -1,19 +1,19 @@
-"""The client processes of the OMB-shaped fleet cases (bench/omb.py): one librdkafka producer or
+"""The client processes of the OMB-shaped fleet cases (bench/commands/omb.py): one librdkafka producer or
 consumer per process, as OpenMessaging Benchmark runs one client per thread of its workers, so
-that the four producers and four consumers do not share one interpreter. bench/drain.py's steady
+that the four producers and four consumers do not share one interpreter. bench/commands/drain.py's steady
 producer during a partition move is this producer too.
 
-    python -m bench.omb_client producer BOOTSTRAP TOPIC --id 0 --seconds 20 --rate 5000 --out DIR
-    python -m bench.omb_client producer ... --seconds 3600 --stop-file F   # until F exists (bench/drain.py)
-    python -m bench.omb_client consumer BOOTSTRAP TOPIC --group G --stop-file F --out DIR
-    python -m bench.omb_client verify BOOTSTRAP TOPIC --acked DIR
+    python -m bench.clients.omb_client producer BOOTSTRAP TOPIC --id 0 --seconds 20 --rate 5000 --out DIR
+    python -m bench.clients.omb_client producer ... --seconds 3600 --stop-file F   # until F exists (bench/commands/drain.py)
+    python -m bench.clients.omb_client consumer BOOTSTRAP TOPIC --group G --stop-file F --out DIR
+    python -m bench.clients.omb_client verify BOOTSTRAP TOPIC --acked DIR
 
 Every record's value starts with its send time (CLOCK_MONOTONIC, shared by the processes of one
 machine), the producer's sequence number and the producer's id; the rest is random bytes. The
 producer writes, per acknowledged record, its send time, its send-to-acknowledgement latency and
 its sequence; the consumer writes, per record, its arrival time and send-to-arrival latency. The
 harness merges these files (raw samples, not per-process percentiles, so the percentiles are over
-every record). Prints one JSON object on stdout (bench/child_answer.py).
+every record). Prints one JSON object on stdout (bench/clients/child_answer.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import uuid
 from array import array
 from pathlib import Path
 
-from bench.child_answer import answer
+from bench.clients.child_answer import answer
 
 HEAD = struct.Struct(">dIH")  # send time, sequence, producer id
 now = time.monotonic
@@ -247,7 +247,7 @@ def verify(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.omb_client")
+    ap = argparse.ArgumentParser(prog="python -m bench.clients.omb_client")
     sub = ap.add_subparsers(dest="cmd", required=True)
     pp = sub.add_parser("producer")
     pp.add_argument("bootstrap")

@@ -87,7 +87,8 @@ class BenchFlotilla(_Timed, FlotillaBroker):
     pass
 
 
-def _apache_class() -> type:
+def apache_class() -> type:
+    """ApacheKafka with kafka-server-start.sh's JVM options instead of the tests' fast-start ones."""
     from flotilla.testenv.brokers.apache_kafka import ApacheKafka, JVM_OPTS
 
     class BenchApacheKafka(_Timed, ApacheKafka):
@@ -106,7 +107,7 @@ def make_target(name: str, workdir: Path, settings: dict[str, str]) -> ServerPro
     if name == "flotilla":
         return BenchFlotilla(workdir, overrides=settings)
     if name == "apache":
-        return _apache_class()(workdir, overrides=settings)
+        return apache_class()(workdir, overrides=settings)
     raise ValueError(f"unknown target {name!r}")
 
 

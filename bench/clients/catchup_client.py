@@ -1,9 +1,9 @@
-"""Client processes of the `catch-up` bench case (bench/catchup.py), one per run, so that the
+"""Client processes of the `catch-up` bench case (bench/workloads/catchup.py), one per run, so that the
 consumer's CPU time is its own (a child's getrusage) and no run shares an interpreter with another.
 
-    python -m bench.catchup_client restart BOOTSTRAP TOPIC --mode plain|parallel --rate 2000
-    python -m bench.catchup_client read BOOTSTRAP TOPIC RECORDS --mode plain|off
-    python -m bench.catchup_client steady BOOTSTRAP TOPIC --rate 2000      (started by `restart`)
+    python -m bench.clients.catchup_client restart BOOTSTRAP TOPIC --mode plain|parallel --rate 2000
+    python -m bench.clients.catchup_client read BOOTSTRAP TOPIC RECORDS --mode plain|off
+    python -m bench.clients.catchup_client steady BOOTSTRAP TOPIC --rate 2000      (started by `restart`)
 
 `restart` plays a consumer that crashed with offset 0 committed and restarts with the whole topic
 behind it, while a steady producer (`steady`, a process of its own) keeps writing. It reports the
@@ -25,7 +25,7 @@ import sys
 import time
 import uuid
 
-from bench.child_answer import answer
+from bench.clients.child_answer import answer
 
 
 def _cpu() -> float:
@@ -101,7 +101,7 @@ def restart(args: argparse.Namespace) -> dict:
     c0.commit(offsets=[TopicPartition(args.topic, p, 0) for p in parts], asynchronous=False)
     c0.close()
     # Production is steady before the restart and goes on until the backlog is done.
-    prod = subprocess.Popen([sys.executable, "-m", "bench.catchup_client", "steady", args.bootstrap, args.topic,
+    prod = subprocess.Popen([sys.executable, "-m", "bench.clients.catchup_client", "steady", args.bootstrap, args.topic,
                              "--rate", str(args.rate), "--size", str(args.size), "--timeout", "60"],
                             stdout=subprocess.PIPE, text=True)
     try:
@@ -230,7 +230,7 @@ def read(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.catchup_client")
+    ap = argparse.ArgumentParser(prog="python -m bench.clients.catchup_client")
     sub = ap.add_subparsers(dest="cmd", required=True)
     rp = sub.add_parser("restart")
     rp.add_argument("bootstrap")

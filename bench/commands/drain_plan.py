@@ -1,4 +1,4 @@
-"""The plans of `python -m bench drain` (bench/drain.py), kept apart from the brokers so that unit
+"""The plans of `python -m bench drain` (bench/commands/drain.py), kept apart from the brokers so that unit
 tests reach them: where the topic's replicas start, the move that empties one broker, the JSON
 `kafka-reassign-partitions.sh` reads, the least time a KIP-73 throttle allows for that move, and
 the latency samples of a time window.

@@ -1,6 +1,6 @@
 """Workload: one unthrottled producer beside 100 throttled client-ids (KIP-13).
 
-100 neighbours (bench/quota_neighbours.py, one connection and client-id each) produce 16 KiB
+100 neighbours (bench/clients/quota_neighbours.py, one connection and client-id each) produce 16 KiB
 batches against a per-client-id quota of 10 KiB/s, set with AlterClientQuotas on both brokers; a
 librdkafka producer under a client-id no quota names then sends 1 KiB records as fast as it can.
 Its throughput, and the broker CPU per GB it costs, say what throttled neighbours cost the clients
@@ -15,8 +15,9 @@ import sys
 import time
 from typing import Any
 
-from bench.workloads import MB, REPO_ROOT, THROUGHPUT_SECONDARY, Case, Config, Context, Metric, Workload, \
-    _with_window, register
+from bench import REPO_ROOT
+from bench.workloads.base import MB, THROUGHPUT_SECONDARY, Case, Config, Context, Metric, Workload, \
+    with_window, register
 
 NEIGHBOURS = 100
 NEIGHBOUR_QUOTA = 10 * 1024  # bytes/s per throttled client-id
@@ -70,7 +71,7 @@ class QuotaNeighbours(Workload):
         side = ctx.new_topic("neighbours", 1)
         topic = ctx.new_topic("unthrottled", case.partitions or 1)
         neighbours = subprocess.Popen(
-            [sys.executable, "-m", "bench.quota_neighbours", ctx.bootstrap, side, "--count", str(n), "--prefix", prefix,
+            [sys.executable, "-m", "bench.clients.quota_neighbours", ctx.bootstrap, side, "--count", str(n), "--prefix", prefix,
              "--seconds", str(ctx.sizes.timeout)], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             time.sleep(3)  # every neighbour connected and past its first burst window
@@ -86,4 +87,4 @@ class QuotaNeighbours(Workload):
                                                                                 "errors": [err[-500:]]}
         r["neighbours"] = stats
         r["neighbour_throttled_pct"] = 100.0 * stats["throttled"] / max(1, stats["requests"])
-        return _with_window(ctx, r, window, records * size)
+        return with_window(ctx, r, window, records * size)

@@ -3,13 +3,13 @@ partition data onto the other two, without and with a KIP-73 replication throttl
 steady acks=all producer's latency does meanwhile; Flotilla (three brokers on the test control
 plane) against a 3-node Apache Kafka 4.1 (KRaft), one after the other in one run (issue 24).
 
-Per target, on one fleet start (bench/omb.py's fleets; both number their brokers 1..3):
+Per target, on one fleet start (bench/commands/omb.py's fleets, from bench/harness/fleets.py; both number their brokers 1..3):
 
 1. a topic of `--partitions` partitions, replication factor 2, created with manual replica
-   assignments that put broker 3 in every partition (bench/drain_plan.py: it leads half of them),
+   assignments that put broker 3 in every partition (bench/commands/drain_plan.py: it leads half of them),
    filled with `--size-mib` MiB by Kafka's ProducerPerformance (acks=all, 8 KiB records), every
    replica in the ISR; broker 3's share is measured from its segment files;
-2. a librdkafka producer (bench/omb_client.py, idempotent, acks=all, 1 KiB records, linger.ms 5)
+2. a librdkafka producer (bench/clients/omb_client.py, idempotent, acks=all, 1 KiB records, linger.ms 5)
    sends `--rate` records/s into that topic until the end, each record's send-to-ack latency kept;
 3. after `--before` seconds, the drain: Kafka 4.1's own `kafka-reassign-partitions.sh --execute`
    (kafka-tools jars, as a user would) with the plan that replaces broker 3 by the other broker in
@@ -26,7 +26,7 @@ Reported per case: drain time, bytes moved per second, broker CPU, the producer'
 in the `--before` seconds before the move and during it, and during it apart from the records sent
 from 1 s before to 3 s after a partition's leader changed (polled every 0.2 s while the move runs); for the throttled case the least time the
 throttle allows (drain_plan.throttle_floor). Results: bench/results/<name>.{json,md,png}
-(bench/drain_report.py); ratios are Flotilla / Kafka. A target that cannot run says why.
+(bench/commands/drain_report.py); ratios are Flotilla / Kafka. A target that cannot run says why.
 """
 
 from __future__ import annotations
@@ -46,13 +46,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
-from bench import drain_plan, drain_report  # noqa: E402
-from bench.acks_all import TargetUnavailable  # noqa: E402
-from bench.targets import LABELS  # noqa: E402
+from bench import REPO_ROOT, RESULTS, WORK
+from bench.commands import drain_plan, drain_report
+from bench.harness.fleets import FLEETS, TargetUnavailable, fleet_cpu
+from bench.harness.targets import LABELS
 
 MIB = 1024 * 1024
 REPLICATION_FACTOR = 2
@@ -240,8 +238,6 @@ def move(cluster: Any, topic: str, target: drain_plan.Layout, workdir: Path, nam
          throttle: int = 0, watch: dict[int, Path] | None = None) -> dict[str, Any]:
     """Starts the reassignment to `target` with the tool (`--throttle` if given) and waits until it
     has settled; times, the brokers' CPU, and how fast the `watch`ed brokers' copies grew."""
-    from bench.omb import fleet_cpu
-
     bootstrap = cluster.brokers[0].bootstrap
     path = workdir / f"{name}.json"
     path.write_text(json.dumps(drain_plan.plan_json(topic, target)))
@@ -274,8 +270,8 @@ def move(cluster: Any, topic: str, target: drain_plan.Layout, workdir: Path, nam
 
 def one_target(cluster: Any, target: str, p: Params, workdir: Path, out: dict[str, Any]) -> None:
     """Both drains on one fleet, into `out`."""
-    from bench import javatools
-    from bench.omb import _floats, percentiles
+    from bench.clients import javatools
+    from bench.harness.samples import percentiles, read_samples
 
     workdir.mkdir(parents=True, exist_ok=True)
     nodes = sorted(b.node_id for b in cluster.brokers)
@@ -302,13 +298,13 @@ def one_target(cluster: Any, target: str, p: Params, workdir: Path, out: dict[st
     start_at = time.monotonic() + 3.0
     # stderr to a file: librdkafka's log lines over minutes of moves could fill a pipe and stall it.
     stderr = open(workdir / "producer.stderr", "w")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
     producer = subprocess.Popen(
-        [sys.executable, "-m", "bench.omb_client", "producer", cluster.bootstrap, topic, "--id", "0",
+        [sys.executable, "-m", "bench.clients.omb_client", "producer", cluster.bootstrap, topic, "--id", "0",
          "--seconds", "36000", "--rate", str(p.rate), "--start-at", str(start_at), "--size", str(p.size),
          "--linger-ms", "5", "--batch-size", "65536", "--out", str(workdir), "--timeout", "120",
          "--tolerate-errors", "--stop-file", str(stop)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
     cases: dict[str, Any] = {}
     errors = out.setdefault("errors", [])
     produced: dict[str, Any] = {}
@@ -354,7 +350,7 @@ def one_target(cluster: Any, target: str, p: Params, workdir: Path, out: dict[st
         produced = json.loads(stdout.strip().splitlines()[-1])
     else:
         errors.append(f"the steady producer exited {producer.returncode}: {tail(workdir / 'producer.stderr')}")
-    sent_at, lat = _floats(workdir / "producer-0.sent"), _floats(workdir / "producer-0.lat")
+    sent_at, lat = read_samples(workdir / "producer-0.sent"), read_samples(workdir / "producer-0.lat")
     for name, case in cases.items():
         before = drain_plan.window(sent_at, lat, case["start"] - p.before, case["start"])
         # During: from the tool's return (the move under way) until settled; the tool's own JVM start
@@ -377,8 +373,8 @@ def one_target(cluster: Any, target: str, p: Params, workdir: Path, out: dict[st
 
 
 def run(targets: list[str], p: Params, workdir: Path) -> dict[str, Any]:
-    from bench.machine import OtherLoad, describe, load_snapshot
-    from bench.omb import FLEETS
+    from bench.commands.omb import start_fleet  # the same fleets as the OMB-shaped cases
+    from bench.harness.machine import OtherLoad, describe, load_snapshot
 
     result: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -393,7 +389,7 @@ def run(targets: list[str], p: Params, workdir: Path) -> dict[str, Any]:
         _say(target, "starting three brokers")
         tdir = workdir / target
         try:
-            with FLEETS[target](tdir) as cluster:
+            with start_fleet(target, tdir) as cluster:
                 one_target(cluster, target, p, tdir / "case", entry)
         except TargetUnavailable as e:
             entry["unavailable"] = str(e)
@@ -441,8 +437,6 @@ def main(argv: list[str] | None = None) -> int:
         v = getattr(args, f.name, None)
         if v is not None:
             setattr(p, f.name, v)
-    from bench.omb import FLEETS
-
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     if not targets or any(t not in FLEETS for t in targets):
         ap.error(f"unknown target in {targets} (flotilla, apache)")
@@ -454,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-drain-", dir=args.workdir) as tmp:
         result = run(targets, p, Path(tmp))
     result["command"] = "python -m bench drain " + " ".join(argv or [])
-    out = args.out or (REPO / "bench" / ".work" / "smoke" if args.smoke else drain_report.RESULTS)
+    out = args.out or (WORK / "smoke" if args.smoke else RESULTS)
     for path in drain_report.write(result, out, args.name or ("drain-smoke" if args.smoke else "drain")):
         print(f"wrote {path}", file=sys.stderr)
     print(drain_report.render(result))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.workloads import Case, Config, Context, Metric, Workload, register
+from bench.workloads.base import Case, Config, Context, Metric, Workload, register
 
 
 @register
@@ -64,7 +64,7 @@ class IdleFetchSessions(Workload):
         return None
 
     def run(self, ctx: Context, case: Case) -> dict[str, Any]:
-        from bench.targets import cpu_seconds
+        from bench.harness.targets import cpu_seconds
         from flotilla.testenv import kafka_wire
         from flotilla.testenv.fetch_client import SessionFetcher
 

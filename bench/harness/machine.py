@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from bench import REPO_ROOT
+
 
 
 def _cpu_model() -> str:

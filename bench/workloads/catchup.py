@@ -1,6 +1,6 @@
 """Workload `catch-up`: the KIP-333 catch-up consumer (flotilla.catchup) against a plain consumer.
 
-Two cases, both with librdkafka underneath (bench/catchup_client.py runs each consumer in a child
+Two cases, both with librdkafka underneath (bench/clients/catchup_client.py runs each consumer in a child
 process of its own):
 
 - restart: a group's last commit is offset 0 and `catchup_backlog` records (100 bytes) lie
@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench.workloads import Case, Config, Context, Metric, Workload, register
+from bench.workloads.base import Case, Config, Context, Metric, Workload, register
 
 RECORD_SIZE = 100
 
@@ -107,7 +107,7 @@ class CatchUp(Workload):
             for mode in order:
                 topic = self._fill(ctx, case, n)
                 lead = "0.3" if n < 50_000 else "1.0"
-                runs[mode] = ctx.client("bench.catchup_client", "restart", ctx.bootstrap, topic, "--mode", mode,
+                runs[mode] = ctx.client("bench.clients.catchup_client", "restart", ctx.bootstrap, topic, "--mode", mode,
                                         "--rate", str(rate), "--size", str(RECORD_SIZE), "--lead", lead)
         finally:
             window = ctx.session.sampler.close().summary()
@@ -138,12 +138,12 @@ class CatchUp(Workload):
     def _mode_off(self, ctx: Context, case: Case) -> dict[str, Any]:
         n = case.params["records"]
         topic = self._fill(ctx, case, n)
-        ctx.client("bench.catchup_client", "read", ctx.bootstrap, topic, str(n), "--mode", "plain")  # warms the cache
+        ctx.client("bench.clients.catchup_client", "read", ctx.bootstrap, topic, str(n), "--mode", "plain")  # warms the cache
         runs: dict[str, list[dict[str, Any]]] = {"plain": [], "off": []}
         first = ["plain", "off"] if ctx.round % 2 else ["off", "plain"]
         for _ in range(case.params["runs"]):
             for mode in first:
-                runs[mode].append(ctx.client("bench.catchup_client", "read", ctx.bootstrap, topic, str(n),
+                runs[mode].append(ctx.client("bench.clients.catchup_client", "read", ctx.bootstrap, topic, str(n),
                                              "--mode", mode))
         med = {m: statistics.median(r["records_per_sec"] for r in rs) for m, rs in runs.items()}
         return {"mode_off_throughput_ratio": med["off"] / med["plain"], "off_records_per_sec": med["off"],

@@ -2,8 +2,8 @@
 the harness never shares an interpreter with the client it times. Phases are bounded by time, not
 by a record count, so a short run stays short whatever the broker's speed:
 
-    python -m bench.security_client produce CONF_JSON TOPIC SECONDS SIZE
-    python -m bench.security_client consume CONF_JSON TOPIC SECONDS GROUP
+    python -m bench.clients.security_client produce CONF_JSON TOPIC SECONDS SIZE
+    python -m bench.clients.security_client consume CONF_JSON TOPIC SECONDS GROUP
 
 CONF_JSON is the librdkafka connection settings (bootstrap, security protocol, SASL, CA file); the
 workload settings below are the same for every target and transport. Prints one JSON object.
@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from bench.child_answer import answer
+from bench.clients.child_answer import answer
 
 PRODUCER = {"acks": "1", "linger.ms": 5, "batch.size": 65536, "compression.type": "none",
             "enable.idempotence": False, "delivery.report.only.error": True}
@@ -78,7 +78,7 @@ def consume(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="bench.security_client")
+    ap = argparse.ArgumentParser(prog="bench.clients.security_client")
     sub = ap.add_subparsers(dest="cmd", required=True)
     pr = sub.add_parser("produce")
     pr.add_argument("conf")

@@ -1,7 +1,7 @@
 """Raw Kafka-protocol load for what no client library times on its own, run as a child process:
 
-    python -m bench.wire_client create-topics BOOTSTRAP PREFIX COUNT   # untimed set-up, 500 a request
-    python -m bench.wire_client metadata BOOTSTRAP REQUESTS --min-topics N
+    python -m bench.clients.wire_client create-topics BOOTSTRAP PREFIX COUNT   # untimed set-up, 500 a request
+    python -m bench.clients.wire_client metadata BOOTSTRAP REQUESTS --min-topics N
 
 `metadata` sends Metadata v12 for all topics, one request at a time, and times each from the
 first byte sent to the last byte of the response read; responses are not decoded (a Python
@@ -16,7 +16,7 @@ import datetime
 import sys
 import time
 
-from bench.child_answer import answer
+from bench.clients.child_answer import answer
 
 PER_REQUEST = 500
 
@@ -82,7 +82,7 @@ def metadata(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.wire_client")
+    ap = argparse.ArgumentParser(prog="python -m bench.clients.wire_client")
     sub = ap.add_subparsers(dest="cmd", required=True)
     cp = sub.add_parser("create-topics")
     cp.add_argument("bootstrap")

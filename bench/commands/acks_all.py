@@ -1,4 +1,4 @@
-"""`python -m bench.acks_all`: acks=all with replication factor 3 across three local brokers,
+"""`python -m bench acks-all`: acks=all with replication factor 3 across three local brokers,
 Flotilla (Kubernetes metadata on the test control plane of `flotilla testenv`) side by side with a
 3-node Apache Kafka (KRaft, every node broker + controller, a static quorum) on the same machine.
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import statistics
 import struct
@@ -36,61 +35,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from bench import RESULTS
+from bench.harness.fleets import (FLEETS, MIN_INSYNC, NEVER_FLUSH, REPLICATION_FACTOR, TargetUnavailable,
+                                  create_replicated_topic, wait_in_sync)
 
-from flotilla.testenv import kafka_wire  # noqa: E402
-
-RESULTS = REPO / "bench" / "results"
 RECORD_SIZE = 1024
-REPLICATION_FACTOR = 3
-MIN_INSYNC = 2
 LAG_INTERVAL = 0.1
 GB = 1024 ** 3
-
-
-class TargetUnavailable(RuntimeError):
-    """This target cannot run the workload here; the message says why."""
-
-
-# -- topics ------------------------------------------------------------------------------------
-def create_replicated_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
-
-    with kafka_wire.connect(bootstrap, timeout=60) as conn:
-        resp = conn.request(CreateTopicsRequest(
-            topics=(CreatableTopic(
-                name=topic, num_partitions=partitions, replication_factor=REPLICATION_FACTOR, assignments=(),
-                configs=(CreatableTopicConfig(name="min.insync.replicas", value=str(MIN_INSYNC)),)),),
-            timeout=datetime.timedelta(seconds=60), validate_only=False))
-    t = resp.topics[0]
-    if int(t.error_code) != 0:
-        raise TargetUnavailable(f"CreateTopics {topic} (replication factor {REPLICATION_FACTOR}) answered "
-                                f"{t.error_code!r}: {t.error_message}")
-
-
-def wait_in_sync(bootstrap: str, topic: str, partitions: int, timeout: float = 90.0) -> dict[int, tuple[int, list[int]]]:
-    """partition -> (leader, replicas) once every partition has a leader and all its replicas in
-    the ISR; TargetUnavailable if that does not happen within `timeout`."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            with kafka_wire.connect(bootstrap, timeout=10) as conn:
-                t = conn.metadata([topic]).topics[0]
-            parts = {int(p.partition_index): (int(p.leader_id), [int(r) for r in p.replica_nodes],
-                                              {int(r) for r in p.isr_nodes}) for p in t.partitions}
-            last = {k: (v[0], v[1], sorted(v[2])) for k, v in parts.items()}
-            if (int(t.error_code) == 0 and len(parts) == partitions and all(
-                    leader >= 0 and len(replicas) == REPLICATION_FACTOR and set(replicas) == isr
-                    for leader, replicas, isr in parts.values())):
-                return {k: (v[0], v[1]) for k, v in parts.items()}
-        except (OSError, EOFError, ValueError, RuntimeError) as e:
-            last = e
-        time.sleep(0.25)
-    raise TargetUnavailable(f"{topic}: not every partition had {REPLICATION_FACTOR} in-sync replicas and a "
-                            f"leader within {timeout:.0f}s (last: {last})")
 
 
 # -- replication lag from the segment files -----------------------------------------------------
@@ -196,48 +147,26 @@ class Fleet:
         return ",".join(self.bootstraps)
 
     def cpu(self) -> float:
-        from bench.targets import cpu_seconds
+        from bench.harness.targets import cpu_seconds
 
         return sum(cpu_seconds(p) for p in self.pids)
 
-
-@contextlib.contextmanager
-def apache_fleet(workdir: Path) -> Iterator[Fleet]:
-    """Three KRaft nodes (flotilla/testenv/brokers/kraft_cluster.py) with the stock JVM options of
-    kafka-server-start.sh and Kafka's default of never fsyncing by message count."""
-    from bench.targets import KAFKA_STOCK_JVM_OPTS, apache_available
-    from flotilla.testenv.brokers.kraft_cluster import ApacheCluster
-
-    ok, why = apache_available(fetch=False)
-    if not ok:
-        raise TargetUnavailable(why)
-    overrides = {"log.flush.interval.messages": str(2 ** 63 - 1)}
-    with ApacheCluster(workdir, size=3, overrides=overrides, jvm_opts=KAFKA_STOCK_JVM_OPTS) as cluster:
+    @classmethod
+    def of(cls, cluster: Any) -> "Fleet":
         nodes = cluster.brokers
-        yield Fleet([n.bootstrap for n in nodes], {n.node_id: n.data_dir for n in nodes}, [n.pid for n in nodes])
+        return cls([n.bootstrap for n in nodes], {n.node_id: n.data_dir for n in nodes}, [n.pid for n in nodes])
+
+
+OVERRIDES = {"apache": dict(NEVER_FLUSH), "flotilla": {**NEVER_FLUSH, "group.initial.rebalance.delay.ms": "0"}}
 
 
 @contextlib.contextmanager
-def flotilla_fleet(workdir: Path) -> Iterator[Fleet]:
-    from bench.cluster_metadata import _Env
-    from flotilla.testenv import versions
-    from flotilla.testenv.control_plane import ControlPlane
-    from flotilla.testenv.brokers.cluster import BrokerCluster
-
-    cp = ControlPlane(directory=workdir / "testenv", bin_dir=versions.bin_dir())
-    cp.up()
-    try:
-        env = _Env(cp)
-        env.kubectl("create", "namespace", "bench")
-        overrides = {"log.flush.interval.messages": str(2 ** 63 - 1), "group.initial.rebalance.delay.ms": "0"}
-        with BrokerCluster(workdir / "flotilla", env, "bench", size=3, overrides=overrides) as cluster:
-            yield Fleet([b.bootstrap for b in cluster.brokers], {b.node_id: b.data_dir for b in cluster.brokers},
-                        [b.pid for b in cluster.brokers])
-    finally:
-        cp.down()
+def start_fleet(target: str, workdir: Path) -> Iterator[Fleet]:
+    """Three brokers of `target` (bench/harness/fleets.py) with this command's settings."""
+    with FLEETS[target](workdir, OVERRIDES[target]) as cluster:
+        yield Fleet.of(cluster)
 
 
-FLEETS = {"apache": apache_fleet, "flotilla": flotilla_fleet}
 LABELS = {"apache": "Apache Kafka", "flotilla": "Flotilla"}
 
 
@@ -247,7 +176,7 @@ def warm_up(fleet: Fleet, partitions: int, records: int) -> dict[str, Any]:
     C1-compiled, and only later C2-compiled code (the main bench's README shows a fresh Kafka broker
     spending about four times the CPU of a warm one); without this, the cases would measure Kafka's
     JIT warm-up. Python has no JIT; Flotilla gets the same traffic all the same."""
-    from bench import javatools
+    from bench.clients import javatools
 
     rounds = []
     for _ in range(2):
@@ -262,7 +191,7 @@ def warm_up(fleet: Fleet, partitions: int, records: int) -> dict[str, Any]:
 
 def one_round(fleet: Fleet, partitions: int, records: int, rate: int, seconds: int,
               warmup_records: int = 0) -> dict[str, Any]:
-    from bench import javatools
+    from bench.clients import javatools
 
     out: dict[str, Any] = {}
     if warmup_records:
@@ -290,8 +219,8 @@ def one_round(fleet: Fleet, partitions: int, records: int, rate: int, seconds: i
 
 def run(targets: list[str], rounds: int, partitions: int, records: int, rate: int, seconds: int,
         workdir: Path, warmup_records: int = 0) -> dict[str, Any]:
-    from bench import javatools
-    from bench.machine import OtherLoad, describe, load_snapshot
+    from bench.clients import javatools
+    from bench.harness.machine import OtherLoad, describe, load_snapshot
 
     javatools.ensure_tools(fetch=True)
     result: dict[str, Any] = {
@@ -313,7 +242,7 @@ def run(targets: list[str], rounds: int, partitions: int, records: int, rate: in
             print(f"acks-all: round {r + 1}/{rounds}, {LABELS[target]}", file=sys.stderr, flush=True)
             load, other = load_snapshot(), OtherLoad()
             try:
-                with FLEETS[target](workdir / f"{target}-{r}") as fleet:
+                with start_fleet(target, workdir / f"{target}-{r}") as fleet:
                     measured = one_round(fleet, partitions, records, rate, seconds, warmup_records)
                 # Cores used by other processes meanwhile (the brokers have been waited for now).
                 measured["machine"] = {"before": load, "other_cores": other.lap()}
@@ -409,7 +338,7 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.acks_all", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench acks-all", description=__doc__.splitlines()[0])
     ap.add_argument("--targets", default="flotilla,apache")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=6)

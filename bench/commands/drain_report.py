@@ -1,4 +1,4 @@
-"""The report of `python -m bench drain` (bench/drain.py): a table of each case's numbers per
+"""The report of `python -m bench drain` (bench/commands/drain.py): a table of each case's numbers per
 target with the Flotilla / Kafka ratio where both measured, a side that could not run with the
 reason, and a chart of Flotilla's relative performance; bench/results/<name>.{json,md,png}."""
 
@@ -8,11 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.omb import versions_line
-from bench.targets import LABELS
-from bench.report import cores_note, fleet_table, with_notes, write_case
+from bench.harness.report import cores_note, fleet_table, versions_line, with_notes, write_case
+from bench.harness.targets import LABELS
 
-RESULTS = Path(__file__).resolve().parent / "results"
 CASES = ("unthrottled", "throttled")
 METRICS = [  # (key, label, unit, higher is better; None: neither)
     ("seconds", "drain time (tool start to settled)", "s", False),

@@ -2,7 +2,7 @@
 Kafka 4.1 (one broker each, configured alike), one librdkafka producer and then one consumer, each
 for a fixed time, over the PLAINTEXT listener and over the SASL_SSL listener (SCRAM-SHA-512, as a
 user whose rights come from prefixed ACLs); writes bench/results/security.{json,md} with each
-side's SASL_SSL / PLAINTEXT ratio and the Flotilla / Apache ratio (bench/security_report.py).
+side's SASL_SSL / PLAINTEXT ratio and the Flotilla / Apache ratio (bench/commands/security_report.py).
 
 Both brokers: a PLAINTEXT listener (User:ANONYMOUS, a super user: the harness's admin and the
 plaintext measurement) and a SASL_SSL listener with SCRAM-SHA-512 (TLS with the test PKI of
@@ -23,9 +23,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench import security_report
+from bench import REPO_ROOT, RESULTS, WORK
+from bench.commands import security_report
 
-ROOT = Path(__file__).resolve().parent.parent
 USER, PASSWORD = "bench", "bench-secret"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 PREFIX = "bench-"
@@ -68,9 +68,9 @@ def make_broker(target: str, workdir: Path, pki) -> tuple[Any, int]:
     }
     workdir.mkdir(parents=True, exist_ok=True)
     if target == "apache":
-        from bench.targets import _apache_class
+        from bench.harness.targets import apache_class
 
-        ApacheKafka = _apache_class()  # kafka-server-start.sh's JVM options, not the tests' C1-only JIT
+        ApacheKafka = apache_class()  # kafka-server-start.sh's JVM options, not the tests' C1-only JIT
         controller = free_port()
         settings["listeners"] = f"{listeners},CONTROLLER://127.0.0.1:{controller}"
         settings["listener.security.protocol.map"] = f"{protocol_map},CONTROLLER:PLAINTEXT"
@@ -98,9 +98,9 @@ def grant(admin) -> None:
 
 def client(cmd: str, conf: dict[str, str], topic: str, seconds: float, last: str) -> dict[str, Any]:
     """One phase in a child process: its JSON answer, or {"error": ...}."""
-    argv = [sys.executable, "-m", "bench.security_client", cmd, json.dumps(conf), topic, str(seconds), last]
+    argv = [sys.executable, "-m", "bench.clients.security_client", cmd, json.dumps(conf), topic, str(seconds), last]
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 180, cwd=ROOT)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 180, cwd=REPO_ROOT)
     except subprocess.TimeoutExpired:
         return {"error": f"{cmd} did not finish within {seconds + 180:.0f} s"}
     if p.returncode:
@@ -155,15 +155,15 @@ def main(argv: list[str]) -> int:
                     help="untimed produce before each transport (default 10: the JVM's C2 compiles TLS's AES-GCM)")
     ap.add_argument("--size", type=int, default=1024, help="record size in bytes (default 1024)")
     ap.add_argument("--targets", default="flotilla,apache")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "security")
+    ap.add_argument("--out", type=Path, default=RESULTS / "security")
     ap.add_argument("--note", default="", help="a sentence on the machine's state, put in the report")
     args = ap.parse_args(argv)
 
-    from bench import machine
+    from bench.harness import machine
     from flotilla.testenv.brokers.tls_certs import make_pki
 
     t0 = time.monotonic()
-    base = ROOT / "bench" / ".work" / f"security-{uuid.uuid4().hex[:6]}"
+    base = WORK / f"security-{uuid.uuid4().hex[:6]}"
     pki = make_pki(base / "pki")
     results = {t: run_target(t, base, pki, args, t0) for t in args.targets.split(",")}
     doc = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

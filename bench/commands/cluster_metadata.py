@@ -1,4 +1,4 @@
-"""`python -m bench.cluster_metadata`: cluster metadata timings of a 3-broker Flotilla cluster on the
+"""`python -m bench cluster-metadata`: cluster metadata timings of a 3-broker Flotilla cluster on the
 test control plane (kube-apiserver + etcd of `flotilla testenv`), with Apache Kafka (one KRaft
 node, broker + controller) alongside where its jars are cached.
 
@@ -26,13 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from bench import RESULTS
+from bench.harness.fleets import flotilla_fleet
+from flotilla.testenv import kafka_wire
 
-from flotilla.testenv import kafka_wire  # noqa: E402
-
-RESULTS = REPO / "bench" / "results"
 
 
 def _until(check, timeout: float, interval: float = 0.005):
@@ -161,46 +158,22 @@ def summary(xs: list[float]) -> dict[str, float]:
             "max_ms": 1000 * xs[-1], "p90_ms": 1000 * xs[int(0.9 * (len(xs) - 1))]}
 
 
-class _Env:
-    """What flotilla.testenv.brokers.cluster needs from the kube_env fixture."""
-
-    def __init__(self, cp) -> None:
-        from flotilla.testenv.pytest_plugin import KubeEnv
-
-        self.inner = KubeEnv(cp.kubeconfig, cp.bin_dir, cp.env(), control_plane=cp)
-        self.kubeconfig = cp.kubeconfig
-
-    def kubectl(self, *args: str, **kw: Any):
-        return self.inner.kubectl(*args, **kw)
-
-
 def run_flotilla(workdir: Path, rounds: int, requests: int, topics: int, big: int = 0) -> dict[str, Any]:
-    from flotilla.testenv import versions
-    from flotilla.testenv.control_plane import ControlPlane
-    from flotilla.testenv.brokers.cluster import BrokerCluster
-
-    cp = ControlPlane(directory=workdir / "testenv", bin_dir=versions.bin_dir())
-    cp.up()
-    try:
-        env = _Env(cp)
-        env.kubectl("create", "namespace", "bench")
-        with BrokerCluster(workdir / "brokers", env, "bench", size=3) as cluster:
-            bootstraps = [b.bootstrap for b in cluster.brokers]
-            prop = propagation(bootstraps, rounds)
-            big_result = big_topic(bootstraps, big, 3, requests) if big else None
-            print(f"big topic: {big_result and {k: v for k, v in big_result.items() if k != 'metadata_s'}}",
-                  file=sys.stderr, flush=True)
-            t0 = time.perf_counter()
-            created_s = create_many(bootstraps[0], topics)
-            for b in bootstraps:  # every broker has the 1,000 topics before timing
-                wait_listed(b, topics)
-            listed_s = time.perf_counter() - t0
-            print(f"{topics} topics created in {created_s:.1f} s, listed everywhere after {listed_s:.1f} s",
-                  file=sys.stderr, flush=True)
-            lat = metadata_latency(bootstraps[1], requests)
-            idle = idle_cpu([b.pid for b in cluster.brokers], 30.0)
-    finally:
-        cp.down()
+    with flotilla_fleet(workdir) as cluster:
+        bootstraps = [b.bootstrap for b in cluster.brokers]
+        prop = propagation(bootstraps, rounds)
+        big_result = big_topic(bootstraps, big, 3, requests) if big else None
+        print(f"big topic: {big_result and {k: v for k, v in big_result.items() if k != 'metadata_s'}}",
+              file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        created_s = create_many(bootstraps[0], topics)
+        for b in bootstraps:  # every broker has the 1,000 topics before timing
+            wait_listed(b, topics)
+        listed_s = time.perf_counter() - t0
+        print(f"{topics} topics created in {created_s:.1f} s, listed everywhere after {listed_s:.1f} s",
+              file=sys.stderr, flush=True)
+        lat = metadata_latency(bootstraps[1], requests)
+        idle = idle_cpu([b.pid for b in cluster.brokers], 30.0)
     return {"propagation_s": prop, "create_1000_s": created_s, "metadata_s": lat,
             "listed_everywhere_s": listed_s, "idle_cpu_per_s": idle, "big_topic": big_result}
 
@@ -258,7 +231,7 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.cluster_metadata", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench cluster-metadata", description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--requests", type=int, default=50)
     ap.add_argument("--topics", type=int, default=1000)

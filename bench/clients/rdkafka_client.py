@@ -1,11 +1,11 @@
 """librdkafka (confluent-kafka) load generators, run as a child process so that the harness
 (progress line, memory sampler) never shares an interpreter with the client being timed.
 
-    python -m bench.rdkafka_client produce BOOTSTRAP TOPIC RECORDS SIZE --acks 1
-    python -m bench.rdkafka_client consume BOOTSTRAP TOPIC RECORDS
-    python -m bench.rdkafka_client latency BOOTSTRAP TOPIC RECORDS SIZE --rate 5000
-    python -m bench.rdkafka_client txn-produce BOOTSTRAP TOPIC TRANSACTIONS SIZE --per-txn 100
-    python -m bench.rdkafka_client txn-latency BOOTSTRAP TOPIC TRANSACTIONS SIZE --per-txn 100 --rate 10
+    python -m bench.clients.rdkafka_client produce BOOTSTRAP TOPIC RECORDS SIZE --acks 1
+    python -m bench.clients.rdkafka_client consume BOOTSTRAP TOPIC RECORDS
+    python -m bench.clients.rdkafka_client latency BOOTSTRAP TOPIC RECORDS SIZE --rate 5000
+    python -m bench.clients.rdkafka_client txn-produce BOOTSTRAP TOPIC TRANSACTIONS SIZE --per-txn 100
+    python -m bench.clients.rdkafka_client txn-latency BOOTSTRAP TOPIC TRANSACTIONS SIZE --per-txn 100 --rate 10
 
 Prints one JSON object on stdout; exits non-zero with a message on stderr on failure.
 """
@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 
-from bench.child_answer import answer
+from bench.clients.child_answer import answer
 
 
 def produce(args: argparse.Namespace) -> dict:
@@ -265,7 +265,7 @@ def consume(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.rdkafka_client")
+    ap = argparse.ArgumentParser(prog="python -m bench.clients.rdkafka_client")
     sub = ap.add_subparsers(dest="cmd", required=True)
     pp = sub.add_parser("produce")
     pp.add_argument("bootstrap")

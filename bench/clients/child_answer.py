@@ -1,4 +1,4 @@
-"""How a benchmark's client process answers the harness (bench/runner.py reads it): the result as
+"""How a benchmark's client process answers the harness (bench/harness/runner.py reads it): the result as
 one JSON line on stdout and exit 0, or the error on stderr and exit 1, which the harness records."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.workloads import THROUGHPUT_SECONDARY, Case, Config, Context, Metric, Workload, _with_window, register
+from bench.workloads.base import THROUGHPUT_SECONDARY, Case, Config, Context, Metric, Workload, with_window, register
 
 PER_TXN = 100
 RECORD_SIZE = 1024
@@ -69,6 +69,6 @@ class Transactions(Workload):
             r = ctx.rdkafka(*args)
         finally:
             window = ctx.session.sampler.close().summary()
-        return _with_window(ctx, r, window, txns * PER_TXN * RECORD_SIZE)
+        return with_window(ctx, r, window, txns * PER_TXN * RECORD_SIZE)
 
 

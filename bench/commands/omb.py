@@ -14,7 +14,7 @@ Cases, per target, on one fleet start (in this order, the failover last since it
   latency over the following seconds, the time until every partition has a live leader again, and
   acknowledged records lost (the whole topic read back at the end and compared with the acks).
 
-Every client is its own process (bench/omb_client.py). Results: bench/results/<name>.{json,md,png};
+Every client is its own process (bench/clients/omb_client.py). Results: bench/results/<name>.{json,md,png};
 ratios are Flotilla / Kafka. A target that cannot run says why instead of giving numbers.
 """
 
@@ -32,18 +32,15 @@ import tempfile
 import threading
 import time
 import uuid
-from array import array
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
-from bench.acks_all import TargetUnavailable, create_replicated_topic, wait_in_sync  # noqa: E402
-from bench.report import cores_note, fleet_table, with_notes, write_case
+from bench import REPO_ROOT, RESULTS, WORK
+from bench.harness.fleets import FLEETS, NEVER_FLUSH, TargetUnavailable, create_replicated_topic, fleet_cpu, wait_in_sync
+from bench.harness.report import cores_note, fleet_table, versions_line, with_notes, write_case
+from bench.harness.samples import percentiles, read_samples
 
-RESULTS = REPO / "bench" / "results"
 GB = 1024 ** 3
 LABELS = {"apache": "Apache Kafka", "flotilla": "Flotilla"}
 # Kafka fences a broker that stopped heartbeating after broker.session.timeout.ms (default 9 s);
@@ -79,74 +76,24 @@ class Params:
 
 
 # -- fleets ---------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def apache_fleet(workdir: Path) -> Iterator[Any]:
-    from bench.targets import KAFKA_STOCK_JVM_OPTS, apache_available
-    from flotilla.testenv.brokers.kraft_cluster import ApacheCluster
-
-    ok, why = apache_available(fetch=False)
-    if not ok:
-        raise TargetUnavailable(why)
-    overrides = {"log.flush.interval.messages": str(2 ** 63 - 1), "group.initial.rebalance.delay.ms": "0",
-                 "broker.session.timeout.ms": str(FAILURE_DETECTION_MS)}
-    with ApacheCluster(workdir, size=3, overrides=overrides, jvm_opts=KAFKA_STOCK_JVM_OPTS) as cluster:
-        yield cluster
+# Failure detection as FAILURE_DETECTION_MS on both: Kafka's session timeout, Flotilla's Lease.
+OVERRIDES = {
+    "apache": {**NEVER_FLUSH, "group.initial.rebalance.delay.ms": "0",
+               "broker.session.timeout.ms": str(FAILURE_DETECTION_MS)},
+    "flotilla": {**NEVER_FLUSH, "group.initial.rebalance.delay.ms": "0",
+                 "flotilla.metadata.lease.duration.ms": str(FAILURE_DETECTION_MS)},
+}
 
 
-@contextlib.contextmanager
-def flotilla_fleet(workdir: Path) -> Iterator[Any]:
-    from bench.cluster_metadata import _Env
-    from flotilla.testenv import versions
-    from flotilla.testenv.control_plane import ControlPlane
-    from flotilla.testenv.brokers.cluster import BrokerCluster
-
-    cp = ControlPlane(directory=workdir / "testenv", bin_dir=versions.bin_dir())
-    cp.up()
-    try:
-        env = _Env(cp)
-        env.kubectl("create", "namespace", "bench")
-        overrides = {"log.flush.interval.messages": str(2 ** 63 - 1), "group.initial.rebalance.delay.ms": "0",
-                     "flotilla.metadata.lease.duration.ms": str(FAILURE_DETECTION_MS)}
-        with BrokerCluster(workdir / "flotilla", env, "bench", size=3, overrides=overrides) as cluster:
-            yield cluster
-    finally:
-        cp.down()
-
-
-FLEETS = {"apache": apache_fleet, "flotilla": flotilla_fleet}
-
-
-def fleet_cpu(cluster: Any) -> float:
-    from bench.targets import cpu_seconds
-
-    return sum(cpu_seconds(b.pid) for b in cluster.running())
-
-
-# -- statistics ---------------------------------------------------------------------------------
-def _floats(path: Path) -> array:
-    a = array("d")
-    if path.exists():
-        a.frombytes(path.read_bytes())
-    return a
-
-
-def pct(xs: list[float], q: float) -> float | None:
-    """The q-quantile of sorted seconds, in ms (nearest rank)."""
-    if not xs:
-        return None
-    return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
-
-
-def percentiles(xs: list[float], prefix: str) -> dict[str, float | None]:
-    xs = sorted(xs)
-    return {f"{prefix}_p50_ms": pct(xs, 0.5), f"{prefix}_p99_ms": pct(xs, 0.99),
-            f"{prefix}_p999_ms": pct(xs, 0.999), f"{prefix}_max_ms": xs[-1] * 1000 if xs else None}
+def start_fleet(target: str, workdir: Path) -> contextlib.AbstractContextManager[Any]:
+    """Three brokers of `target` with this command's settings (bench/commands/drain.py uses them too)."""
+    return FLEETS[target](workdir, OVERRIDES[target])
 
 
 # -- one load: producers and consumers in child processes -----------------------------------------
 def _client(*args: str) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.Popen([sys.executable, "-m", "bench.omb_client", *args], cwd=REPO, env=env,
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-m", "bench.clients.omb_client", *args], cwd=REPO_ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -248,13 +195,13 @@ def run_load(cluster: Any, topic: str, workdir: Path, *, producers: int, consume
     sent_at: list[float] = []
     lat: list[float] = []
     for i in range(producers):
-        sent_at += _floats(workdir / f"producer-{i}.sent")
-        lat += _floats(workdir / f"producer-{i}.lat")
+        sent_at += read_samples(workdir / f"producer-{i}.sent")
+        lat += read_samples(workdir / f"producer-{i}.lat")
     arrived: list[float] = []
     e2e: list[float] = []
     for i in range(consumers):
-        arrived += _floats(workdir / f"consumer-{i}.arrived")
-        e2e += _floats(workdir / f"consumer-{i}.lat")
+        arrived += read_samples(workdir / f"consumer-{i}.arrived")
+        e2e += read_samples(workdir / f"consumer-{i}.lat")
     acked = sum(r["acked"] for r in pres)
     t0 = min(r["start"] for r in pres)
     last_ack = max((s + d for s, d in zip(sent_at, lat)), default=t0)
@@ -407,7 +354,7 @@ def one_target(cluster: Any, p: Params, rates: dict[str, float], workdir: Path, 
 
 
 def run(targets: list[str], p: Params, workdir: Path) -> dict[str, Any]:
-    from bench.machine import OtherLoad, describe, load_snapshot
+    from bench.harness.machine import OtherLoad, describe, load_snapshot
 
     result: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -424,7 +371,7 @@ def run(targets: list[str], p: Params, workdir: Path) -> dict[str, Any]:
         load, other = load_snapshot(), OtherLoad()
         print(f"omb: starting {LABELS[target]}", file=sys.stderr, flush=True)
         try:
-            with FLEETS[target](workdir / target) as cluster:
+            with start_fleet(target, workdir / target) as cluster:
                 one_target(cluster, p, result["rates"], workdir / target / "cases", target, entry["cases"],
                            entry["errors"])
         except TargetUnavailable as e:
@@ -493,15 +440,6 @@ def _num(x: float | None) -> str:
     if x is None:
         return "–"
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
-
-
-def versions_line(machine: dict[str, Any]) -> str:
-    """What ran: Flotilla's commit, Kafka's version, the clients, Python and Java."""
-    clients = ", ".join(f"{k} {v}" for k, v in (machine.get("clients") or {}).items())
-    java = str(machine.get("java", "")).split(" Runtime")[0]
-    return (f"Versions: Flotilla {machine.get('flotilla_commit', '?')}, Apache Kafka {machine.get('apache_kafka', '?')}, "
-            f"{clients}; Python {machine.get('python', '?')}, {java}; kernel {machine.get('kernel', '?')}, "
-            f"{machine.get('memory_gb', '?')} GB memory.")
 
 
 def render(result: dict[str, Any]) -> str:
@@ -618,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-omb-") as tmp:
         result = run(targets, p, Path(tmp))
     result["command"] = "python -m bench omb " + " ".join(argv or [])
-    out = args.out or (REPO / "bench" / ".work" / "smoke" if args.smoke else RESULTS)
+    out = args.out or (WORK / "smoke" if args.smoke else RESULTS)
     for path in write(result, out, args.name or ("omb-smoke" if args.smoke else "omb")):
         print(f"wrote {path}", file=sys.stderr)
     print(render(result))

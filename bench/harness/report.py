@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.targets import LABELS
+from bench.harness.targets import LABELS
 
 
 def _fmt(v: float | None) -> str:
@@ -266,3 +266,12 @@ def with_notes(lines: list[str], notes: list[str]) -> str:
     if notes:
         lines = [*lines, "", *[f"- {n}." for n in notes]]
     return "\n".join(lines) + "\n"
+
+
+def versions_line(machine: dict[str, Any]) -> str:
+    """What ran: Flotilla's commit, Kafka's version, the clients, Python and Java."""
+    clients = ", ".join(f"{k} {v}" for k, v in (machine.get("clients") or {}).items())
+    java = str(machine.get("java", "")).split(" Runtime")[0]
+    return (f"Versions: Flotilla {machine.get('flotilla_commit', '?')}, Apache Kafka {machine.get('apache_kafka', '?')}, "
+            f"{clients}; Python {machine.get('python', '?')}, {java}; kernel {machine.get('kernel', '?')}, "
+            f"{machine.get('memory_gb', '?')} GB memory.")
