@@ -38,6 +38,7 @@ from typing import Any, Iterator
 from bench import RESULTS
 from bench.harness.fleets import (FLEETS, MIN_INSYNC, NEVER_FLUSH, REPLICATION_FACTOR, TargetUnavailable,
                                   create_replicated_topic, wait_in_sync)
+from bench.harness.targets import LABELS
 
 RECORD_SIZE = 1024
 LAG_INTERVAL = 0.1
@@ -165,9 +166,6 @@ def start_fleet(target: str, workdir: Path) -> Iterator[Fleet]:
     """Three brokers of `target` (bench/harness/fleets.py) with this command's settings."""
     with FLEETS[target](workdir, OVERRIDES[target]) as cluster:
         yield Fleet.of(cluster)
-
-
-LABELS = {"apache": "Apache Kafka", "flotilla": "Flotilla"}
 
 
 # -- the workload ----------------------------------------------------------------------------------

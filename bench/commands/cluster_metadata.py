@@ -31,7 +31,6 @@ from bench.harness.fleets import flotilla_fleet
 from flotilla.testenv import kafka_wire
 
 
-
 def _until(check, timeout: float, interval: float = 0.005):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -35,14 +35,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-
 from bench import REPO_ROOT, RESULTS, WORK
 from bench.harness.fleets import FLEETS, NEVER_FLUSH, TargetUnavailable, create_replicated_topic, fleet_cpu, wait_in_sync
 from bench.harness.report import cores_note, fleet_table, versions_line, with_notes, write_case
 from bench.harness.samples import percentiles, read_samples
+from bench.harness.targets import LABELS
 
 GB = 1024 ** 3
-LABELS = {"apache": "Apache Kafka", "flotilla": "Flotilla"}
 # Kafka fences a broker that stopped heartbeating after broker.session.timeout.ms (default 9 s);
 # Flotilla's equivalent is its metadata Lease. The same on both, so that the failover case
 # compares what the brokers do once the death is noticed, not two different timeouts.

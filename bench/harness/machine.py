@@ -14,7 +14,6 @@ from typing import Any
 from bench import REPO_ROOT
 
 
-
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
