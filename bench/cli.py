@@ -7,8 +7,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from bench.harness import machine, report, runner
 from bench.catalog import COMMANDS, REGISTRY
+from bench.harness import machine, report, runner
 from bench.workloads.base import Sizes
 
 BENCH_DIR = Path(__file__).resolve().parent

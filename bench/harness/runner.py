@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.catalog import REGISTRY
 from bench.clients import javatools
 from bench.harness import machine
 from bench.harness.targets import LABELS, Session, apache_available, broker_settings
-from bench.catalog import REGISTRY
 from bench.workloads.base import Case, Config, Context, warm_up
 
 
