@@ -1,7 +1,7 @@
 """Apache Kafka, single node in KRaft mode, from Maven Central jars: the reference broker.
 
-Used to check that the interop tests themselves are right (`pytest --kafka-target=apache`) and,
-later, by the benchmark harness for side-by-side runs. Nothing here is Flotilla-specific.
+Used to check that the interop tests themselves are right (`pytest --kafka-target=apache`) and
+by the benchmark harness for side-by-side runs (bench/harness/). Nothing here is Flotilla-specific.
 
 The jars are fetched once with Maven (`dependency:copy-dependencies` on a small generated pom) and
 cached under ~/.cache/flotilla/apache-kafka/<version>/libs. The broker runs as

@@ -1,11 +1,11 @@
-"""Run a Kafka-protocol broker as a child process for end-to-end tests.
+"""Run a Kafka-protocol broker as a child process, for end-to-end tests and the benchmarks alike.
 
 `ServerProcess` holds everything that does not depend on which broker runs: free loopback ports,
 a data directory, a log file that collects stdout and stderr across restarts, a bounded readiness
 wait (the listener answers a Metadata request that names at least one broker, and the HTTP
 metrics endpoint answers when there is one), SIGTERM stop, kill -9, restart on the same ports
-and data. `FlotillaBroker` runs `flotilla broker`; `flotilla.testenv.brokers.apache_kafka.ApacheKafka`
-runs Apache Kafka from Maven Central jars, so the same tests can be checked against it.
+and data. `FlotillaBroker` runs `flotilla broker`; `apache_kafka.ApacheKafka` runs Apache Kafka
+from Maven Central jars, so the same tests can be checked against it.
 """
 
 from __future__ import annotations
