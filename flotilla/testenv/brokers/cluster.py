@@ -91,21 +91,6 @@ class BrokerCluster(Fleet):
         self.wait_formed()
         return self
 
-    def close(self) -> None:
-        for b in self.brokers:
-            b.close()
-
-    def __enter__(self) -> "BrokerCluster":
-        """Started; a start that fails part-way closes the brokers it had started."""
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- what the brokers say ----------------------------------------------------------------
     def views(self) -> dict[int, tuple[tuple[int, ...], int]]:
         """Per running broker: (broker ids it lists, controller id it names)."""

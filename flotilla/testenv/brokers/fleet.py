@@ -11,15 +11,34 @@ Both kinds of cluster inherit Fleet: `brokers` (each a ServerProcess with `node_
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Self
 
 from flotilla.testenv import kafka_wire
 
 
 class Fleet:
-    """The queries shared by both clusters; a subclass sets `self.brokers` and starts them."""
+    """The queries and the lifecycle shared by both clusters; a subclass sets `self.brokers` and
+    says how they start (`start()`, returning the started fleet)."""
 
     brokers: list[Any]
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        for b in self.brokers:
+            b.close()
+
+    def __enter__(self) -> Self:
+        """Started; a start that fails part-way closes the brokers it had started."""
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def broker(self, node_id: int) -> Any:
         return next(b for b in self.brokers if b.node_id == node_id)

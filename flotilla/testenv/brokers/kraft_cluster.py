@@ -101,17 +101,3 @@ class ApacheCluster(Fleet):
                 return
             time.sleep(0.25)
         raise AssertionError(f"Kafka nodes did not all list {want} within {timeout}s: {last}")
-
-    def close(self) -> None:
-        for b in self.brokers:
-            b.close()
-
-    def __enter__(self) -> "ApacheCluster":
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
