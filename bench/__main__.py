@@ -1,7 +1,7 @@
 import sys
 from pathlib import Path
 
-# `tests.support` (the broker launchers) lives at the repository root.
+# The repository root on sys.path, so that `python bench` (the directory) finds the package too.
 _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))

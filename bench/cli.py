@@ -7,9 +7,9 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from bench import machine, report, runner
 from bench.catalog import COMMANDS, REGISTRY
-from bench.workloads import Sizes
+from bench.harness import machine, report, runner
+from bench.workloads.base import Sizes
 
 BENCH_DIR = Path(__file__).resolve().parent
 
@@ -56,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] and argv[0] in COMMANDS:  # a harness of its own: omb, security, drain (bench/catalog.py)
+    if argv[:1] and argv[0] in COMMANDS:  # a harness of its own (bench/catalog.py's COMMANDS)
         import importlib
 
         return importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
     if args.targets is None:
         targets = ["flotilla", "apache"]
         if args.smoke:
-            from tests.support.apache_kafka import kafka_home
+            from flotilla.testenv.brokers.apache_kafka import kafka_home
 
             if not (kafka_home() / ".complete").exists():
                 targets = ["flotilla"]
@@ -98,7 +98,7 @@ def main(argv: list[str]) -> int:
         print(f"unknown target(s) {bad}; known: flotilla, apache", file=sys.stderr)
         return 2
     if args.list:
-        from bench.workloads import Config
+        from bench.workloads.base import Config
 
         cfg = Config(partitions=partitions, clients=args.clients, sizes=sizes, smoke=args.smoke)
         for name in args.workloads:

@@ -11,7 +11,7 @@ bash scripts/setup.d/10-clients.sh
 bash scripts/setup.d/30-pipeline.sh  # PySpark and the Kafka connector (cached): test_pipeline.py
 export PYTHONPATH="$PWD:$PWD/operator${PYTHONPATH:+:$PYTHONPATH}"
 # Fetch the jars once here: the workers would otherwise race to download them.
-echo "apache kafka: $(.venv/bin/python -c 'from tests.support.apache_kafka import ensure_kafka_libs; print(ensure_kafka_libs())')"
+echo "apache kafka: $(.venv/bin/python -c 'from flotilla.testenv.brokers.apache_kafka import ensure_kafka_libs; print(ensure_kafka_libs())')"
 mkdir -p tests/.work  # .ci/run reports the set-up apart from pytest (the rest of this script's time)
 echo $(( $(date +%s) - setup_start )) > tests/.work/interop-apache.setup-seconds
 suites=(

@@ -45,4 +45,4 @@ else
   "$PY" -m tests.support.java_client build
 fi
 # Kafka's VerifiableProducer/VerifiableConsumer (tests/e2e/test_replication.py), cached once.
-echo "kafka tools: $("$PY" -m tests.support.kafka_tools fetch)"
+echo "kafka tools: $("$PY" -m flotilla.testenv.brokers.kafka_tools fetch)"

@@ -18,10 +18,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
 
-from tests.support import kafka_tools
+from flotilla.testenv.brokers import kafka_tools
 from tests.support.acl_broker import AclBroker, make_acl_broker
 from tests.support.prometheus import metric
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -14,8 +14,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from tests.e2e.test_topic_configs import DYNAMIC_TOPIC_CONFIG, create, describe_topic
-from tests.support import kafka_wire
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.waiting import wait_for
 
 TOPIC = 2
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

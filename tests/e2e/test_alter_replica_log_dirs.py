@@ -19,9 +19,10 @@ from kio.schema.describe_log_dirs.v4.request import DescribableLogDirTopic, Desc
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from tests.support import kafka_tools, kafka_wire
+from flotilla.testenv.brokers import kafka_tools
+from flotilla.testenv import kafka_wire
 from tests.support.clients import ConfluentFamily
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -1,6 +1,6 @@
 """Bad input over raw sockets: the broker refuses it precisely and keeps serving everyone else.
 
-Frames are built with kio types (tests.support.kafka_wire); error codes are Kafka's.
+Frames are built with kio types (flotilla.testenv.kafka_wire); error codes are Kafka's.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.static.primitive import i16, i32
 
-from tests.support import kafka_wire
-from tests.support.broker_process import FlotillaBroker, ServerProcess
-from tests.support.kafka_wire import ConnectionClosed, KafkaConnection
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import FlotillaBroker, ServerProcess
+from flotilla.testenv.kafka_wire import ConnectionClosed, KafkaConnection
 from tests.support.verify import read_all
 
 CORRUPT_MESSAGE = 2

@@ -14,8 +14,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
-from tests.support import kafka_wire
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.broker_config({"log.cleaner.io.buffer.size": "262144"})
 

@@ -20,8 +20,8 @@ import pytest
 from flotilla_operator.builders.common import Owner
 from flotilla_operator.builders.rbac import (build_metadata_role_binding, build_role, build_role_binding,
                                              build_service_account)
-from tests.support.crds import install_crds
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.crds import install_crds
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(240),
               pytest.mark.flotilla_only("Kubernetes rights of a Flotilla fleet")]

@@ -142,7 +142,7 @@ def test_bad_config_stops_startup_naming_the_key(tmp_path, override, named):
 def test_all_topics_metadata_follows_every_change(broker):
     """The encoded all-topics Metadata answer is reused while the metadata image is unchanged;
     every create, grow and delete shows in the next answer, on every API version family."""
-    from tests.support import kafka_wire
+    from flotilla.testenv import kafka_wire
 
     def listed(conn) -> dict[str, int]:
         return {t.name: len(t.partitions) for t in conn.metadata(None).topics}

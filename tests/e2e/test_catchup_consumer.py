@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire
-from tests.support.broker_process import ServerProcess
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import ServerProcess
+from flotilla.testenv.waiting import wait_for
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import TopicPartition  # noqa: E402

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire
-from tests.support.broker_process import REPO_ROOT
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import REPO_ROOT
 from tests.support.catchup_ledger import Ledger, checkpoint_analysis
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -102,7 +102,7 @@ def kbroker(broker_factory):
 
 @pytest.fixture
 def fleet(tmp_path, kube_env, kube_namespace):
-    from tests.support.cluster import BrokerCluster
+    from flotilla.testenv.brokers.cluster import BrokerCluster
 
     overrides = dict(SETTINGS, **{"offsets.topic.replication.factor": "3", "min.insync.replicas": "2"})
     with BrokerCluster(tmp_path / "fleet", kube_env, kube_namespace, size=3, overrides=overrides) as c:

@@ -15,11 +15,11 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster, ClusterBroker
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster, ClusterBroker
 from tests.support.clients import family, keyed_records, new_group
-from tests.support.broker_process import BrokerStartError, free_port
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.broker_process import BrokerStartError, free_port
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,

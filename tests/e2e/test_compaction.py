@@ -14,7 +14,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 pytestmark = pytest.mark.broker_config({"log.cleaner.backoff.ms": "200"})
 

@@ -17,9 +17,9 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support import kafka_wire
-from tests.support.fetch_client import exchange, fetch_request
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.fetch_client import exchange, fetch_request
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.broker_config({"log.cleaner.backoff.ms": "200"})
 

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from flotilla.testenv import versions
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.kube
 
@@ -253,7 +253,7 @@ def test_cli_up_prints_one_line_and_down_leaves_no_process(kube_env, tmp_path):
 INNER_FAILING_TEST = '''
 import logging
 
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 
 def test_waits_for_what_never_happens(kube_env, kube_namespace):

@@ -20,9 +20,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from tests.support import kafka_tools, kafka_wire
+from flotilla.testenv.brokers import kafka_tools
+from flotilla.testenv import kafka_wire
 from tests.support.clients import ConfluentFamily, keyed_records
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

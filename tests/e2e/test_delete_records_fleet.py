@@ -28,9 +28,11 @@ from kio.schema.errors import ErrorCode
 
 from tests.e2e.test_delete_records import wire_delete
 from tests.e2e.test_replication import create_topic, partition_states, records_batch, wait_isr
-from tests.support import kafka_tools, kafka_wire
-from tests.support.fleet import Fleet, fleet_cluster
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers import kafka_tools
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.fleet import Fleet
+from tests.support.fleet import fleet_cluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(300)]
 

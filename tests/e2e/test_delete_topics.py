@@ -11,7 +11,7 @@ import importlib
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 from tests.support.clients import ConfluentFamily, keyed_records
 from tests.support.verify import read_all
 

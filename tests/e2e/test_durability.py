@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import kafka_wire
-from tests.support.broker_process import ServerProcess
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import ServerProcess
 from tests.support.clients import ConfluentFamily, Rec, keyed_records
 from tests.support.verify import high_watermarks, read_all
 

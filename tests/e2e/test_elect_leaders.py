@@ -11,7 +11,7 @@ from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartit
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 
 def elect(conn, election_type: int, topics: dict[str, list[int]] | None):

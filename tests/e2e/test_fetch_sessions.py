@@ -16,9 +16,9 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire
-from tests.support.fetch_client import FINAL_EPOCH, INITIAL_EPOCH, SessionFetcher, exchange, fetch_request
-from tests.support.kafka_wire import build_batch, unique_topic
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.fetch_client import FINAL_EPOCH, INITIAL_EPOCH, SessionFetcher, exchange, fetch_request
+from flotilla.testenv.kafka_wire import build_batch, unique_topic
 from tests.support.prometheus import metric
 
 VERSIONS = [12, 17]  # topic names, topic ids

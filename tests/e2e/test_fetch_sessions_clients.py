@@ -13,10 +13,10 @@ from typing import Callable
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 from tests.support.clients import family
-from tests.support.fetch_client import INITIAL_EPOCH, exchange, fetch_request
-from tests.support.kafka_wire import build_batch, unique_topic
+from flotilla.testenv.fetch_client import INITIAL_EPOCH, exchange, fetch_request
+from flotilla.testenv.kafka_wire import build_batch, unique_topic
 from tests.support.prometheus import metric
 
 pytestmark = pytest.mark.flotilla_only("reads Flotilla's fetch-session metrics")

@@ -26,8 +26,8 @@ import pytest
 from tests.e2e.test_replication import (
     assert_identical_after_clean_stop, check_after_failovers, create_topic, leader_of, partition_states, producer,
     read_all, wait_isr)
-from tests.support.cluster import LEASE_SETTINGS, BrokerCluster, ClusterBroker
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.cluster import LEASE_SETTINGS, BrokerCluster, ClusterBroker
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,

@@ -14,9 +14,9 @@ import urllib.request
 
 import pytest
 
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster, ClusterBroker
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster, ClusterBroker
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,

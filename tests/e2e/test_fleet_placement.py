@@ -17,8 +17,8 @@ from collections import Counter
 import pytest
 
 from tests.e2e.test_replication import OVERRIDES, create_topic, partition_states, wait_isr
-from tests.support.cluster import BrokerCluster
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,

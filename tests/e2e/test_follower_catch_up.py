@@ -20,9 +20,9 @@ import pytest
 
 from tests.e2e.test_replication import (create_topic, fetch_values, leader_of, partition_states, records_batch,
                                         segment_bytes, wait_isr, wait_replicas_identical)
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster, ClusterBroker
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster, ClusterBroker
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,

@@ -24,11 +24,11 @@ from kio.static.primitive import i32, i64
 from broker.metadata.store import BrokerRegistration
 from broker.server.follower_identity import broker_epoch
 from tests.e2e.test_replication import create_topic, records_batch
-from tests.support import kafka_wire
-from tests.support.broker_process import free_port
-from tests.support.cluster import BrokerCluster, ClusterBroker
-from tests.support.fetch_client import exchange
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import free_port
+from flotilla.testenv.brokers.cluster import BrokerCluster, ClusterBroker
+from flotilla.testenv.fetch_client import exchange
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("follower fetches on a Flotilla fleet")]
 

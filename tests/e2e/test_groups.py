@@ -2,7 +2,7 @@
 against a broker child process.
 
 Brokers here run with `group.initial.rebalance.delay.ms=0` and 4 `__consumer_offsets`
-partitions, on free loopback ports (tests.support.broker_process).
+partitions, on free loopback ports (flotilla.testenv.brokers.broker_process).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any, Callable
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire
-from tests.support.broker_process import ServerProcess
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import ServerProcess
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402

@@ -24,7 +24,7 @@ import urllib.request
 import pytest
 
 from flotilla.testenv.ports import free_port
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube_node, pytest.mark.flotilla_only("the Flotilla image"), pytest.mark.timeout(1200)]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from tests.support import operator_rbac
-from tests.support.crds import crd_names, remove_crds
+from flotilla.testenv.brokers.crds import crd_names, remove_crds
 
 pytestmark = pytest.mark.kube
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.broker_process import BrokerStartError, FlotillaBroker, free_port
+from flotilla.testenv.brokers.broker_process import BrokerStartError, FlotillaBroker, free_port
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -37,7 +37,7 @@ def test_inter_broker_misconfiguration_is_refused_at_start(case, kafka_target, t
             "advertised.listeners": listeners}
     base.update({k: v.format(plain=f"127.0.0.1:{port}") for k, v in settings.items()})
     if kafka_target == "apache":
-        from tests.support.apache_kafka import ApacheKafka, KafkaSetupError
+        from flotilla.testenv.brokers.apache_kafka import ApacheKafka, KafkaSetupError
 
         controller = free_port()
         base["listeners"] = f"{listeners},CONTROLLER://127.0.0.1:{controller}"

@@ -21,10 +21,10 @@ import uuid
 import pytest
 
 from tests.e2e.test_replication import create_topic, partition_states
-from tests.support.broker_process import free_port
-from tests.support.cluster import BrokerCluster
-from tests.support.tls_certs import make_pki
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.broker_process import free_port
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.brokers.tls_certs import make_pki
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(240),
               pytest.mark.flotilla_only("a Flotilla fleet's inter-broker listener")]

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from tests.support.broker_process import ServerProcess
+from flotilla.testenv.brokers.broker_process import ServerProcess
 from tests.support.interop_suite import AdminScenarios, InteropSuite
 
 PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from tests.support.broker_process import free_port
+from flotilla.testenv.brokers.broker_process import free_port
 from tests.support.clients import keyed_records
 from tests.support.fault_proxy import FaultProxy
 from tests.support.interop_suite import AdminScenarios, InteropSuite, make_topic

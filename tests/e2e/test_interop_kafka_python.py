@@ -4,7 +4,7 @@ the broker's version (it picks request versions from what it believes the broker
 import pytest
 from kafka import KafkaConsumer
 
-from tests.support.broker_process import ServerProcess
+from flotilla.testenv.brokers.broker_process import ServerProcess
 from tests.support.interop_suite import AdminScenarios, InteropSuite
 
 

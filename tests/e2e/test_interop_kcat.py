@@ -7,7 +7,7 @@ them): `scripts/setup.d/10-clients.sh` installs it.
 
 import pytest
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 from tests.support.interop_suite import InteropSuite, make_topic
 
 pytestmark = pytest.mark.kcat

@@ -14,8 +14,8 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.static.primitive import i16, i32
 
-from tests.support import kafka_wire
-from tests.support.broker_process import ServerProcess
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import ServerProcess
 from tests.support.verify import read_all
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45

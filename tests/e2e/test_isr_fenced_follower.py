@@ -24,8 +24,8 @@ import pytest
 from broker.metadata import kube_objects as ko
 from tests.e2e.test_replication import OVERRIDES, create_topic, metric, scrape, wait_isr
 from tests.support.api_cut import ApiCut
-from tests.support.cluster import BrokerCluster
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,

@@ -20,10 +20,10 @@ import pytest
 
 from broker.metadata import kube_objects as ko
 from tests.e2e.test_alter_configs import SET, in_force, incremental
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 from tests.support.clients import family
-from tests.support.cluster import BrokerCluster, apply_crds
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.cluster import BrokerCluster, apply_crds
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,

@@ -23,9 +23,9 @@ import yaml
 from broker.metadata import kube_objects as ko
 from broker.server import partition_metadata
 from tests.e2e.test_replication import OVERRIDES, create_topic, partition_states, producer, read_all
-from tests.support import kafka_wire
-from tests.support.cluster import CRD_DIR, BrokerCluster
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import CRD_DIR, BrokerCluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,

@@ -16,7 +16,7 @@ import pytest
 
 from flotilla.testenv import build, nodes, versions
 from flotilla.testenv.control_plane import ControlPlane
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.kube
 

@@ -13,7 +13,7 @@ import datetime
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32, i64
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 LATEST, MAX_TIMESTAMP = -1, -3
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from tests.e2e.test_offset_for_leader_epoch import offset_for_leader_epoch
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 
 def epochs(bootstrap: str, topic: str) -> dict[int, int]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.test_cluster import create_topic
-from tests.support.cluster import BrokerCluster
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,

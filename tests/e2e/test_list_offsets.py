@@ -17,7 +17,7 @@ from kio.records.writers import write_new_batch
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.static.primitive import i8, i16, i32, i64
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 
 def create_topic(bootstrap: str, name: str) -> None:

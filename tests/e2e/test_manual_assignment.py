@@ -21,9 +21,10 @@ import pytest
 
 from tests.e2e.test_reassignment import kp_admin, logs_on
 from tests.e2e.test_replication import partition_states, producer, read_all
-from tests.support import kafka_tools, kafka_wire
+from flotilla.testenv.brokers import kafka_tools
+from flotilla.testenv import kafka_wire
 from tests.support.fleet import fleet_cluster
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(300)]
 

@@ -26,9 +26,9 @@ from broker.metadata import kube_objects as ko
 from broker.metadata.kube_store import KubernetesMetadataStore
 from broker.metadata.store import (NO_TOPIC_ID, DuplicateBroker, MetadataError, PartitionState, StoreUnavailable,
                                    TopicTooLarge, new_topic)
-from tests.support.crds import install_crds
+from flotilla.testenv.brokers.crds import install_crds
 from tests.support.metadata_contract import MetadataStoreContract, registration
-from tests.support.waiting import wait_for_async
+from flotilla.testenv.waiting import wait_for_async
 
 pytestmark = pytest.mark.kube
 

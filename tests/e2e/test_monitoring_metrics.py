@@ -17,11 +17,12 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire, monitoring_names
-from tests.support.broker_process import free_port
-from tests.support.crds import install_crds, remove_crds
+from flotilla.testenv import kafka_wire
+from tests.support import monitoring_names
+from flotilla.testenv.brokers.broker_process import free_port
+from flotilla.testenv.brokers.crds import install_crds, remove_crds
 from tests.support.prometheus import metric
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 THROTTLED_CLIENT = "monitoring-throttled"
 

@@ -14,9 +14,9 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 from tests.support.clients import ConfluentFamily, keyed_records
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.broker_config({
     "offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "500",

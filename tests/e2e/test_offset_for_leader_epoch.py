@@ -11,7 +11,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 VERSIONS = (2, 3, 4)
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 from flotilla.testenv.ports import free_port  # noqa: F401  (re-exported to other test modules)
-from tests.support.crds import install_crds, remove_crds
-from tests.support.waiting import wait_for, wait_for_async
+from flotilla.testenv.brokers.crds import install_crds, remove_crds
+from flotilla.testenv.waiting import wait_for, wait_for_async
 
 pytestmark = pytest.mark.kube
 

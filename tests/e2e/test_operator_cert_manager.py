@@ -29,7 +29,7 @@ from flotilla_operator import pki
 from tests.e2e.test_operator import apply, condition, get_json, kafkacluster, ready_at_generation
 from tests.e2e.test_operator_fleet_ops import operator  # noqa: F401  (operator: the module's fixture)
 from tests.e2e.test_operator_listeners import secret, template_generation
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(600)]
 

@@ -20,8 +20,8 @@ import pytest
 import yaml
 from flotilla.testenv.ports import free_port
 from tests.support import operator_rbac
-from tests.support.crds import remove_crds
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.crds import remove_crds
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.kube
 

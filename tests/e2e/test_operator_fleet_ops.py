@@ -23,8 +23,8 @@ import yaml
 from tests.e2e.test_operator import (PodWatch, apply, broker_pods, condition, get_json, kafkacluster,
                                      most_out_at_once, ready_at_generation)
 from tests.e2e.test_operator_recovery import running_operator
-from tests.support.crds import install_crds
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.crds import install_crds
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.kube
 

@@ -48,7 +48,7 @@ import yaml
 from tests.e2e import test_operator_pods
 from tests.e2e.test_operator_pods import condition, get_json
 from tests.support import cluster_dns, monitoring_names
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.kube_node, pytest.mark.timeout(900)]
 

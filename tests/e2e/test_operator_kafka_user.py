@@ -28,10 +28,10 @@ from flotilla_operator import kafka_admin
 from tests.e2e.test_acls import _codes, _consume, _produce
 from tests.e2e.test_operator import apply, condition, free_port, get_json
 from tests.e2e.test_scram_credentials import auth_error
-from tests.support.cluster import BrokerCluster
-from tests.support.crds import install_crds, remove_crds
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.brokers.crds import install_crds, remove_crds
 from tests.support.outside_cluster import stand_in_cluster
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(240),
               pytest.mark.flotilla_only("the operator drives a Flotilla broker on Kubernetes metadata")]

@@ -28,7 +28,7 @@ from flotilla_operator import pki
 from tests.e2e.test_operator import (PodWatch, apply, broker_pods, condition, get_json, kafkacluster,
                                      most_out_at_once, ready_at_generation)
 from tests.e2e.test_operator_fleet_ops import operator, wait_event  # noqa: F401  (operator: the module's fixture)
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(600)]
 

@@ -16,9 +16,9 @@ import uuid
 import pytest
 
 from tests.e2e.test_operator import CHILDREN, IMAGE, condition, get_json, kafkacluster
-from tests.support.broker_process import REPO_ROOT
-from tests.support.crds import install_crds, remove_crds
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.broker_process import REPO_ROOT
+from flotilla.testenv.brokers.crds import install_crds, remove_crds
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.kube
 

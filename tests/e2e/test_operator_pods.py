@@ -37,8 +37,8 @@ from pathlib import Path
 import pytest
 from flotilla.testenv import dockerfile_image
 from tests.support import cluster_dns
-from tests.support.crds import install_crds
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.crds import install_crds
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.kube_node, pytest.mark.timeout(900)]
 
@@ -496,7 +496,7 @@ def test_pods_reach_the_api_server_through_its_service_and_nothing_outside(kube_
 
 
 def test_producer_ids_are_unique_across_the_fleet(kube_node_env, fleet):
-    from tests.support import kafka_wire
+    from flotilla.testenv import kafka_wire
 
     # 100 idempotent producers' worth of ids from each broker (more than this module used before).
     by_broker = {}

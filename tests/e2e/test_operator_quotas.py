@@ -16,13 +16,13 @@ from tests.e2e.test_operator import CRD_NAMES, apply, condition, free_port, get_
 from tests.e2e.test_quotas import describe_quotas
 from tests.e2e.test_quotas_fleet import throttle_ms_of_produce
 from tests.e2e.test_user_quotas import produce_throttle_ms, sasl
-from tests.support import kafka_wire
-from tests.support.broker_process import FlotillaBroker
-from tests.support.crds import install_crds, remove_crds
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import FlotillaBroker
+from flotilla.testenv.brokers.crds import install_crds, remove_crds
 from tests.support.outside_cluster import stand_in_cluster
 from tests.support.secure_broker import make_secure_broker
-from tests.support.tls_certs import make_pki
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.tls_certs import make_pki
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("the operator drives a Flotilla broker")]
 

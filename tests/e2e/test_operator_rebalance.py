@@ -37,9 +37,9 @@ from tests.e2e.test_operator_recovery import running_operator
 from tests.e2e.test_operator import (apply, broker_pods, condition, crds, get_json, kafkacluster,  # noqa: F401
                                      ready_at_generation)
 from tests.e2e.test_replication import producer, read_all
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(300),
               pytest.mark.flotilla_only("the operator drives Flotilla brokers")]

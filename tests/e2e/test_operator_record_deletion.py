@@ -18,10 +18,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tests.e2e.test_operator import apply, condition, free_port, get_json
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster
 from tests.support.outside_cluster import stand_in_cluster
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("the operator drives a Flotilla fleet"),
               pytest.mark.timeout(300)]

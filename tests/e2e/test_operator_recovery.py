@@ -19,8 +19,8 @@ from typing import Iterator
 
 import pytest
 from tests.e2e.test_operator import write_topic
-from tests.support.crds import install_crds
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.crds import install_crds
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.kube
 

@@ -37,10 +37,10 @@ from flotilla.testenv import nemesis as nemesis_mod
 from flotilla.testenv.nemesis import Nemesis
 from tests.e2e.test_fleet_faults import PARTITIONS, check_load, start_load, stop_load
 from tests.e2e.test_replication import metric
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.waiting import wait_for
 from tests.support.txn_workload import TxnWorkload, read_committed_log
-from tests.support.waiting import wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -398,7 +398,7 @@ def test_five_kinds_of_partition_lose_no_acknowledged_record(fleet, tmp_path):
     print(summary, "\navailability after each heal:", json.dumps(rounds, indent=1))
 
 
-# Each round waits for a Lease to lapse: the shorter test Lease of tests/support/cluster.py.
+# Each round waits for a Lease to lapse: the shorter test Lease of flotilla/testenv/brokers/cluster.py.
 test_five_kinds_of_partition_lose_no_acknowledged_record.fleet_overrides = {
     "flotilla.metadata.lease.duration.ms": "6000"}
 

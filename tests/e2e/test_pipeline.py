@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 import pytest
 
-from tests.support.broker_process import REPO_ROOT, ServerProcess
+from flotilla.testenv.brokers.broker_process import REPO_ROOT, ServerProcess
 from tests.support.pipeline_driver import expected_aggregates as driver_expected_aggregates
 from tests.support.pipeline_driver import kill_group, read_lines, spawn
 from tests.support.pytest_plugin import make_broker
@@ -93,11 +93,11 @@ def single_broker(request: pytest.FixtureRequest, target: str, workdir: Path) ->
 
 def fleet_of_three(request: pytest.FixtureRequest, target: str, workdir: Path) -> Cluster:
     """Three Flotilla brokers sharing one KafkaCluster's metadata in the test kube-apiserver
-    (tests/support/cluster.py). Topics use replication factor 3: every partition is replicated on
+    (flotilla/testenv/brokers/cluster.py). Topics use replication factor 3: every partition is replicated on
     every broker, so the pipeline's writes (acks=all) and reads go through leaders with followers."""
     if target != "flotilla":
         pytest.skip("the fleet is Flotilla's (Apache Kafka runs as the single broker)")
-    from tests.support.cluster import BrokerCluster
+    from flotilla.testenv.brokers.cluster import BrokerCluster
 
     kube_env = request.getfixturevalue("kube_env")
     namespace = f"pipeline-fleet-{uuid.uuid4().hex[:8]}"  # kube_namespace is per test; this is per module
@@ -313,7 +313,7 @@ def purge_through_operator(kube_env: Any, namespace: str, bootstrap: str, raw_to
     from kopf.testing import KopfRunner
 
     from tests.support.outside_cluster import stand_in_cluster
-    from tests.support.waiting import wait_for
+    from flotilla.testenv.waiting import wait_for
 
     doc = example_deletion(raw_topic, group)
     doc["metadata"]["namespace"] = namespace

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 pytestmark = pytest.mark.flotilla_only("reads Flotilla's producer snapshot files")
 

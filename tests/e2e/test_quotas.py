@@ -21,8 +21,8 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.support import kafka_wire
-from tests.support.kafka_wire import unique_topic
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.kafka_wire import unique_topic
 from tests.support.prometheus import metric
 
 MB = 1024 * 1024
@@ -118,7 +118,7 @@ def test_alter_and_describe_with_kafka_python(broker):
 
 def kafka_configs(bootstrap: str, *args: str) -> str:
     """Apache Kafka's kafka-configs tool (kafka.admin.ConfigCommand, the Java AdminClient)."""
-    from tests.support.apache_kafka import ensure_kafka_libs, java
+    from flotilla.testenv.brokers.apache_kafka import ensure_kafka_libs, java
 
     libs = ensure_kafka_libs()
     cmd = [java(), "-Xmx256m", "-cp", f"{libs}/*", "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args]
@@ -227,7 +227,7 @@ def test_produce_quota_holds_a_producer_at_1_mb_per_s_and_spares_others(broker):
 
 def java_perf_metrics(main: str, *args: str) -> dict[str, float]:
     """Run one of Apache Kafka's perf tools (the Java client) with --print-metrics; {group:name: max value}."""
-    from bench.javatools import _java_cmd, ensure_tools
+    from bench.clients.javatools import _java_cmd, ensure_tools
 
     out = subprocess.run([*_java_cmd(ensure_tools(), f"org.apache.kafka.tools.{main}"), *args, "--print-metrics"],
                          capture_output=True, text=True, timeout=180)
@@ -363,7 +363,7 @@ def test_a_muted_connection_is_not_reaped_as_idle(broker):
     and answers the next request once the mute is over."""
     from kio.schema.metadata.v12.request import MetadataRequest
 
-    from bench.quota_neighbours import produce_request
+    from bench.clients.quota_neighbours import produce_request
 
     b = broker.bootstrap
     topic = make_topic(b)

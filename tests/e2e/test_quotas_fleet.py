@@ -13,9 +13,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tests.e2e.test_quotas import alter_quotas, describe_quotas, kafka_configs
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("a Flotilla cluster on Kubernetes metadata")]
 
@@ -39,7 +39,7 @@ def wait_seen(bootstrap: str, expected) -> None:
 
 def throttle_ms_of_produce(bootstrap: str, topic: str, partition: int, client_id: str) -> int:
     """Produce 256 KiB in one request as `client_id` and return the answer's throttle time."""
-    from bench.quota_neighbours import produce_request
+    from bench.clients.quota_neighbours import produce_request
 
     batch = kafka_wire.build_batch([(None, b"q" * 1024) for _ in range(256)])
     req = produce_request(topic, batch)

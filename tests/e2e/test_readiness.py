@@ -20,9 +20,9 @@ import urllib.request
 import pytest
 
 from broker.metadata import kube_objects as ko
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(300)]
 

@@ -20,8 +20,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.broker_process import free_port
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.broker_process import free_port
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.flotilla_only("a Flotilla fleet started by hand")
 

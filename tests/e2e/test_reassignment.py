@@ -35,10 +35,11 @@ import pytest
 from flotilla_operator import reassignment_admin as ra
 
 from tests.e2e.test_replication import create_topic, partition_states, producer, read_all
-from tests.support import kafka_tools
-from tests.support.fleet import Fleet, fleet_cluster
+from flotilla.testenv.brokers import kafka_tools
+from flotilla.testenv.brokers.fleet import Fleet
+from tests.support.fleet import fleet_cluster
 from tests.support.prometheus import metric
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(420)]
 

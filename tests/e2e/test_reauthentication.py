@@ -19,10 +19,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 from tests.support.interop_suite import make_topic
 from tests.support.secure_broker import SecureBroker, make_secure_broker
-from tests.support.tls_certs import make_pki
+from flotilla.testenv.brokers.tls_certs import make_pki
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from flotilla_operator import record_admin
 from flotilla_operator.models import RecordDeletionSpec
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -18,9 +18,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tests.e2e.test_cluster import coordinator_of
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,

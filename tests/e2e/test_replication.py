@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster, ClusterBroker
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster, ClusterBroker
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,
@@ -472,7 +472,7 @@ def test_java_verifiable_producer_and_consumer_across_five_leader_kills(cluster,
     import subprocess
     import threading
 
-    from tests.support import kafka_tools
+    from flotilla.testenv.brokers import kafka_tools
 
     try:
         kafka_tools.ensure_libs()

@@ -16,9 +16,9 @@ from kio.static.primitive import i32, i64
 
 from tests.e2e.test_quotas import alter_quotas, describe_quotas
 from tests.e2e.test_replication import create_topic, metric, partition_states, producer, wait_replicas_identical
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.flotilla_only("replication on a Flotilla cluster on Kubernetes metadata")]
 

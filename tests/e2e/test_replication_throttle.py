@@ -24,9 +24,10 @@ import pytest
 
 from tests.e2e.test_reassignment import plan_file, reassign_tool
 from tests.e2e.test_replication import create_topic, partition_states, producer
-from tests.support import kafka_tools
-from tests.support.fleet import Fleet, fleet_cluster
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers import kafka_tools
+from flotilla.testenv.brokers.fleet import Fleet
+from tests.support.fleet import fleet_cluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(300)]
 

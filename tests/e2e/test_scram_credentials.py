@@ -15,11 +15,11 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
 from tests.e2e.test_quotas import kafka_configs
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 from tests.support.interop_suite import make_topic
 from tests.support.secure_broker import SecureBroker, running_secure_broker
 from tests.support.secure_clients import confluent_produce as _confluent_produce
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -14,9 +14,9 @@ import json
 import pytest
 
 from tests.e2e.test_scram_credentials import auth_error
-from tests.support.broker_process import free_port
-from tests.support.cluster import BrokerCluster
-from tests.support.waiting import wait_for
+from flotilla.testenv.brokers.broker_process import free_port
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(180),
               pytest.mark.flotilla_only("a Flotilla cluster on Kubernetes metadata")]

@@ -27,11 +27,11 @@ import scramp
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 from tests.support.interop_suite import make_topic
 from tests.support.prometheus import metric
 from tests.support.secure_broker import USERS, SecureBroker, running_secure_broker
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 

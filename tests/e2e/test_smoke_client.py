@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from tests.support.broker_process import FlotillaBroker, free_port
+from flotilla.testenv.brokers.broker_process import FlotillaBroker, free_port
 
 
 @pytest.fixture(scope="module")

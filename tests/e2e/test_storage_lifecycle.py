@@ -19,8 +19,8 @@ from kio.schema.delete_topics.v4.request import DeleteTopicsRequest
 from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
 from kio.static.primitive import i8, i16, i32, i64
 
-from tests.support import kafka_wire
-from tests.support.broker_process import FlotillaBroker, ServerProcess
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import FlotillaBroker, ServerProcess
 
 VALUE_SIZE = 60_000
 RECORDS_PER_BATCH = 8  # about 480 KB per batch, under max.message.bytes

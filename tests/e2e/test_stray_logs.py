@@ -21,9 +21,9 @@ import pytest
 
 from tests.e2e.test_reassignment import kp_admin
 from tests.e2e.test_replication import partition_states, producer
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 from tests.support.fleet import fleet_cluster
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(420)]
 

@@ -13,7 +13,7 @@ from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 3, 4, 5

@@ -14,8 +14,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.static.primitive import i16, i32
 
-from tests.support import kafka_wire
-from tests.support.broker_process import ServerProcess
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import ServerProcess
 from tests.support.verify import read_all
 
 

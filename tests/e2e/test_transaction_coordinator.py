@@ -20,9 +20,9 @@ from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.static.primitive import i8, i16, i32, i64
 
-from tests.support import kafka_wire
-from tests.support.broker_process import ServerProcess
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import ServerProcess
+from flotilla.testenv.waiting import wait_for
 
 
 def find_coordinator(conn, tid: str) -> int:

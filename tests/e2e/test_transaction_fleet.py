@@ -12,9 +12,9 @@ from kio.schema.errors import ErrorCode
 
 from tests.e2e.test_replication import create_topic
 from tests.e2e.test_transaction_coordinator import add, describe, end, find_coordinator, init_ok
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,

@@ -24,9 +24,11 @@ from typing import Callable
 
 import pytest
 
-from tests.support import java_client, kafka_tools, kafka_wire
-from tests.support.broker_process import ServerProcess
-from tests.support.waiting import wait_for
+from tests.support import java_client
+from flotilla.testenv.brokers import kafka_tools
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import ServerProcess
+from flotilla.testenv.waiting import wait_for
 
 ck = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import kafka_wire
-from tests.support.broker_process import ServerProcess
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import ServerProcess
+from flotilla.testenv.waiting import wait_for
 
 ck = pytest.importorskip("confluent_kafka")
 

@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-from tests.support import kafka_wire
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.waiting import wait_for
 
 # The batches come from the wire client, not through a transaction coordinator, so KIP-890's check
 # with the coordinator is off (Kafka's transaction.partition.verification.enable).

@@ -14,9 +14,9 @@ import pytest
 
 from tests.e2e.test_transactions_partition import (READ_COMMITTED, READ_UNCOMMITTED, _confluent, _aiokafka,
                                                    _try, _write_log)
-from tests.support import kafka_wire
-from tests.support.cluster import BrokerCluster
-from tests.support.waiting import wait_for
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.cluster import BrokerCluster
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = [
     pytest.mark.kube,

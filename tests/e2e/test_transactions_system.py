@@ -33,10 +33,12 @@ from typing import Iterator
 import pytest
 
 from tests.e2e.test_replication import create_topic, wait_isr
-from tests.support import kafka_tools, kafka_wire
-from tests.support.fleet import Fleet, fleet_cluster
+from flotilla.testenv.brokers import kafka_tools
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.fleet import Fleet
+from tests.support.fleet import fleet_cluster
 from tests.support.message_copier import Copier
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -57,7 +59,7 @@ SETTINGS = {"offsets.topic.replication.factor": "3", "transaction.state.log.repl
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
             "replica.lag.time.max.ms": "10000", "replica.fetch.backoff.ms": "200"}
 # Kafka fences a broker that stops heartbeating after broker.session.timeout.ms (Flotilla's
-# Lease duration in tests/support/cluster.py is 6 s).
+# Lease duration in flotilla/testenv/brokers/cluster.py is 6 s).
 APACHE_SETTINGS = {"broker.session.timeout.ms": "6000", "broker.heartbeat.interval.ms": "1000"}
 
 

@@ -12,7 +12,7 @@ import pytest
 from tests.e2e.test_quotas import alter_quotas, kafka_configs
 from tests.support.interop_suite import make_topic
 from tests.support.secure_broker import SecureBroker, running_secure_broker
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -16,8 +16,9 @@ import time
 import pytest
 
 from broker.protocol import codec, request_bounds
-from tests.support import kafka_wire, wire_fuzz
-from tests.support.broker_process import ServerProcess
+from flotilla.testenv import kafka_wire
+from tests.support import wire_fuzz
+from flotilla.testenv.brokers.broker_process import ServerProcess
 
 DEFAULT_SEED = 20261123
 INPUTS = int(os.environ.get("FLOTILLA_FUZZ_INPUTS", "100000"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.broker_process import FlotillaBroker, ServerProcess, free_port
+from flotilla.testenv.brokers.broker_process import FlotillaBroker, ServerProcess, free_port
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret", "admin": "admin-secret"}
 PLAIN_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -64,7 +64,7 @@ def make_acl_broker(target: str, workdir: Path) -> AclBroker:
     }
     protocol_map = "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
     if target == "apache":
-        from tests.support.apache_kafka import ApacheKafka
+        from flotilla.testenv.brokers.apache_kafka import ApacheKafka
 
         controller = free_port()
         settings["listeners"] = f"{listeners},CONTROLLER://127.0.0.1:{controller}"

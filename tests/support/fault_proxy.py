@@ -15,7 +15,7 @@ import socket
 import struct
 import threading
 
-from tests.support.broker_process import free_port
+from flotilla.testenv.brokers.broker_process import free_port
 
 PRODUCE = 0
 

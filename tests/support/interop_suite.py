@@ -1,7 +1,7 @@
 """The interop scenarios, written once; each tests/e2e/test_interop_<client>.py subclasses
 `InteropSuite` and names its client family.
 
-Topics are created over the raw wire (tests.support.kafka_wire) when a scenario is not about
+Topics are created over the raw wire (flotilla.testenv.kafka_wire) when a scenario is not about
 topic creation, so a client's admin API is only exercised by the admin test. Every wait is bounded.
 """
 
@@ -11,8 +11,8 @@ import collections
 
 import pytest
 
-from tests.support import kafka_wire
-from tests.support.broker_process import ServerProcess, free_port
+from flotilla.testenv import kafka_wire
+from flotilla.testenv.brokers.broker_process import ServerProcess, free_port
 from tests.support.clients import (
     CODECS,
     Family,
@@ -25,7 +25,7 @@ from tests.support.clients import (
 )
 from tests.support.fault_proxy import FaultProxy
 from tests.support.verify import read_all
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 
 def make_topic(broker: ServerProcess, partitions: int, prefix: str = "t") -> str:

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.broker_process import REPO_ROOT
+from flotilla.testenv.brokers.broker_process import REPO_ROOT
 
 PROJECT = REPO_ROOT / "tests" / "java" / "client-check"
 CACHE_ROOT = Path(os.environ.get("FLOTILLA_CACHE", Path.home() / ".cache" / "flotilla")) / "java"

@@ -21,8 +21,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.support import kafka_tools
-from tests.support.broker_process import tail
+from flotilla.testenv.brokers import kafka_tools
+from flotilla.testenv.brokers.broker_process import tail
 
 
 class Copier:

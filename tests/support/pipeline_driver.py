@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.broker_process import REPO_ROOT
+from flotilla.testenv.brokers.broker_process import REPO_ROOT
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ Fixtures:
   kafka_target    "flotilla" (default) or "apache".
 
 `--kafka-target=apache` (or FLOTILLA_KAFKA_TARGET=apache) runs the same tests against Apache
-Kafka (tests/support/apache_kafka.py), to check that the tests themselves are right.
+Kafka (flotilla/testenv/brokers/apache_kafka.py), to check that the tests themselves are right.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tests.support import ci_skips
-from tests.support.broker_process import FlotillaBroker, ServerProcess
+from flotilla.testenv.brokers.broker_process import FlotillaBroker, ServerProcess
 
 TARGETS = ("flotilla", "apache")
 
@@ -58,7 +58,7 @@ def make_broker(target: str, workdir: Path, overrides: dict[str, str] | None = N
     """An unstarted broker of the chosen kind."""
     overrides = dict(overrides or {})
     if target == "apache":
-        from tests.support.apache_kafka import ApacheKafka
+        from flotilla.testenv.brokers.apache_kafka import ApacheKafka
 
         overrides = {k: v for k, v in overrides.items() if not k.startswith("flotilla.")}
         return ApacheKafka(workdir, overrides=overrides, **kw)

@@ -18,8 +18,8 @@ from typing import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.broker_process import FlotillaBroker, ServerProcess, free_port
-from tests.support.tls_certs import TestPki
+from flotilla.testenv.brokers.broker_process import FlotillaBroker, ServerProcess, free_port
+from flotilla.testenv.brokers.tls_certs import TestPki
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 PROTOCOLS = {"SSL": "SSL", "MTLS": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL", "EXPIRED": "SSL"}
@@ -137,7 +137,7 @@ def make_secure_broker(target: str, workdir: Path, pki: TestPki, extra: dict[str
         settings[f"listener.name.{listener}.plain.sasl.jaas.config"] = PLAIN_JAAS
         settings[f"listener.name.{listener}.scram-sha-512.sasl.jaas.config"] = SCRAM_JAAS
     if target == "apache":
-        from tests.support.apache_kafka import ApacheKafka
+        from flotilla.testenv.brokers.apache_kafka import ApacheKafka
 
         controller = free_port()
         settings["listeners"] = f"{listeners},CONTROLLER://127.0.0.1:{controller}"
@@ -158,7 +158,7 @@ def make_secure_broker(target: str, workdir: Path, pki: TestPki, extra: dict[str
 def running_secure_broker(target: str, base: Path) -> Iterator[SecureBroker]:
     """A started secure broker of `target` under `base` (its own test PKI), closed on exit: the
     module fixture of every suite that talks TLS and SASL to one broker."""
-    from tests.support.tls_certs import make_pki
+    from flotilla.testenv.brokers.tls_certs import make_pki
 
     sb = make_secure_broker(target, base / "broker", make_pki(base / "pki"))
     sb.broker.start()

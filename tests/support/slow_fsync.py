@@ -14,7 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.support.broker_process import REPO_ROOT, FlotillaBroker
+from flotilla.testenv.brokers.broker_process import REPO_ROOT, FlotillaBroker
 
 
 class SlowFsyncBroker(FlotillaBroker):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 from tests.support.clients import ClientError, Rec, _s
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from kio.serial._introspect import get_field_tag
 
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 PRODUCE = 0
 API_VERSIONS = 18

@@ -1,4 +1,4 @@
-"""bench/drain.py's plans and report: broker 3 in every partition, a drain that replaces it in
+"""bench/commands/drain.py's plans and report: broker 3 in every partition, a drain that replaces it in
 place keeping the replication factor, the least time a KIP-73 throttle allows, latency windows by
 send time, ratios only where both targets measured, and a side that could not run says why."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench import drain_plan
-from bench.drain import Params
-from bench.drain_report import render, rows
+from bench.commands import drain_plan
+from bench.commands.drain import Params
+from bench.commands.drain_report import render, rows
 
 
 def test_layout_puts_the_drained_broker_in_every_partition_and_leads_half():

@@ -1,11 +1,11 @@
-"""bench/acks_all.py reads replicas' log end offsets from segment files: batch headers only,
+"""bench/commands/acks_all.py reads replicas' log end offsets from segment files: batch headers only,
 incrementally, ignoring a batch still being written, following a new segment."""
 
 from __future__ import annotations
 
 import struct
 
-from bench.acks_all import LogEnd
+from bench.commands.acks_all import LogEnd
 from tests.unit.broker.batches import make_batch
 
 

@@ -1,10 +1,11 @@
-"""bench/omb.py's report: nearest-rank percentiles over the merged samples of every client, ratios
+"""bench/commands/omb.py's report: nearest-rank percentiles over the merged samples of every client, ratios
 Flotilla / Kafka only where both sides measured, and a side that could not run says why instead
 of showing a number."""
 
 from __future__ import annotations
 
-from bench.omb import Params, pct, percentiles, render, rows
+from bench.commands.omb import Params, render, rows
+from bench.harness.samples import pct, percentiles
 
 
 def _result(apache: dict) -> dict:

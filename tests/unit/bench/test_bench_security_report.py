@@ -1,11 +1,11 @@
-"""bench/security_report.py: rates from a phase's records, bytes and seconds; ratios only where
+"""bench/commands/security_report.py: rates from a phase's records, bytes and seconds; ratios only where
 both sides measured; a failed phase shows its error and no number."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.security_report import MIB, rates, ratios, render
+from bench.commands.security_report import MIB, rates, ratios, render
 
 
 def _phase(records: int, seconds: float, size: int = 1024) -> dict:

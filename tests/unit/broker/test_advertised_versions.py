@@ -5,7 +5,7 @@ so that clients inferring the broker's version from ApiVersions (kafka-python do
 from broker.protocol import codec
 from broker.server.handlers import all_handlers
 
-# ApiVersions v3 of Apache Kafka 4.1.0 (single KRaft node, as tests/support/apache_kafka.py runs it),
+# ApiVersions v3 of Apache Kafka 4.1.0 (single KRaft node, as flotilla/testenv/brokers/apache_kafka.py runs it),
 # recorded 2026-11-26 for the APIs Flotilla serves: api key -> (min, max).
 KAFKA_4_1 = {
     0: (0, 13), 1: (4, 18), 2: (1, 10), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4),

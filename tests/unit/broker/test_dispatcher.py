@@ -19,7 +19,7 @@ from broker.server.handlers.base import Handler
 from broker.server.handlers.find_coordinator import FindCoordinatorHandler
 from broker.server.handlers.produce import ProduceHandler
 from broker.server.metrics import BrokerMetrics
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 
 class FakeConnection:  # only what the dispatcher reads

@@ -19,7 +19,7 @@ CHECK = REPO / "tests" / "java" / "kafka-rate" / "RateCheck.java"
 
 def kafka_clients_jar() -> Path | None:
     """Kafka's client jar (fetched once, cached), or None without Java or Maven."""
-    from tests.support.apache_kafka import ensure_kafka_libs
+    from flotilla.testenv.brokers.apache_kafka import ensure_kafka_libs
 
     if not (shutil.which("java") and shutil.which("mvn")):
         return None

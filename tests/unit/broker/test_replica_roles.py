@@ -19,7 +19,7 @@ from broker.protocol import records
 from broker.server.delayed_produce import DelayedProduce
 from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 TOPIC_ID = uuid.uuid4()
 

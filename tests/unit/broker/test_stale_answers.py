@@ -20,7 +20,7 @@ from broker.server.handlers.produce import ProduceHandler
 from broker.server.leader_epoch_check import check_current_leader_epoch
 from broker.server.metrics import BrokerMetrics
 from broker.protocol import records
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 from tests.unit.broker.test_replica_roles import ImageStore, batch, manager, topic
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)

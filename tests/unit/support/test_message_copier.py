@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import message_copier
 from tests.support.message_copier import Copier
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 # Prints the copier's status lines for 10 input records, 4 per "transaction", then exits 0; a
 # leading "crash" argument exits 1 after the first transaction instead.

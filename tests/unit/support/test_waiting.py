@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from tests.support.waiting import wait_for, wait_for_async
+from flotilla.testenv.waiting import wait_for, wait_for_async
 
 
 def test_returns_the_first_truthy_value():

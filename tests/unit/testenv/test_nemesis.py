@@ -13,7 +13,7 @@ import pytest
 
 from flotilla.testenv import nemesis as nemesis_mod
 from flotilla.testenv.nemesis import Nemesis
-from tests.support.broker_process import free_port
+from flotilla.testenv.brokers.broker_process import free_port
 
 pytestmark = pytest.mark.skipif(nemesis_mod.available() is not None,
                                 reason=f"nemesis: {nemesis_mod.available()}")

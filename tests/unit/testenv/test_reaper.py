@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from flotilla.testenv import processes
-from tests.support.waiting import wait_for
+from flotilla.testenv.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -18,7 +18,7 @@ from broker.server.apis import RequestDispatcher
 from broker.server.handlers.api_versions import ApiVersionsHandler
 from broker.server.handlers.metadata import MetadataHandler
 from broker.server.metrics import BrokerMetrics
-from tests.support import kafka_wire
+from flotilla.testenv import kafka_wire
 
 
 class FakeConnection:

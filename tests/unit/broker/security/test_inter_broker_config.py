@@ -80,7 +80,7 @@ def test_a_scram_jaas_with_the_plain_module_is_refused():
 
 
 def test_tls_client_trusts_the_listeners_truststore(tmp_path):
-    from tests.support.tls_certs import make_pki
+    from flotilla.testenv.brokers.tls_certs import make_pki
 
     pki = make_pki(tmp_path)
     cfg = parse_config({"listeners": "SSL://127.0.0.1:1", "security.inter.broker.protocol": "SSL",

@@ -4,7 +4,7 @@ import pytest
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from broker.security.principal import ANONYMOUS, PrincipalMapper, certificate_subject, user
-from tests.support.tls_certs import make_pki
+from flotilla.testenv.brokers.tls_certs import make_pki
 
 
 def test_principal_strings_are_what_acls_name():

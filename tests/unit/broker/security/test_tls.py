@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from broker.config import ConfigError, parse_config
 from broker.security.listeners import listener_security
 from broker.security.tls import normalize_pem, server_context
-from tests.support.tls_certs import KEY_PASSWORD, make_pki
+from flotilla.testenv.brokers.tls_certs import KEY_PASSWORD, make_pki
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 
 from broker.security.listeners import ListenerSecurity
 from broker.security.transport import TlsHandshakeFailed, start_tls, tls_principal
-from tests.support.tls_certs import make_pki
+from flotilla.testenv.brokers.tls_certs import make_pki
 
 
 @pytest.fixture(scope="module")
