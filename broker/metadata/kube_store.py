@@ -180,7 +180,7 @@ class KubernetesMetadataStore(MetadataStore):
                 return await self._relist("leases"), await self._relist("topics")
             except StoreUnavailable as e:
                 if time.monotonic() + delay > deadline:
-                    raise  # the broker retries start() with its own back-off (server/store_wait.py)
+                    raise  # the broker retries start() with its own back-off (metadata/store_wait.py)
                 if not warned:  # one line per start(), not per quick retry
                     log.warning("metadata: waiting for the Kubernetes API: %s", e)
                     warned = True

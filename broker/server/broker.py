@@ -42,18 +42,18 @@ from broker.server.metadata_backends import open_broker_config_store, open_quota
 from broker.server.metrics import BrokerMetrics
 from broker.server.metrics_http import start_metrics_server
 from broker.server.readiness import NOT_STARTED, Readiness, replica_readiness
-from broker.server.purgatory import Purgatory
-from broker.server.replica_fetcher import ReplicaFetcherManager
-from broker.server.reassignment_metrics import ReassignmentCollector
-from broker.server.replication_metrics import ReplicationCollector
-from broker.server.stable_offset_metrics import StableOffsetCollector
+from broker.replica.purgatory import Purgatory
+from broker.replica.replica_fetcher import ReplicaFetcherManager
+from broker.replica.reassignment_metrics import ReassignmentCollector
+from broker.replica.replication_metrics import ReplicationCollector
+from broker.replica.stable_offset_metrics import StableOffsetCollector
 from broker.server.quota_manager import QuotaConfig, QuotaManagers
 from broker.server.quota_metrics import QuotaMetrics
 from broker.server.replication_quota import ReplicationQuotas
 from broker.server.replication_quota_metrics import ReplicationQuotaMetrics
-from broker.server.replica_manager import ReplicaManager
-from broker.server.restart_fencing import fence_previous_leaderships
-from broker.server.store_wait import until_available
+from broker.replica.replica_manager import ReplicaManager
+from broker.replica.restart_fencing import fence_previous_leaderships
+from broker.metadata.store_wait import until_available
 from broker.security.scram_store import attach_scram_store
 from broker.server.topics import TopicManager
 

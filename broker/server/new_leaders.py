@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.assignment import NO_LEADER
 from broker.metadata.store import MetadataImage
-from broker.server import cluster_view
+from broker.metadata import cluster_view
 
 if TYPE_CHECKING:
     from broker.server.handlers.base import RequestContext

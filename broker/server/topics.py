@@ -18,7 +18,7 @@ from broker.controller import manual_assignment
 from broker.metadata.store import (Conflict, MetadataImage, MetadataStore, StoreUnavailable, TopicExists,
                                    TopicRecord, TopicTooLarge, UnknownTopic, eligible_brokers, new_topic)
 from broker.server import file_descriptors
-from broker.server.replica_manager import ReplicaManager
+from broker.replica.replica_manager import ReplicaManager
 
 LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249

@@ -37,13 +37,13 @@ from broker.coordinator.group.group_metadata import (
 from broker.coordinator.group.append_errors import coordinator_error
 from broker.coordinator.group.subscriptions import subscribed_topics
 from broker.coordinator.group.offsets_log import TOPIC, Appended, LoadedMarker, OffsetsLog, StoreError
-from broker.server.delayed_produce import DelayedProduce
+from broker.replica.delayed_produce import DelayedProduce
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.metadata.store import MetadataStore
-    from broker.server.purgatory import Purgatory
-    from broker.server.replica_manager import ReplicaManager
+    from broker.replica.purgatory import Purgatory
+    from broker.replica.replica_manager import ReplicaManager
     from broker.server.topics import TopicManager
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from broker.protocol import records as batch_records
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.metadata.store import MetadataStore
-    from broker.server.replica_manager import Partition, ReplicaManager
+    from broker.replica.replica_manager import Partition, ReplicaManager
     from broker.server.topics import TopicManager
 
 log = logging.getLogger(__name__)

@@ -30,14 +30,14 @@ from broker.coordinator.transaction.markers import MarkerSender
 from broker.coordinator.transaction.state import TxnError, TxnMetadata, TxnState
 from broker.coordinator.transaction.txn_log import TOPIC, TransactionLog
 from broker.metadata.store import MetadataError
-from broker.server.delayed_produce import DelayedProduce
+from broker.replica.delayed_produce import DelayedProduce
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.coordinator.producer_ids import ProducerIdManager
     from broker.metadata.store import MetadataStore
-    from broker.server.purgatory import Purgatory
-    from broker.server.replica_manager import ReplicaManager
+    from broker.replica.purgatory import Purgatory
+    from broker.replica.replica_manager import ReplicaManager
     from broker.server.topics import TopicManager
 
 log = logging.getLogger(__name__)

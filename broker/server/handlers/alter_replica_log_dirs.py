@@ -3,7 +3,7 @@
 sends each broker the replicas it holds). As Kafka's KafkaApis, it needs ALTER on the cluster, else
 every partition answers CLUSTER_AUTHORIZATION_FAILED. A partition named under several dirs takes
 the last (Kafka reads the request into a map); the answer is grouped by topic. Each partition's
-error, and the move itself, are `server/log_dir_moves.py`'s."""
+error, and the move itself, are `replica/log_dir_moves.py`'s."""
 
 from __future__ import annotations
 

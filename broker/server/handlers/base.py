@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from broker.security.scram_store import ScramCredentialStore
     from broker.server.fetch_session import FetchSessionCache
     from broker.server.metrics import BrokerMetrics
-    from broker.server.purgatory import Purgatory
+    from broker.replica.purgatory import Purgatory
     from broker.server.quota_manager import QuotaManagers
-    from broker.server.replica_manager import ReplicaManager
+    from broker.replica.replica_manager import ReplicaManager
     from broker.server.topics import TopicManager
 
 NO_THROTTLE = datetime.timedelta(0)

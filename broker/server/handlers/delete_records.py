@@ -2,10 +2,10 @@
 
 As Kafka's handleDeleteRecordsRequest and ReplicaManager.deleteRecords: a partition the metadata
 does not know is UNKNOWN_TOPIC_OR_PARTITION; each other one is deleted on its leader here
-(server/record_deletion.py); the log start offsets are then checkpointed
+(replica/record_deletion.py); the log start offsets are then checkpointed
 (`log-start-offset-checkpoint`), so what was deleted stays deleted across a crash; if some low
 watermark is still below its offset, the request waits in the purgatory
-(server/delayed_delete_records.py) until followers report the new log start in their fetches, or
+(replica/delayed_delete_records.py) until followers report the new log start in their fetches, or
 until its timeout (REQUEST_TIMED_OUT for the partitions still short). A partition named twice is
 answered once, for its last offset, as Kafka's map of partitions does.
 """
@@ -16,10 +16,10 @@ import time
 
 from kio.schema.errors import ErrorCode
 
-from broker.server.delayed_delete_records import DelayedDeleteRecords
+from broker.replica.delayed_delete_records import DelayedDeleteRecords
 from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
-from broker.server.record_deletion import INVALID_LOW_WATERMARK, LocalDeletion, delete_on_leader
+from broker.replica.record_deletion import INVALID_LOW_WATERMARK, LocalDeletion, delete_on_leader
 
 
 class DeleteRecordsHandler(Handler):

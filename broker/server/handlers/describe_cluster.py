@@ -7,7 +7,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.security.acl import OPERATIONS_NOT_REQUESTED
-from broker.server import cluster_view
+from broker.metadata import cluster_view
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
 
 BROKERS_ENDPOINT = 1

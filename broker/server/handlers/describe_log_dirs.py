@@ -1,7 +1,7 @@
 """DescribeLogDirs (key 35, v1-4; KIP-113, KIP-827): this broker's log dirs, the size of each
 partition held in them and the dirs' total/usable bytes (`kafka-log-dirs.sh --describe`, Admin
 describeLogDirs / describeReplicaLogDirs). Admin clients ask every broker. The answer comes from
-`server/log_dirs.py`; a null topic list means every partition held here. As Kafka's KafkaApis, it
+`replica/log_dirs.py`; a null topic list means every partition held here. As Kafka's KafkaApis, it
 needs DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED and no dirs)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
-from broker.server import log_dirs
+from broker.replica import log_dirs
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 
 

@@ -7,7 +7,7 @@ covers and which of them the response carries; this module reads them and waits.
 A partition led by another broker answers NOT_LEADER_OR_FOLLOWER with the leader's id, epoch
 and endpoint in the tagged fields (KIP-951), as Kafka does. A consumer's current_leader_epoch
 older than the partition's epoch here is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH
-(KIP-320, broker/server/leader_epoch_check.py): it must not read from a leader it does not know.
+(KIP-320, broker/replica/leader_epoch_check.py): it must not read from a leader it does not know.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from broker.network.response import Response
 from broker.protocol import fetch_response
 from broker.protocol.fetch_response import PartitionResult, TopicResult
 from broker.security.acl import AclOperation, ResourceType
-from broker.server import cluster_view, follower_identity, reassignment_metrics
-from broker.server.delayed_fetch import DelayedFetch
+from broker.metadata import cluster_view
+from broker.replica import follower_identity, reassignment_metrics
+from broker.replica.delayed_fetch import DelayedFetch
 from broker.server.fetch_session import CachedPartition, FetchContext, IncrementalFetchContext, PartitionKey, topic_key
 from broker.server.handlers.base import Handler, RequestContext
-from broker.server.leader_epoch_check import check_current_leader_epoch
+from broker.replica.leader_epoch_check import check_current_leader_epoch
 
 ALL_BYTES = 2**31 - 1
 READ_COMMITTED = 1  # isolation_level (v4+): read only below the last stable offset

@@ -14,7 +14,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group.offsets_log import TOPIC
-from broker.server import cluster_view
+from broker.metadata import cluster_view
 from broker.coordinator.transaction.txn_log import TOPIC as TXN_TOPIC
 from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from broker.server import cluster_view
+from broker.metadata import cluster_view
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, require
 

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from broker.security.acl import AclOperation, ResourceType
 from broker.server import offset_lookup
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
-from broker.server.leader_epoch_check import check_current_leader_epoch
+from broker.replica.leader_epoch_check import check_current_leader_epoch
 
 READ_COMMITTED = 1  # isolation_level (v2+): latest is the last stable offset
 

@@ -23,7 +23,7 @@ from broker.controller.assignment import NO_LEADER
 from broker.metadata.store import NO_TOPIC_ID
 from broker.network.response import Response
 from broker.protocol import codec
-from broker.server import cluster_view
+from broker.metadata import cluster_view
 from broker.security.acl import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, RequestRefused
 from broker.server.topics import TopicError

@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext
-from broker.server.leader_epoch_check import check_current_leader_epoch
+from broker.replica.leader_epoch_check import check_current_leader_epoch
 
 
 class OffsetForLeaderEpochHandler(Handler):

@@ -3,7 +3,7 @@
 acks=0 gets no response, and on any error the connection is closed (as Kafka does) so that the
 producer notices and refreshes its metadata; acks=1 answers once the batch is in the leader's log;
 acks=-1 (all) is refused with NOT_ENOUGH_REPLICAS while the ISR has fewer than min.insync.replicas
-members, and otherwise waits in the purgatory (server/delayed_produce.py) until the high watermark
+members, and otherwise waits in the purgatory (replica/delayed_produce.py) until the high watermark
 passes the batch (the whole ISR has it), or the request's timeout (REQUEST_TIMED_OUT).
 Idempotent producers' retries come back with their original offset instead of a second copy.
 Transactional batches (KIP-98) are appended like idempotent ones after `_check_transactional`
@@ -27,7 +27,7 @@ from broker.protocol.produce_response import PartitionResult
 from broker.server import transaction_verification
 from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, RequestRefused
-from broker.server.delayed_produce import DelayedProduce
+from broker.replica.delayed_produce import DelayedProduce
 from broker.server.new_leaders import NewLeaders
 
 log = logging.getLogger(__name__)

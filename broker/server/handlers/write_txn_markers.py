@@ -25,7 +25,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from broker.log.log import CoordinatorFenced, LogDirOffline, ProducerFenced, StorageError
-from broker.server.delayed_produce import DelayedProduce
+from broker.replica.delayed_produce import DelayedProduce
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.server.handlers.base import Handler, RequestContext, require
 

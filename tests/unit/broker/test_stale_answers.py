@@ -13,11 +13,11 @@ from kio.schema.errors import ErrorCode
 
 from broker.metadata.store import PartitionState
 from broker.server import offset_lookup
-from broker.server.delayed_produce import DelayedProduce
+from broker.replica.delayed_produce import DelayedProduce
 from broker.server.fetch_session import CachedPartition
 from broker.server.handlers.fetch import FetchHandler
 from broker.server.handlers.produce import ProduceHandler
-from broker.server.leader_epoch_check import check_current_leader_epoch
+from broker.replica.leader_epoch_check import check_current_leader_epoch
 from broker.server.metrics import BrokerMetrics
 from broker.protocol import records
 from tests.support import kafka_wire

@@ -9,7 +9,7 @@
   by a reassignment (Kafka's ReassignmentBytesOutPerSec, counted where Fetch answers a follower);
 - flotilla_stray_logs_deleted: partition directories deleted at start-up because the metadata
   places the partition elsewhere; flotilla_stray_logs_kept: `-stray` directories kept in the log
-  dirs (their topic was not in the metadata; server/stray_logs.py), for an operator to delete.
+  dirs (their topic was not in the metadata; replica/stray_logs.py), for an operator to delete.
 
 Prometheus computes the rates (`rate(flotilla_reassignment_bytes_in_total[1m])`); the counters are
 totals since the broker started.

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Hashable
 
 from kio.schema.errors import ErrorCode
 
-from broker.server.purgatory import DelayedOperation
+from broker.replica.purgatory import DelayedOperation
 
 if TYPE_CHECKING:
-    from broker.server.replica_manager import ReplicaManager
+    from broker.replica.replica_manager import ReplicaManager
 
 
 class DelayedProduce(DelayedOperation):

@@ -2,19 +2,19 @@
 
 Which partitions are open here follows the cluster metadata image: this broker opens the logs
 of the partitions it leads or follows (its id is among the replicas) and closes the others.
-A partition it leads carries a `LeaderReplicaState` (server/replica_state.py): followers' fetches
+A partition it leads carries a `LeaderReplicaState` (replica/replica_state.py): followers' fetches
 move it (`follower_fetched`), the high watermark is the least log end over the ISR, and ISR
-shrinks and expands are written to the topic's metadata record (server/isr_updates.py). A
-partition it follows is written by the replica fetcher (server/replica_fetcher.py), which the
+shrinks and expands are written to the topic's metadata record (replica/isr_updates.py). A
+partition it follows is written by the replica fetcher (replica/replica_fetcher.py), which the
 `on_follow_change` listeners tell what to fetch from whom.
-acks=all produces wait in `produce_purgatory` (server/delayed_produce.py), watched per partition
+acks=all produces wait in `produce_purgatory` (replica/delayed_produce.py), watched per partition
 and checked whenever that partition's high watermark moves or its leadership changes.
-DeleteRecords (KIP-107, server/record_deletion.py) moves a led partition's log start offset and
-waits in `delete_records_purgatory` (server/delayed_delete_records.py) for the low watermark, the
+DeleteRecords (KIP-107, replica/record_deletion.py) moves a led partition's log start offset and
+waits in `delete_records_purgatory` (replica/delayed_delete_records.py) for the low watermark, the
 least log start offset over the live replicas; it is checked whenever a follower's fetch reports its
 log start, the live brokers change or leadership ends.
 At start-up, partition directories the metadata no longer places here are set aside first
-(server/stray_logs.py).
+(replica/stray_logs.py).
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ from broker.log.cleaner import LogCleaner
 from broker.log.segment import FileRegion
 from broker.metadata.store import MetadataStore, PartitionState, TopicRecord
 from broker.protocol.records import BatchHeader
-from broker.server import partition_metadata, reassignment_metrics
-from broker.server import stray_logs
-from broker.server.log_dir_moves import LogDirMoves
-from broker.server import isr_updates
-from broker.server.leader_epoch_check import check_current_leader_epoch
-from broker.server.purgatory import Purgatory
-from broker.server.replica_state import LeaderReplicaState
+from broker.replica import partition_metadata, reassignment_metrics
+from broker.replica import stray_logs
+from broker.replica.log_dir_moves import LogDirMoves
+from broker.replica import isr_updates
+from broker.replica.leader_epoch_check import check_current_leader_epoch
+from broker.replica.purgatory import Purgatory
+from broker.replica.replica_state import LeaderReplicaState
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class ReplicaManager:
         self.open_failures: dict[TopicPartition, str] = {}
         self._opening: set[TopicPartition] = set()  # queued for _open_in_chunks
         self._opening_tasks: set[asyncio.Task] = set()
-        # Replicas moving to another log dir (AlterReplicaLogDirs, server/log_dir_moves.py); the
+        # Replicas moving to another log dir (AlterReplicaLogDirs, replica/log_dir_moves.py); the
         # cleaner leaves their logs alone meanwhile, as Kafka pauses cleaning of a moving partition.
         self.moves = LogDirMoves(self)
         self.cleaner = LogCleaner(self.log_dirs, lambda: {tp: p.log for tp, p in self.partitions.items()},
@@ -181,7 +181,7 @@ class ReplicaManager:
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_seq = 0
         self._checkpoint_written = 0
-        self.stray_logs_deleted = 0  # at start-up (server/stray_logs.py)
+        self.stray_logs_deleted = 0  # at start-up (replica/stray_logs.py)
         self.stray_logs_kept = 0  # `-stray` directories in the log dirs after start-up
         self.reassignment_bytes = reassignment_metrics.ReassignmentBytes()
 
@@ -217,7 +217,7 @@ class ReplicaManager:
 
     def remove_stray_logs(self) -> None:
         """Start-up, on the image just read in full from the store: partition directories the
-        metadata no longer places here (server/stray_logs.py) are set aside: deleted, or kept
+        metadata no longer places here (replica/stray_logs.py) are set aside: deleted, or kept
         renamed `-stray` when their topic is not in the metadata at all."""
         earlier = stray_logs.left_over(self.log_dirs)
         strays = stray_logs.find(self.log_dirs, self.store.image, self.node_id)
@@ -304,7 +304,7 @@ class ReplicaManager:
         self.delete_records_purgatory.check_and_complete(tp)
 
     def log_moved(self, old: Path, new: Path) -> None:
-        """A replica moved from log dir `old` to `new` (server/log_dir_moves.py): the counts
+        """A replica moved from log dir `old` to `new` (replica/log_dir_moves.py): the counts
         placement uses and the checkpoint files (each dir's list its own partitions) follow."""
         if self._placed is not None:
             self._placed[old] = self._placed.get(old, 1) - 1

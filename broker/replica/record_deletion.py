@@ -9,7 +9,7 @@ Kafka's Partition.deleteRecordsOnLeader and ReplicaManager.deleteRecordsOnLocalL
 - not led here: NOT_LEADER_OR_FOLLOWER; unknown: UNKNOWN_TOPIC_OR_PARTITION; a failed log dir:
   KAFKA_STORAGE_ERROR.
 The result carries the offset the low watermark must reach and the low watermark now; the caller
-checkpoints the log start offsets, then waits (server/delayed_delete_records.py) if the low
+checkpoints the log start offsets, then waits (replica/delayed_delete_records.py) if the low
 watermark is below the offset.
 """
 
@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 from broker.log.log import OffsetOutOfRange
 
 if TYPE_CHECKING:
-    from broker.server.replica_manager import Partition, ReplicaManager
+    from broker.replica.replica_manager import Partition, ReplicaManager
 
 HIGH_WATERMARK = -1  # the offset that means "up to the high watermark"
 INVALID_LOW_WATERMARK = -1  # the low watermark answered with an error

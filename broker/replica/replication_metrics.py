@@ -25,8 +25,8 @@ from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from broker.controller.controller import Controller
-    from broker.server.replica_fetcher import ReplicaFetcherManager
-    from broker.server.replica_manager import ReplicaManager
+    from broker.replica.replica_fetcher import ReplicaFetcherManager
+    from broker.replica.replica_manager import ReplicaManager
 
 
 class ReplicationCollector(Collector):

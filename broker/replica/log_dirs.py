@@ -3,7 +3,7 @@
 Per configured log dir (absolute path): its total and usable bytes (KIP-827, the numbers the
 `flotilla_log_dir_*_bytes` metrics show) and, for each wanted partition held in it, the log's size,
 the offset lag (Kafka's: high watermark minus log end, never below 0, so 0 for every current log)
-and is_future false; a replica moving to another dir (AlterReplicaLogDirs, server/log_dir_moves.py)
+and is_future false; a replica moving to another dir (AlterReplicaLogDirs, replica/log_dir_moves.py)
 is also reported in its target dir with is_future true and, as Kafka's, the offset lag of the copy
 (the current log's end minus the future log's). An offline
 dir answers KAFKA_STORAGE_ERROR with no topics and -1 sizes. Partitions this broker does not hold

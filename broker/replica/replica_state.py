@@ -10,9 +10,9 @@ watermark counts the larger of the two ISRs (Kafka's "maximal ISR"), so a follow
 already holds the high watermark back and one being removed still does until the write lands:
 the high watermark never passes an offset some replica that might be in the ISR lacks.
 
-Used by server/replica_manager.py: followers' fetches (privileged KIP-227 sessions, handlers/fetch.py)
-call `update_follower`, ISR proposals are written by server/isr_updates.py, and acks=all produces
-wait on `enough_replicas_reached` (server/delayed_produce.py).
+Used by replica/replica_manager.py: followers' fetches (privileged KIP-227 sessions, handlers/fetch.py)
+call `update_follower`, ISR proposals are written by replica/isr_updates.py, and acks=all produces
+wait on `enough_replicas_reached` (replica/delayed_produce.py).
 """
 
 from __future__ import annotations

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Hashable
 
-from broker.server.purgatory import DelayedOperation
+from broker.replica.purgatory import DelayedOperation
 
 if TYPE_CHECKING:
     from broker.server.fetch_session import CachedPartition
-    from broker.server.replica_manager import ReplicaManager
+    from broker.replica.replica_manager import ReplicaManager
 
 
 class DelayedFetch(DelayedOperation):

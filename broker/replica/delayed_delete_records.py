@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Hashable
 
 from kio.schema.errors import ErrorCode
 
-from broker.server.purgatory import DelayedOperation
-from broker.server.record_deletion import INVALID_LOW_WATERMARK, low_watermark
+from broker.replica.purgatory import DelayedOperation
+from broker.replica.record_deletion import INVALID_LOW_WATERMARK, low_watermark
 
 if TYPE_CHECKING:
-    from broker.server.replica_manager import ReplicaManager
+    from broker.replica.replica_manager import ReplicaManager
 
 
 class DelayedDeleteRecords(DelayedOperation):

@@ -13,7 +13,7 @@ A restart comes back consistent: the current dir is renamed away *before* the fu
 its name, so a partition never has two current dirs. At start-up a `-future` dir whose partition
 has no current dir was caught up (the swap had begun) and becomes the current dir; one beside a
 current dir is resumed if the partition is still held here (Kafka resumes its future logs),
-otherwise deleted; `-delete` dirs are deleted (server/stray_logs.py).
+otherwise deleted; `-delete` dirs are deleted (replica/stray_logs.py).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from kio.schema.errors import ErrorCode
 from broker.log.durable import STORAGE_IO, fsync_directory
 from broker.log.future_log import COPY_BYTES, FutureLogCopier, delete_dir_name, find_future_dirs, future_dir_name
 from broker.log.log import Log, LogError
-from broker.server import partition_metadata
+from broker.replica import partition_metadata
 
 if TYPE_CHECKING:
     from broker.metadata.store import MetadataStore
@@ -42,7 +42,7 @@ TopicPartition = tuple[str, int]
 
 
 class Partition(Protocol):
-    """What a move reads of a replica (server/replica_manager.py's Partition); its `log` is swapped."""
+    """What a move reads of a replica (replica/replica_manager.py's Partition); its `log` is swapped."""
 
     topic: str
     index: int

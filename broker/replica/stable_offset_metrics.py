@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from broker.server.replica_manager import ReplicaManager
+    from broker.replica.replica_manager import ReplicaManager
 
 
 def lso_lags(replicas: "ReplicaManager") -> list[tuple[int, str, int]]:

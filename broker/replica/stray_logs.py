@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.metadata.store import NO_TOPIC_ID, MetadataImage
-from broker.server import partition_metadata
+from broker.replica import partition_metadata
 
 log = logging.getLogger(__name__)
 

@@ -42,10 +42,11 @@ from broker.log.log import LogError
 from broker.network.client import AuthenticationFailed, ClientError, KafkaConnection
 from broker.protocol.records import whole_batches_size
 from broker.security.inter_broker_client import inter_broker_client
-from broker.server import cluster_view, follower_identity
+from broker.metadata import cluster_view
+from broker.replica import follower_identity
 from broker.server.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
-from broker.server.replica_manager import ReplicaManager, TopicPartition
-from broker.server.truncation import truncation_state
+from broker.replica.replica_manager import ReplicaManager, TopicPartition
+from broker.replica.truncation import truncation_state
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ class ReplicaFetcher:
     # -- truncation (KIP-101/279) ------------------------------------------------------------
     async def _truncate(self, rm: ReplicaManager) -> None:
         """OffsetForLeaderEpoch rounds until every due partition's log agrees with the leader's
-        (broker/server/truncation.py); a log that diverged in several epochs takes several."""
+        (broker/replica/truncation.py); a log that diverged in several epochs takes several."""
         while await self._truncate_round(rm):
             pass
 
