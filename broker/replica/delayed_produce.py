@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Hashable
 
 from kio.schema.errors import ErrorCode
 
+from broker.replica.partition import effective_min_isr
 from broker.replica.purgatory import DelayedOperation
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class DelayedProduce(DelayedOperation):
                 or self.replicas.writes_fenced(current)):
             self.results[tp] = ErrorCode.not_leader_or_follower
             return
-        min_isr = min(current.log.config.min_insync_replicas, len(state.replicas))
+        min_isr = effective_min_isr(current)
         done, enough = state.enough_replicas_reached(offset, min_isr)
         if done:
             self.results[tp] = ErrorCode.none if enough else ErrorCode.not_enough_replicas_after_append

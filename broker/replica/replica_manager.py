@@ -25,95 +25,34 @@ import logging
 import shutil
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
-from broker import topic_config
 from broker.config import BrokerConfig
 from broker.controller.assignment import NO_LEADER
 from broker.log import checkpoints
-from broker.log.durable import STORAGE_IO, fsync_directory
-from broker.log.log import AppendResult, Log, LogConfig, LogDirOffline, LogError, StorageError
+from broker.log.durable import fsync_directory
+from broker.log.log import Log, LogConfig, LogDirOffline, LogError, StorageError
 from broker.log import cleaner_settings
 from broker.log.cleaner import LogCleaner
-from broker.log.segment import FileRegion
 from broker.metadata.store import MetadataStore, PartitionState, TopicRecord
-from broker.protocol.records import BatchHeader
 from broker.replica import partition_metadata, reassignment_metrics
 from broker.replica import stray_logs
+from broker.replica.appends import Appends
+from broker.replica.housekeeping import CHECKPOINT_INTERVAL_S, Housekeeping  # noqa: F401 (re-exported)
+from broker.replica.isr_maintenance import ISR_RETRY_MAX_S, ISR_RETRY_MIN_S, IsrMaintenance  # noqa: F401
+from broker.replica.lease_fencing import LeaseFencing
 from broker.replica.log_dir_moves import LogDirMoves
-from broker.replica import isr_updates
-from broker.replica.leader_epoch_check import check_current_leader_epoch
+from broker.replica.partition import (Partition, TopicPartition, _now_ms, effective_min_isr, log_config_for,  # noqa: F401
+                                      partition_dir_name)
 from broker.replica.purgatory import Purgatory
 from broker.replica.replica_state import LeaderReplicaState
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
-CHECKPOINT_INTERVAL_S = 5.0  # Kafka writes high-watermark checkpoints every 5 s
 OPEN_AT_ONCE = 64  # partitions opened per turn of the event loop when many become ours at once
-ISR_RETRY_MIN_S = 0.2  # first wait before writing an ISR change whose outcome was unknown again
-ISR_RETRY_MAX_S = 2.0
-
-
-@dataclass
-class Partition:
-    topic: str
-    index: int
-    topic_id: object
-    log: Log
-    leader_epoch: int = 0
-    leader_id: int = NO_LEADER  # the leader in the image (this broker's id while it leads)
-    # Set while this broker leads the partition: its followers and ISR (None on a follower).
-    replica_state: LeaderReplicaState | None = None
-    # The log end when this broker became leader at `leader_epoch` (Kafka's leaderEpochStartOffsetOpt):
-    # until the high watermark reaches it, consumers get no `latest` (KIP-207). None on a follower.
-    epoch_start_offset: int | None = None
-
-    @property
-    def is_leader(self) -> bool:
-        return self.replica_state is not None
-
-
-def log_config_for(config: BrokerConfig, topic_configs: dict[str, str]) -> LogConfig:
-    """The settings in force for a topic: its own, else the broker's (see broker/topic_config.py)."""
-    v = topic_config.in_force(config, topic_configs)
-    flush_ms = int(v["flush.ms"])
-    return LogConfig(
-        segment_bytes=int(v["segment.bytes"]),
-        segment_ms=int(v["segment.ms"]),
-        retention_ms=int(v["retention.ms"]),
-        retention_bytes=int(v["retention.bytes"]),
-        flush_messages=int(v["flush.messages"]),
-        flush_ms=None if flush_ms == topic_config.LONG_MAX else flush_ms,
-        index_interval_bytes=int(v["index.interval.bytes"]),
-        max_message_bytes=int(v["max.message.bytes"]),
-        cleanup_policy=",".join(sorted(v["cleanup.policy"].split(","))),
-        delete_retention_ms=int(v["delete.retention.ms"]),
-        min_cleanable_dirty_ratio=float(v["min.cleanable.dirty.ratio"]),
-        min_compaction_lag_ms=int(v["min.compaction.lag.ms"]),
-        max_compaction_lag_ms=int(v["max.compaction.lag.ms"]),
-        message_timestamp_type=v["message.timestamp.type"],
-        message_timestamp_before_max_ms=int(v["message.timestamp.before.max.ms"]),
-        message_timestamp_after_max_ms=int(v["message.timestamp.after.max.ms"]),
-        min_insync_replicas=int(v["min.insync.replicas"]),
-        producer_id_expiration_ms=config["producer.id.expiration.ms"],
-    )
-
-
-def _out_of_descriptors(exc: BaseException | None) -> bool:
-    while exc is not None:
-        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
-            return True
-        exc = exc.__cause__
-    return False
-
-
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 def _reassigned_away(topic: TopicRecord, index: int) -> bool:
@@ -122,11 +61,7 @@ def _reassigned_away(topic: TopicRecord, index: int) -> bool:
     return index < topic.partitions and topic.assignment is not None and index < len(topic.assignment)
 
 
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-class ReplicaManager:
+class ReplicaManager(IsrMaintenance, LeaseFencing, Appends, Housekeeping):
     """The partitions this broker leads, following the metadata image.
 
     `apply_image` is Kafka's become-leader / stop-leader step: a partition whose leader in the
@@ -476,147 +411,6 @@ class ReplicaManager:
         reassignment_metrics.count_in(self.reassignment_bytes, self.store.image, part.topic, part.index,
                                       self.node_id, len(payload))
 
-    # -- the leader's view of its followers -----------------------------------------------------
-    def follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int, log_start_offset: int,
-                         current_leader_epoch: int) -> ErrorCode:
-        """A follower's fetch of a partition led here (Kafka's updateFollowerFetchState): its
-        log end moves, maybe the high watermark, maybe it rejoins the ISR."""
-        state = part.replica_state
-        if state is None:
-            return ErrorCode.not_leader_or_follower
-        code = check_current_leader_epoch(max(current_leader_epoch, -1), part.leader_epoch)
-        if code != ErrorCode.none:
-            return code
-        if replica_id not in state.followers:  # not a replica of this partition: as Kafka's followerReplicaOrThrow
-            return ErrorCode.unknown_leader_epoch if current_leader_epoch >= 0 else ErrorCode.not_leader_or_follower
-        leo = part.log.log_end_offset
-        if fetch_offset > leo:
-            return ErrorCode.offset_out_of_range
-        previous_start = state.followers[replica_id].log_start_offset
-        if state.update_follower(replica_id, fetch_offset, log_start_offset, leo, _now_ms(), self._isr_eligible):
-            self._high_watermark_moved(part)
-        if log_start_offset != previous_start:  # the low watermark may have moved (KIP-107)
-            self.delete_records_purgatory.check_and_complete((part.topic, part.index))
-        # A broker whose registration is not live (its Lease expired: fenced) or that is shutting
-        # down may still fetch; adding it back would undo the controller, which removes it again:
-        # a loop of writes.
-        reg = self.store.image.brokers.get(replica_id)
-        if replica_id not in state.isr and reg is not None and not reg.shutting_down:
-            proposed = state.propose_expand(replica_id)
-            if proposed is not None:
-                self._write_isr(part, proposed, expand=True)
-        return ErrorCode.none
-
-    def _advance_high_watermark(self, part: Partition) -> None:
-        state = part.replica_state
-        if state is not None and state.maybe_increment_high_watermark(part.log.log_end_offset, _now_ms(),
-                                                                      self._isr_eligible):
-            self._high_watermark_moved(part)
-        elif state is not None and part.log.high_watermark != state.high_watermark:
-            part.log.high_watermark = min(state.high_watermark, part.log.log_end_offset)
-
-    def _isr_eligible(self, broker_id: int) -> bool:
-        """Whether a follower outside the ISR may count for the high watermark (Kafka's
-        isReplicaIsrEligible): its broker is registered and not shutting down."""
-        reg = self.store.image.brokers.get(broker_id)
-        return reg is not None and not reg.shutting_down
-
-    def _high_watermark_moved(self, part: Partition) -> None:
-        part.log.high_watermark = min(part.replica_state.high_watermark, part.log.log_end_offset)
-        tp = (part.topic, part.index)
-        self.fetch_purgatory.check_and_complete(tp)
-        self.produce_purgatory.check_and_complete(tp)
-
-    def _replicas_from_image(self, part: Partition, state: PartitionState) -> None:
-        """Replicas added to or removed from a partition led here at the same epoch (a
-        reassignment, KIP-455): new followers may fetch; removed ones no longer hold the high
-        watermark back."""
-        log.info("%s-%d: replicas now %s", part.topic, part.index, list(state.replicas))
-        part.replica_state.set_replicas(tuple(state.replicas))
-        self._advance_high_watermark(part)
-
-    def _isr_from_image(self, part: Partition, state: PartitionState) -> None:
-        """The image's ISR for a partition still led here at the same epoch (the controller
-        removed a broker whose Lease expired, or our own write came back)."""
-        rs = part.replica_state
-        if rs is not None and rs.pending_isr is None and frozenset(state.isr) != rs.isr:
-            for removed in rs.isr - frozenset(state.isr):
-                # Removed by the controller (its broker's Lease expired): it no longer counts as
-                # caught up for the high watermark, as Kafka leaves fenced brokers out.
-                follower = rs.followers.get(removed)
-                if follower is not None:
-                    follower.last_caught_up_time_ms = 0
-            rs.isr_committed(frozenset(state.isr))
-            self._advance_high_watermark(part)
-            self.produce_purgatory.check_and_complete((part.topic, part.index))
-
-    def _write_isr(self, part: Partition, isr: frozenset[int], expand: bool) -> None:
-        base = part.replica_state.isr  # the ISR the proposal changes (isr_updates.recompute)
-        task = asyncio.get_running_loop().create_task(self._isr_write(part, isr, base, expand), name="isr-write")
-        self._isr_writes.add(task)
-        task.add_done_callback(self._isr_writes.discard)
-
-    async def _isr_write(self, part: Partition, isr: frozenset[int], base: frozenset[int], expand: bool) -> None:
-        """Write an ISR change and settle the leader's state by its outcome. An unknown outcome
-        (a timed-out write, a cut mid-write, a 5xx after commit) may be committed: the proposal
-        stays pending, so the high watermark keeps counting the maximal ISR, and the same change
-        is written again until the record shows what holds (Kafka's leader keeps a pending
-        AlterPartition until the controller answers). Dropping it instead let the leader
-        acknowledge acks=all without a follower the store already held in sync, and lose those
-        records when that follower was elected (issue 35)."""
-        rs = part.replica_state
-        delay = ISR_RETRY_MIN_S
-        while True:
-            committed = await isr_updates.write_isr(self.store, part.topic, part.topic_id, part.index,
-                                                    self.node_id, part.leader_epoch, isr, base)
-            if part.replica_state is not rs or rs is None:
-                return  # leadership moved meanwhile; the image rules
-            if committed is not isr_updates.UNKNOWN:
-                break
-            if delay == ISR_RETRY_MIN_S:
-                log.warning("%s-%d: the ISR change to %s has an unknown outcome; the high watermark counts "
-                            "the maximal ISR %s until the metadata shows which ISR holds", part.topic,
-                            part.index, sorted(isr), sorted(rs.maximal_isr))
-            self.isr_writes_unknown += 1
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, ISR_RETRY_MAX_S)
-            if part.replica_state is not rs:
-                return
-        if committed is None:
-            rs.isr_rejected()
-            return
-        if committed == isr:
-            if expand:
-                self.isr_expands += 1
-            else:
-                self.isr_shrinks += 1
-            log.info("%s-%d: ISR %s %s", part.topic, part.index, "expanded to" if expand else "shrunk to",
-                     sorted(committed))
-        rs.isr_committed(committed)
-        self._advance_high_watermark(part)
-        self.produce_purgatory.check_and_complete((part.topic, part.index))
-
-    def shrink_isrs(self) -> None:
-        """Kafka's maybeShrinkIsr, over every partition led here: followers that have not caught
-        up within replica.lag.time.max.ms leave the ISR (a CAS write of the topic's record)."""
-        now = _now_ms()
-        for part in list(self.partitions.values()):
-            rs = part.replica_state
-            if rs is None:
-                continue
-            proposed = rs.propose_shrink(part.log.log_end_offset, now)
-            if proposed is not None:
-                # The high watermark may move now (maximal ISR keeps it until the write lands).
-                self._write_isr(part, proposed, expand=False)
-
-    async def isr_expiration_loop(self) -> None:
-        """Check for lagging followers every half replica.lag.time.max.ms, as Kafka does."""
-        while True:
-            await asyncio.sleep(self.max_lag_ms / 2000)
-            try:
-                self.shrink_isrs()
-            except Exception:
-                self._log_failure("ISR shrink")
 
     def _open_partitions(self, to_open) -> bool:
         """Open [(tp, topic, partition state)]; failures are logged once per topic and remembered in
@@ -688,27 +482,6 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(tp)
         self.delete_records_purgatory.check_and_complete(tp)
 
-    def writes_fenced(self, part: Partition) -> bool:
-        """Whether a partition led here takes no more writes (NOT_LEADER_OR_FOLLOWER: retriable, the
-        client looks for the new leader): this broker's Lease may have lapsed, so the controller
-        may have elected another leader, and an in-sync follower has stopped fetching from here
-        (the sign that it follows someone else). Through an outage of the API server itself every
-        Lease lapses but no one can elect anyone and the followers fetch on: writes go on then."""
-        rs = part.replica_state
-        if rs is None or not self.may_have_lapsed():
-            return False
-        now = _now_ms()
-        return any(now - rs.followers[r].last_fetch_time_ms > self.follower_silence_ms
-                   for r in rs.maximal_isr if r in rs.followers)
-
-    def registration_lapsed(self) -> None:
-        """While this broker's Lease may have lapsed (called every tick of the store's Lease
-        clock): acks=all writes waiting on partitions led here whose followers went silent are
-        answered now instead of at their timeout."""
-        for tp, part in list(self.partitions.items()):
-            if part.is_leader and self.writes_fenced(part):
-                self.produce_purgatory.check_and_complete(tp)
-
     def leader_or_error(self, topic: str, partition: int) -> tuple[Partition | None, ErrorCode, object]:
         """The partition if this broker leads it, else why not: (None, error, the image's
         PartitionState or None). Led elsewhere -> NOT_LEADER_OR_FOLLOWER (the state names the
@@ -748,222 +521,11 @@ class ReplicaManager:
         part = self.partitions.get((topic, partition))
         return part if part is not None and part.is_leader else None
 
-    def append(self, part: Partition, payload: bytes, headers: list[BatchHeader],
-               from_coordinator: bool = False) -> AppendResult:
-        d = part.log.directory.parent
-        if d in self.offline_dirs:
-            raise LogDirOffline(f"{part.topic}-{part.index}: log directory {d} is offline ({self.offline_dirs[d]})")
-        try:
-            result = part.log.append(payload, headers, leader_epoch=part.leader_epoch,
-                                     from_coordinator=from_coordinator)
-        except StorageError as e:
-            self.mark_offline(d, str(e), e)
-            raise
-        self._advance_high_watermark(part)
-        self.fetch_purgatory.check_and_complete((part.topic, part.index))
-        return result
-
-    async def append_async(self, part: Partition, payload: bytes, headers: list[BatchHeader]) -> AppendResult:
-        """Append for a Produce: the write happens now, and if the flush policy (flush.messages,
-        flush.ms) says the data must be on disk, the answer waits for an fsync that runs in the
-        storage threads, so the event loop serves everyone else meanwhile."""
-        return await self._append_then_flush(part, lambda: part.log.append(
-            payload, headers, leader_epoch=part.leader_epoch, flush_if_due=False))
-
-    async def append_marker_async(self, part: Partition, producer_id: int, producer_epoch: int, commit: bool,
-                                  coordinator_epoch: int) -> AppendResult:
-        """Append a transaction's COMMIT/ABORT marker (WriteTxnMarkers), as append_async does a Produce."""
-        return await self._append_then_flush(part, lambda: part.log.append_marker(
-            producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch=part.leader_epoch,
-            flush_if_due=False))
-
-    async def _append_then_flush(self, part: Partition, append) -> AppendResult:
-        d = part.log.directory.parent
-        if d in self.offline_dirs:
-            raise LogDirOffline(f"{part.topic}-{part.index}: log directory {d} is offline ({self.offline_dirs[d]})")
-        try:
-            result = append()
-            if part.log.flush_is_due():
-                await part.log.flush_async()
-        except OSError as e:
-            err = StorageError(f"{part.topic}-{part.index}: flush failed: {e.strerror or e}")
-            self.mark_offline(d, str(err), e)
-            raise err from e
-        except StorageError as e:
-            self.mark_offline(d, str(e), e)
-            raise
-        self._advance_high_watermark(part)
-        self.fetch_purgatory.check_and_complete((part.topic, part.index))
-        return result
-
-    def read(self, part: Partition, offset: int, max_bytes: int, min_one: bool,
-             upper_bound: int | None = None) -> FileRegion | None:
-        """Batches from `offset`: consumers read below the high watermark, followers (with
-        `upper_bound` = the log end) everything the leader has."""
-        bound = part.log.high_watermark if upper_bound is None else upper_bound
-        return part.log.read(offset, max_bytes, upper_bound=bound, min_one=min_one)
-
-    # -- housekeeping ------------------------------------------------------------------------
-    def mark_offline(self, d: Path, reason: str, exc: BaseException | None = None) -> None:
-        """A log directory failed: say so once, and refuse writes to its partitions from now on.
-        Running out of file descriptors is the process's trouble, not the disk's: that is logged
-        (at most once a minute) and the work is tried again later instead."""
-        if _out_of_descriptors(exc):
-            now = time.monotonic()
-            if now - self._last_logged.get("EMFILE", -1e9) >= 60:
-                self._last_logged["EMFILE"] = now
-                log.error("out of file descriptors (%s); will retry. Raise the open-file limit or hold fewer "
-                          "partitions/connections (repeats logged once a minute)", reason)
-            return
-        if d in self.offline_dirs:
-            return
-        self.offline_dirs[d] = reason
-        log.error("log directory %s is offline: %s. Its partitions refuse writes with KAFKA_STORAGE_ERROR "
-                  "until the broker restarts; what they hold stays readable", d, reason)
-
-    def _each_online_partition(self, what: str, job) -> int:
-        """Run `job(partition)` on every partition of an online dir; a storage failure takes that
-        partition's dir offline instead of stopping the others. Returns the sum of the results."""
-        total = 0
-        for part in list(self.partitions.values()):
-            d = part.log.directory.parent
-            if d in self.offline_dirs:
-                continue
-            try:
-                total += job(part) or 0
-            except (OSError, LogError) as e:
-                self.mark_offline(d, f"{what} of {part.topic}-{part.index} failed: {e}", e)
-        return total
-
-    def _checkpoint_job(self):
-        """Collect every partition's offsets now (on the event loop) and return a callable that
-        writes them, one set of three files per online log dir, from any thread. Writes are
-        serialised and a job older than one already written is dropped, so files never go back."""
-        self._checkpoint_seq += 1
-        seq = self._checkpoint_seq
-        by_dir: dict[Path, dict[str, dict[TopicPartition, int]]] = {d: {} for d in self.log_dirs}
-        for tp, part in self.partitions.items():
-            d = part.log.directory.parent
-            marks = by_dir.setdefault(d, {})
-            marks.setdefault(checkpoints.RECOVERY_POINT, {})[tp] = part.log.recovery_point
-            marks.setdefault(checkpoints.LOG_START_OFFSET, {})[tp] = part.log.log_start_offset
-            marks.setdefault(checkpoints.HIGH_WATERMARK, {})[tp] = part.log.high_watermark
-        for tp, (recovery_point, log_start, high_watermark) in self._marks.items():
-            if tp in self.partitions:
-                continue
-            found = [d for d in self.log_dirs if (d / partition_dir_name(*tp)).exists()]
-            if not found:
-                continue
-            marks = by_dir.setdefault(found[0], {})
-            marks.setdefault(checkpoints.RECOVERY_POINT, {})[tp] = recovery_point
-            marks.setdefault(checkpoints.LOG_START_OFFSET, {})[tp] = log_start
-            marks.setdefault(checkpoints.HIGH_WATERMARK, {})[tp] = high_watermark
-        by_dir = {d: marks for d, marks in by_dir.items() if d not in self.offline_dirs}
-
-        def job() -> list[tuple[Path, OSError]]:
-            failures = []
-            with self._checkpoint_lock:
-                if seq < self._checkpoint_written:
-                    return failures
-                self._checkpoint_written = seq
-                for d, marks in by_dir.items():
-                    try:
-                        d.mkdir(parents=True, exist_ok=True)
-                        for name in (checkpoints.RECOVERY_POINT, checkpoints.LOG_START_OFFSET, checkpoints.HIGH_WATERMARK):
-                            checkpoints.write_checkpoint(d / name, marks.get(name, {}))
-                    except OSError as e:
-                        failures.append((d, e))
-            return failures
-
-        return job
-
-    def _checkpoints_failed(self, failures: list[tuple[Path, OSError]]) -> None:
-        for d, e in failures:
-            self.mark_offline(d, f"writing checkpoints failed: {e}", e)
-
-    def write_checkpoints(self) -> None:
-        """Write the checkpoint files here (start-up, shutdown, topic changes)."""
-        self._checkpoints_failed(self._checkpoint_job()())
-
-    async def write_checkpoints_async(self) -> None:
-        """Write the checkpoint files in the storage threads (the periodic checkpoint)."""
-        job = self._checkpoint_job()
-        self._checkpoints_failed(await asyncio.get_running_loop().run_in_executor(STORAGE_IO, job))
-
-    def enforce_retention(self) -> int:
-        """Segments wholly below the log start offset (DeleteRecords, a leader's log start a
-        follower took), whatever the policy; then retention.ms/bytes for policies with `delete`."""
-        def job(part: Partition) -> int:
-            deleted = part.log.delete_segments_below_start()
-            if "delete" in part.log.config.cleanup_policy.split(","):
-                deleted += part.log.enforce_retention()
-            return deleted
-        return self._each_online_partition("retention", job)
 
     def live_brokers_changed(self) -> None:
         """Broker registrations came or went: the low watermark counts live replicas only, so
         waiting DeleteRecords look again."""
         self.delete_records_purgatory.check_all()
-
-    def remove_expired_producers(self) -> int:
-        """Kafka's periodic producer expiration check, over every partition held here."""
-        now_ms = int(time.time() * 1000)
-        return self._each_online_partition("producer expiration", lambda part: part.log.remove_expired_producers(now_ms))
-
-    async def flush_due(self) -> None:
-        """Time-based flushes (flush.ms), in the storage threads."""
-        due = [p for p in self.partitions.values()
-               if p.log.directory.parent not in self.offline_dirs and p.log.flush_is_due()]
-        results = await asyncio.gather(*(p.log.flush_async() for p in due), return_exceptions=True)
-        for part, r in zip(due, results):
-            if isinstance(r, OSError):
-                self.mark_offline(part.log.directory.parent, f"a time-based flush of {part.topic}-{part.index} failed: {r}", r)
-            elif isinstance(r, BaseException):
-                raise r
-
-    def _log_failure(self, step: str) -> None:
-        """Log an unexpected exception of a background step, with its traceback at most once a minute."""
-        now = time.monotonic()
-        if now - self._last_logged.get(step, -1e9) >= 60:
-            self._last_logged[step] = now
-            log.exception("housekeeping: %s failed; going on (repeats of this are logged once a minute)", step)
-
-    async def housekeeping_loop(self) -> None:
-        """Retention, time-based flush, producer expiration and checkpoints, on Kafka's
-        intervals. A step that fails is logged and the loop goes on: a failed log dir is taken
-        offline (mark_offline), anything else is retried on the next round."""
-        retention_every = self.config["log.retention.check.interval.ms"] / 1000
-        expire_every = self.config["producer.id.expiration.check.interval.ms"] / 1000
-        due = {"retention": time.monotonic() + retention_every, "checkpoint": time.monotonic() + CHECKPOINT_INTERVAL_S,
-               "producer expiration": time.monotonic() + expire_every}
-        while True:
-            await asyncio.sleep(1.0)
-            for step, every, job in (
-                ("time-based flush", 0.0, self.flush_due),
-                ("retention", retention_every, self._retention_step),
-                ("producer expiration", expire_every, self._expiry_step),
-                ("checkpoint", CHECKPOINT_INTERVAL_S, self.write_checkpoints_async),
-            ):
-                if time.monotonic() < due.get(step, 0.0):
-                    continue
-                try:
-                    done = job()
-                    if asyncio.iscoroutine(done):
-                        await done
-                except Exception:
-                    self._log_failure(step)
-                if every:
-                    due[step] = time.monotonic() + every
-
-    def _retention_step(self) -> None:
-        n = self.enforce_retention()
-        if n:
-            log.info("retention deleted %d segments", n)
-
-    def _expiry_step(self) -> None:
-        n = self.remove_expired_producers()
-        if n:
-            log.info("expired %d idle producer ids", n)
 
     def close(self) -> list[str]:
         """Clean shutdown: flush every log, snapshot producer state, write checkpoints, and mark

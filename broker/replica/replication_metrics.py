@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from broker.replica.partition import effective_min_isr
+
 if TYPE_CHECKING:
     from broker.controller.controller import Controller
     from broker.replica.replica_fetcher import ReplicaFetcherManager
@@ -44,7 +46,7 @@ class ReplicationCollector(Collector):
                 continue
             if len(rs.isr) < len(rs.replicas):
                 under += 1
-            if not rs.has_min_isr(min(part.log.config.min_insync_replicas, len(rs.replicas))):
+            if not rs.has_min_isr(effective_min_isr(part)):
                 under_min_isr += 1
             leo = part.log.log_end_offset
             for f in rs.followers.values():

@@ -42,6 +42,7 @@ from broker.server.metadata_backends import open_broker_config_store, open_quota
 from broker.server.metrics import BrokerMetrics
 from broker.server.metrics_http import start_metrics_server
 from broker.server.readiness import NOT_STARTED, Readiness, replica_readiness
+from broker.replica.partition_writer import PartitionWriter
 from broker.replica.purgatory import Purgatory
 from broker.replica.replica_fetcher import ReplicaFetcherManager
 from broker.replica.reassignment_metrics import ReassignmentCollector
@@ -110,11 +111,12 @@ class Broker:
             if config["auto.leader.rebalance.enable"] else None)
         self.topics = TopicManager(config, self.store, self.replicas)
         self.producer_ids = ProducerIdManager(self.store)
+        # The coordinators reach their internal topics' partitions through a PartitionWriter only.
+        writer = PartitionWriter(self.replicas)
         self.groups = GroupCoordinator(config=config, node_id=self.node_id, store=self.store, topics=self.topics,
-                                       replicas=self.replicas, produce_purgatory=self.produce_purgatory)
+                                       writer=writer)
         self.transactions = TransactionCoordinator(
-            config=config, store=self.store, topics=self.topics, replicas=self.replicas,
-            produce_purgatory=self.produce_purgatory, producer_ids=self.producer_ids,
+            config=config, store=self.store, topics=self.topics, writer=writer, producer_ids=self.producer_ids,
             markers=MarkerSender(self.store, self.node_id, self.replica_fetchers.listener,
                                  self.replica_fetchers.security))
         # KIP-890 part 1: partition leaders ask the coordinator before a transaction opens there.

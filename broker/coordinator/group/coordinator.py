@@ -37,13 +37,11 @@ from broker.coordinator.group.group_metadata import (
 from broker.coordinator.group.append_errors import coordinator_error
 from broker.coordinator.group.subscriptions import subscribed_topics
 from broker.coordinator.group.offsets_log import TOPIC, Appended, LoadedMarker, OffsetsLog, StoreError
-from broker.replica.delayed_produce import DelayedProduce
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.metadata.store import MetadataStore
-    from broker.replica.purgatory import Purgatory
-    from broker.replica.replica_manager import ReplicaManager
+    from broker.replica.partition_writer import PartitionWriter
     from broker.server.topics import TopicManager
 
 log = logging.getLogger(__name__)
@@ -143,8 +141,8 @@ def _cancel(timer: Any) -> None:
 
 class GroupCoordinator:
     def __init__(self, *, config: "BrokerConfig", node_id: int, store: "MetadataStore", topics: "TopicManager",
-                 replicas: "ReplicaManager", produce_purgatory: "Purgatory") -> None:
-        self.metadata, self.topics, self.replicas, self.purgatory = store, topics, replicas, produce_purgatory
+                 writer: "PartitionWriter") -> None:
+        self.metadata, self.topics, self.writer = store, topics, writer
         self.initial_rebalance_delay_ms: int = config["group.initial.rebalance.delay.ms"]
         self.min_session_timeout_ms: int = config["group.min.session.timeout.ms"]
         self.max_session_timeout_ms: int = config["group.max.session.timeout.ms"]
@@ -152,7 +150,7 @@ class GroupCoordinator:
         self.offsets_retention_check_ms: int = config["offsets.retention.check.interval.ms"]
         self.commit_timeout_ms: int = config["offsets.commit.timeout.ms"]
         self.groups: dict[str, GroupMetadata] = {}
-        self.store = OffsetsLog(config=config, node_id=node_id, store=store, topics=topics, replicas=replicas)
+        self.store = OffsetsLog(config=config, node_id=node_id, store=store, topics=topics, writer=writer)
         # __consumer_offsets partitions this broker leads and has loaded: its coordinator shards.
         self.shards: set[int] = set()
         # Shards being loaded (replayed) in the background: their groups answer
@@ -162,7 +160,7 @@ class GroupCoordinator:
         self._expiry_task: asyncio.Task | None = None
         # Writes nobody waits on (an empty group's metadata), finished or cancelled at stop.
         self._writes: set[asyncio.Task] = set()
-        replicas.on_leadership_change(self._on_leadership)
+        writer.on_leadership_change(self._on_leadership)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -807,10 +805,8 @@ class GroupCoordinator:
     async def _await_in_sync_replicas(self, appended: Appended) -> ErrorCode:
         """NONE once the in-sync replicas hold `appended` (bounded by offsets.commit.timeout.ms),
         else the coordinator error Kafka answers for the failed write."""
-        tp = (TOPIC, appended.part.index)
-        op = DelayedProduce(self.replicas, {tp: (appended.part, appended.leader_epoch, appended.end_offset)})
-        await self.purgatory.wait(op, [tp], self.commit_timeout_ms / 1000)
-        return coordinator_error(op.results.get(tp, ErrorCode.request_timed_out))
+        return coordinator_error(await self.writer.wait_for_isr(appended.part, appended.leader_epoch,
+                                                                appended.end_offset, self.commit_timeout_ms / 1000))
 
     async def _write(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
         """Append records of one group and wait for its in-sync replicas: every coordinator

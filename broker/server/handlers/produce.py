@@ -27,7 +27,7 @@ from broker.protocol.produce_response import PartitionResult
 from broker.server import transaction_verification
 from broker.security.acl import AclOperation, ResourceType
 from broker.server.handlers.base import NO_THROTTLE, Handler, RequestContext, RequestRefused
-from broker.replica.delayed_produce import DelayedProduce
+from broker.replica.partition import effective_min_isr
 from broker.server.new_leaders import NewLeaders
 
 log = logging.getLogger(__name__)
@@ -102,11 +102,10 @@ class ProduceHandler(Handler):
 
     async def _wait_for_replicas(self, ctx, request, waiting, pending) -> None:
         """acks=all: wait until the ISR holds every appended batch, or the request times out."""
-        op = DelayedProduce(self.broker.replicas, waiting)
         timeout_s = max(request.timeout.total_seconds(), 0.0)
-        await self.broker.produce_purgatory.wait(op, list(waiting), timeout_s)
+        replicated = await self.broker.replicas.wait_for_isr(waiting, timeout_s)
         for tp, result in pending.items():
-            code = op.results.get(tp, ErrorCode.request_timed_out)
+            code = replicated[tp]
             if code != ErrorCode.none:
                 result.error_code = code
                 result.error_message = {
@@ -209,7 +208,7 @@ class ProduceHandler(Handler):
             # Kafka's effectiveMinIsr: min.insync.replicas, capped by the number of replicas; the
             # ISR as this leader knows it (committed to the metadata).
             rs = part.replica_state
-            min_isr = min(part.log.config.min_insync_replicas, len(rs.replicas))
+            min_isr = effective_min_isr(part)
             if not rs.has_min_isr(min_isr):
                 return (ErrorCode.not_enough_replicas, -1, -1, f"{name}-{index} has {len(rs.isr)} in-sync "
                         f"replicas, fewer than {min_isr} (min.insync.replicas)", -1, None)

@@ -25,7 +25,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from broker.log.log import CoordinatorFenced, LogDirOffline, ProducerFenced, StorageError
-from broker.replica.delayed_produce import DelayedProduce
+from broker.replica.partition import effective_min_isr
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.server.handlers.base import Handler, RequestContext, require
 
@@ -62,9 +62,7 @@ class WriteTxnMarkersHandler(Handler):
             results.append((marker, topics))
         replicated: dict[tuple[str, int], ErrorCode] = {}
         if waiting:
-            op = DelayedProduce(self.broker.replicas, waiting)
-            await self.broker.produce_purgatory.wait(op, list(waiting), REQUEST_TIMEOUT_S)
-            replicated = {tp: op.results.get(tp, ErrorCode.request_timed_out) for tp in waiting}
+            replicated = await self.broker.replicas.wait_for_isr(waiting, REQUEST_TIMEOUT_S)
         markers_out = []
         for marker, topics in results:
             topics_out = []
@@ -92,8 +90,7 @@ class WriteTxnMarkersHandler(Handler):
                 return ErrorCode.unknown_topic_or_partition, None
             return ErrorCode.not_leader_or_follower, None
         rs = part.replica_state
-        min_isr = min(part.log.config.min_insync_replicas, len(rs.replicas))
-        if not rs.has_min_isr(min_isr):
+        if not rs.has_min_isr(effective_min_isr(part)):
             return ErrorCode.not_enough_replicas, None
         epoch = part.leader_epoch
         try:
