@@ -80,14 +80,3 @@ class Appends:
         op = DelayedProduce(self, required)
         await self.produce_purgatory.wait(op, list(required), timeout_s)
         return {tp: op.results.get(tp, ErrorCode.request_timed_out) for tp in required}
-
-    async def append_records(self, part: Partition, payload: bytes, headers: list[BatchHeader], *, acks: int,
-                             timeout_s: float, from_coordinator: bool = False) -> tuple[AppendResult, ErrorCode]:
-        """Append to a partition led here and, with acks=all (-1), wait for its in-sync replicas
-        (`wait_for_isr`). Raises what `append` raises; the error code is the replication's."""
-        epoch = part.leader_epoch
-        result = self.append(part, payload, headers, from_coordinator=from_coordinator)
-        if acks != -1:
-            return result, ErrorCode.none
-        tp = (part.topic, part.index)
-        return result, (await self.wait_for_isr({tp: (part, epoch, result.last_offset + 1)}, timeout_s))[tp]
