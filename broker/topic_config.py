@@ -86,8 +86,8 @@ def _only(fixed: str, why: str) -> Callable[[str], str]:
 
 
 def _throttled_replicas(value: str) -> str:
-    """`*` or `partition:broker,...` (server/replication_quota.py reads it), normalised."""
-    from broker.server.replication_quota import ALL, parse_replicas
+    """`*` or `partition:broker,...` (quotas/replication_quota.py reads it), normalised."""
+    from broker.quotas.replication_quota import ALL, parse_replicas
 
     parsed = parse_replicas(value)
     return ALL if parsed == ALL else ",".join(f"{p}:{b}" for p, b in parsed)

@@ -48,7 +48,7 @@ class NetworkMetrics(Protocol):
 
 
 class Dispatcher(SaslDispatcher, Protocol):
-    """What the network layer calls to have a request answered (broker/server/apis.py's
+    """What the network layer calls to have a request answered (broker/apis/dispatcher.py's
     RequestDispatcher is the one): declared here, so nothing of the network imports the server."""
 
     metrics: NetworkMetrics

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Hashable
 from broker.replica.purgatory import DelayedOperation
 
 if TYPE_CHECKING:
-    from broker.server.fetch_session import CachedPartition
+    from broker.apis.fetch_session import CachedPartition
     from broker.replica.replica_manager import ReplicaManager
 
 

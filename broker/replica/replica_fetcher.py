@@ -44,7 +44,7 @@ from broker.protocol.records import whole_batches_size
 from broker.security.inter_broker_client import inter_broker_client
 from broker.metadata import cluster_view
 from broker.replica import follower_identity
-from broker.server.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from broker.apis.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from broker.replica.replica_manager import ReplicaManager, TopicPartition
 from broker.replica.truncation import truncation_state
 
@@ -435,7 +435,7 @@ class ReplicaFetcherManager:
         self.listener = self.security.listener
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.running = False
-        self.quotas = None  # server/replication_quota.ReplicationQuotas (its follower side), set by the broker
+        self.quotas = None  # quotas/replication_quota.ReplicationQuotas (its follower side), set by the broker
 
     def start(self) -> None:
         self.running = True

@@ -44,7 +44,7 @@ _NO_REAUTH = datetime.timedelta(0)
 
 
 class SaslDispatcher(Protocol):
-    """What authentication asks of the request dispatcher (broker/server/apis.py): the versions it
+    """What authentication asks of the request dispatcher (broker/apis/dispatcher.py): the versions it
     serves, ApiVersions answered before the handshake, and an API's own answer carrying an error."""
 
     supported: dict[int, tuple[int, int]]

@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from broker.server.fetch_session import EVICTION_REASONS
+from broker.apis.fetch_session import EVICTION_REASONS
 
 if TYPE_CHECKING:
-    from broker.server.fetch_session import FetchSessionCache
+    from broker.apis.fetch_session import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)

@@ -6,6 +6,6 @@
   codec.py           keys and values of `__consumer_offsets` records (Kafka's layout)
   offsets_log.py     appending to and replaying `__consumer_offsets`
 
-Handlers live in broker/server/handlers/ (find_coordinator, join_group, sync_group, heartbeat,
+Handlers live in broker/apis/handlers/ (find_coordinator, join_group, sync_group, heartbeat,
 leave_group, offset_commit, offset_fetch, list_groups, describe_groups, delete_groups).
 """

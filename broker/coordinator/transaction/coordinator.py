@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from broker.coordinator.producer_ids import ProducerIdManager
     from broker.metadata.store import MetadataStore
     from broker.replica.partition_writer import PartitionWriter
-    from broker.server.topics import TopicManager
+    from broker.admin.topics import TopicManager
 
 log = logging.getLogger(__name__)
 

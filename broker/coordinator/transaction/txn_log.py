@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from broker.metadata.store import MetadataStore
     from broker.replica.partition import Partition
     from broker.replica.partition_writer import PartitionWriter
-    from broker.server.topics import TopicManager
+    from broker.admin.topics import TopicManager
 
 log = logging.getLogger(__name__)
 

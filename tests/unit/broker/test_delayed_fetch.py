@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from broker.log.segment import FileRegion
 from broker.replica.delayed_fetch import DelayedFetch
-from broker.server.fetch_session import CachedPartition
+from broker.apis.fetch_session import CachedPartition
 
 
 @dataclass

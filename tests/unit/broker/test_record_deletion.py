@@ -155,8 +155,8 @@ def test_timestamp_lookups_pass_over_segments_below_the_log_start(tmp_path):
 def test_a_failed_request_answers_every_partition_with_low_watermark_minus_one():
     from types import SimpleNamespace
 
-    from broker.server.handlers.base import RequestContext
-    from broker.server.handlers.delete_records import DeleteRecordsHandler
+    from broker.apis.handlers.base import RequestContext
+    from broker.apis.handlers.delete_records import DeleteRecordsHandler
     from tests.e2e.test_delete_records import delete_request
 
     for version in (0, 1, 2):

@@ -12,11 +12,11 @@ import types
 from kio.schema.errors import ErrorCode
 
 from broker.metadata.store import PartitionState
-from broker.server import offset_lookup
+from broker.apis import offset_lookup
 from broker.replica.delayed_produce import DelayedProduce
-from broker.server.fetch_session import CachedPartition
-from broker.server.handlers.fetch import FetchHandler
-from broker.server.handlers.produce import ProduceHandler
+from broker.apis.fetch_session import CachedPartition
+from broker.apis.handlers.fetch import FetchHandler
+from broker.apis.handlers.produce import ProduceHandler
 from broker.replica.leader_epoch_check import check_current_leader_epoch
 from broker.server.metrics import BrokerMetrics
 from broker.protocol import records
