@@ -84,6 +84,8 @@ def _rv_newer(new: str, old: str | None) -> bool:
 
 
 class KubernetesMetadataStore(MetadataStore):
+    shared_by_fleet = True
+
     def __init__(self, *, cluster_id: str, cluster_name: str, namespace: str | None = None,
                  lease_duration_s: float = 15.0, default_partitions: int = 1,
                  default_replication_factor: int = 1, delete_topic_enable: bool = True,

@@ -34,7 +34,7 @@ class AlterConfigsHandler(Handler):
             outcome = await config_alteration.alter(
                 self.broker.topics, int(r.resource_type), r.resource_name,
                 lambda entries=entries: config_alteration.replace_all(entries), bool(request.validate_only),
-                broker_store=getattr(self.broker, "broker_configs", None))
+                broker_store=self.broker.broker_configs)
             out.append(ctx.build("AlterConfigsResourceResponse", error_code=outcome.error_code,
                                  error_message=outcome.error_message, resource_type=r.resource_type,
                                  resource_name=r.resource_name))

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from broker.coordinator.transaction.coordinator import TransactionCoordinator
     from broker.coordinator.transaction.verification import TxnVerifier
     from broker.metadata.acls import AclStore
+    from broker.metadata.broker_configs import BrokerConfigStore
     from broker.metadata.client_quotas import ClientQuotaStore
     from broker.metadata.store import MetadataStore
     from broker.network.connection import Connection, Dispatcher
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from broker.server.metrics import BrokerMetrics
     from broker.replica.purgatory import Purgatory
     from broker.quotas.quota_manager import QuotaManagers
+    from broker.quotas.replication_quota import ReplicationQuotas
     from broker.replica.replica_manager import ReplicaManager
     from broker.admin.topics import TopicManager
 
@@ -40,6 +42,7 @@ class BrokerServices(Protocol):
     """What handlers use of the broker (broker/server/broker.py's Broker is the one), declared here
     so that nothing under handlers/ imports the module that wires them."""
 
+    node_id: int
     config: "BrokerConfig"
     store: "MetadataStore"
     replicas: "ReplicaManager"
@@ -51,8 +54,10 @@ class BrokerServices(Protocol):
     producer_ids: "ProducerIdManager"
     fetch_sessions: "FetchSessionCache"
     fetch_purgatory: "Purgatory"
-    produce_purgatory: "Purgatory"
+    delete_records_purgatory: "Purgatory"
     quotas: "QuotaManagers"
+    replication_quotas: "ReplicationQuotas"
+    broker_configs: "BrokerConfigStore"
     client_quotas: "ClientQuotaStore"
     acls: "AclStore | None"
     authorizer: "StandardAuthorizer | None"

@@ -122,8 +122,7 @@ class DescribeConfigsHandler(Handler):
             if refused is not None:
                 return [], True, ErrorCode.invalid_request, refused
             # Every key is read-only but the dynamic ones (metadata/broker_configs.py).
-            store = getattr(b, "broker_configs", None)
-            dynamic = dynamic_entries(store.configs if store is not None else {},
+            dynamic = dynamic_entries(b.broker_configs.configs,
                                       str(b.node_id) if resource.resource_name else "",
                                       b.config["__raw__"])
             if not resource.resource_name:

@@ -140,7 +140,7 @@ class FetchHandler(Handler):
         """
         rm = self.broker.replicas
         held = rm.partitions
-        quotas = getattr(self.broker, "replication_quotas", None)
+        quotas = self.broker.replication_quotas
         leader_quota = quotas.leader if quotas is not None and replica_id >= 0 else None
         results: list[tuple[CachedPartition, PartitionResult]] = []
         available: dict[tuple[str, int], int] = {}
@@ -357,7 +357,7 @@ class FetchHandler(Handler):
 
     def held_back(self, replica_id: int) -> Callable[[tuple[str, int]], bool] | None:
         """For a parked follower fetch: whether the leader throttle holds a partition back now."""
-        quotas = getattr(self.broker, "replication_quotas", None)
+        quotas = self.broker.replication_quotas
         if quotas is None or not quotas.leader.partitions:
             return None
         held = self.broker.replicas.partitions
@@ -372,7 +372,7 @@ class FetchHandler(Handler):
         """KIP-73, as Kafka's KafkaApis counts it: every follower fetch records against the leader
         quota the size of its response restricted to the throttled partitions (framing included,
         so even an idle in-sync follower's fetches count; records of in-sync replicas too)."""
-        quotas = getattr(self.broker, "replication_quotas", None)
+        quotas = self.broker.replication_quotas
         if quotas is None or (quotas.leader.bound is None and not quotas.leader.partitions):
             return  # no throttle set: nothing to measure (and no "throttled bytes" to count)
         throttled = [(cp, pr) for cp, pr in sent

@@ -32,7 +32,7 @@ class IncrementalAlterConfigsHandler(Handler):
                     lambda entries=entries: config_alteration.incremental(
                         entries, lambda current: topic_config.in_force(config, current)),
                     bool(request.validate_only),
-                broker_store=getattr(self.broker, "broker_configs", None))
+                broker_store=self.broker.broker_configs)
             out.append(ctx.build("AlterConfigsResourceResponse", error_code=outcome.error_code,
                                  error_message=outcome.error_message, resource_type=r.resource_type,
                                  resource_name=r.resource_name))

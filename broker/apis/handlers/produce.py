@@ -171,7 +171,7 @@ class ProduceHandler(Handler):
         if (self.broker.config["transaction.partition.verification.enable"]
                 and transaction_verification.needs_verification(part.log.producer_state, h)):
             code, message = await transaction_verification.verify(
-                getattr(self.broker, "txn_verifier", None), request.transactional_id, h.producer_id,
+                self.broker.txn_verifier, request.transactional_id, h.producer_id,
                 h.producer_epoch, name, index)
             if code != ErrorCode.none:
                 return code, -1, -1, message, -1, None

@@ -110,11 +110,8 @@ class WriteTxnMarkersHandler(Handler):
 
     def _tell_group_coordinator(self, partition: int, marker) -> ErrorCode:
         """UNKNOWN_SERVER_ERROR if the group coordinator failed to apply it (as Kafka answers)."""
-        apply = getattr(self.broker.groups, "on_txn_marker", None)
-        if apply is None:
-            return ErrorCode.none
         try:
-            apply(partition, int(marker.producer_id), bool(marker.transaction_result))
+            self.broker.groups.on_txn_marker(partition, int(marker.producer_id), bool(marker.transaction_result))
         except Exception:  # noqa: BLE001 - the marker is written; the offsets cache is the coordinator's
             log.exception("applying transactional offsets of producer %d on __consumer_offsets-%d failed",
                           marker.producer_id, partition)

@@ -128,7 +128,7 @@ def test_consumer_fetch_with_a_stale_or_newer_leader_epoch(tmp_path):
     rm.apply_image(store.image)
     part = rm.get("t", 0)
     rm.append(part, *batch(2))
-    handler = FetchHandler(broker=types.SimpleNamespace(replicas=rm, store=store))
+    handler = FetchHandler(broker=types.SimpleNamespace(replicas=rm, store=store, replication_quotas=None))
 
     def fetch(epoch: int):
         results, _, errors, _ = handler.read([CachedPartition("t", None, 0, 0, 1 << 20, -1, epoch)], False, 1 << 20)
