@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from kio.schema.errors import ErrorCode
 
-from broker.network.response import Response
+from broker.protocol.response import Response
 from broker.protocol import codec
 from broker.security.authz_session import AuthzSession, peer_host
 from broker.security.principal import ANONYMOUS

@@ -45,11 +45,8 @@ from typing import Callable, Hashable, Iterable, Iterator
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.fetch_response import PartitionResult
-
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
-MAX_EPOCH = 2**31 - 1
+from broker.protocol.fetch_session_ids import (FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID,  # noqa: F401
+                                              MAX_EPOCH, next_epoch)
 
 #: A partition inside a session: (topic id, partition) when the session uses topic ids (Fetch v13+),
 #: (topic name, partition) below v13. Topic ids are keyed by their 128-bit integer: a uuid's own
@@ -59,13 +56,6 @@ PartitionKey = tuple[Hashable, int]
 
 def topic_key(topic_id: uuid.UUID | None) -> int:
     return topic_id.int if topic_id is not None else 0
-
-
-def next_epoch(epoch: int) -> int:
-    """The epoch after `epoch`: +1, wrapping from MAX_INT to 1; FINAL stays FINAL."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    return 1 if epoch >= MAX_EPOCH else epoch + 1
 
 
 def now_ms() -> int:

@@ -21,32 +21,11 @@ from collections.abc import Mapping
 from broker.metadata import broker_configs
 from broker.metadata.store import MetadataImage
 from broker.quotas.quota_stats import RateConfig, SimpleRate
+from broker.topic_config import ALL, parse_replicas  # noqa: F401 (the throttled-replicas syntax is the topic config's)
 
 LEADER, FOLLOWER = "leader", "follower"
 REPLICAS_KEY = {LEADER: "leader.replication.throttled.replicas", FOLLOWER: "follower.replication.throttled.replicas"}
 RATE_KEY = {LEADER: broker_configs.LEADER_RATE, FOLLOWER: broker_configs.FOLLOWER_RATE}
-ALL = "*"
-
-
-def parse_replicas(value: str) -> list[tuple[int, int]] | str:
-    """`*`, or the (partition, broker) pairs of `p:b,p:b`; ValueError naming a bad entry."""
-    value = value.strip()
-    if value == ALL:
-        return ALL
-    out = []
-    for item in (v.strip() for v in value.split(",")):
-        if not item:
-            continue
-        p, sep, b = item.partition(":")
-        try:
-            if not sep:
-                raise ValueError
-            out.append((int(p), int(b)))
-        except ValueError:
-            raise ValueError(f"{item!r} is not partition:broker (a list of them, or *)") from None
-        if out[-1][0] < 0 or out[-1][1] < 0:
-            raise ValueError(f"{item!r}: partition and broker ids are not negative")
-    return out
 
 
 def throttled_partitions(image: MetadataImage, key: str, broker_id: int) -> frozenset[tuple[str, int]]:

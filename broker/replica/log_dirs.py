@@ -12,13 +12,12 @@ are left out, as Kafka leaves them out; there is no per-partition error.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 from kio.schema.errors import ErrorCode
-
-from broker.server.metrics import disk_space
 
 LONG_MAX = (1 << 63) - 1
 
@@ -38,6 +37,17 @@ class LogDirInfo:
     total_bytes: int = -1
     usable_bytes: int = -1
     topics: dict[str, list[PartitionDirInfo]] = field(default_factory=dict)
+
+
+def disk_space(path: os.PathLike | str) -> tuple[int, int] | None:
+    """(total, usable) bytes of the filesystem holding `path`, as KIP-827 counts them (usable:
+    what an unprivileged writer may still use), or None when it cannot be read (a failed disk:
+    flotilla_log_dir_offline says so)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 def describe(log_dirs: Iterable[Path], offline: dict[Path, str], partitions: dict,

@@ -44,7 +44,7 @@ from broker.protocol.records import whole_batches_size
 from broker.security.inter_broker_client import inter_broker_client
 from broker.metadata import cluster_view
 from broker.replica import follower_identity
-from broker.apis.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from broker.protocol.fetch_session_ids import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from broker.replica.replica_manager import ReplicaManager, TopicPartition
 from broker.replica.truncation import truncation_state
 

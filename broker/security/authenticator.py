@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from broker.network.response import Response
+from broker.protocol.response import Response
 from broker.protocol import codec
 from broker.security.listeners import ListenerSecurity
 from broker.security.mechanisms import SaslFailure, SaslServer, server_for

@@ -29,7 +29,7 @@ def open_acl_store(metadata_store, directory: Path) -> AclStore:
 def open_scram_store(metadata_store, directory: Path) -> ScramCredentialStore:
     """SCRAM credentials (KIP-554): the Secret `<cluster>-scram-credentials`, or a file."""
     if _in_a_fleet(metadata_store):
-        from broker.security.kube_scram_store import KubernetesScramCredentialStore
+        from broker.metadata.kube_scram_store import KubernetesScramCredentialStore
 
         return KubernetesScramCredentialStore(metadata_store)
     return FileScramCredentialStore(directory)

@@ -7,7 +7,6 @@ so the hot path does no extra work for them.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -16,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from broker.apis.fetch_session import EVICTION_REASONS
+from broker.replica.log_dirs import disk_space  # noqa: F401 (the log-dir gauges read it)
 
 if TYPE_CHECKING:
     from broker.apis.fetch_session import FetchSessionCache
@@ -57,17 +57,6 @@ class _LogCollector(Collector):
         yield from (size, leo, lso, segs, offline, total, usable)
         if rm is not None:
             yield from _cleaner_metrics(rm.cleaner)
-
-
-def disk_space(path: os.PathLike | str) -> tuple[int, int] | None:
-    """(total, usable) bytes of the filesystem holding `path`, as KIP-827 counts them (usable:
-    what an unprivileged writer may still use), or None when it cannot be read (a failed disk:
-    flotilla_log_dir_offline says so)."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 def _cleaner_metrics(cleaner) -> Iterable[Any]:

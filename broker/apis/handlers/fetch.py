@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 from kio.schema.errors import ErrorCode
 
 from broker.log.log import OffsetOutOfRange
-from broker.network.response import Response
+from broker.protocol.response import Response
 from broker.protocol import fetch_response
 from broker.protocol.fetch_response import PartitionResult, TopicResult
 from broker.security.acl import AclOperation, ResourceType

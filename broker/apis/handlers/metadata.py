@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.assignment import NO_LEADER
 from broker.metadata.store import NO_TOPIC_ID
-from broker.network.response import Response
+from broker.protocol.response import Response
 from broker.protocol import codec
 from broker.metadata import cluster_view
 from broker.security.acl import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType

@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.log.log import (DuplicateSequence, InvalidTimestamp, KeylessRecord, LogDirOffline, OutOfOrderSequence,
                             ProducerFenced, StorageError)
-from broker.network.response import Response
+from broker.protocol.response import Response
 from broker.protocol import produce_response, records
 from broker.protocol.produce_response import PartitionResult
 from broker.apis import transaction_verification

@@ -13,7 +13,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.static.primitive import i16, i32
 
-from broker.network.response import Response
+from broker.protocol.response import Response
 from broker.apis.dispatcher import RequestDispatcher
 from broker.apis.handlers.base import Handler
 from broker.apis.handlers.find_coordinator import FindCoordinatorHandler

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from broker.log.segment import FileRegion
+from broker.protocol.file_region import FileRegion
 
 Chunk = Union[bytes, FileRegion]
 
