@@ -15,19 +15,24 @@ leadership ends. Kafka's answers:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Hashable
+from typing import Hashable, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from broker.replica.partition import effective_min_isr
+from broker.replica.partition import Partition, effective_min_isr
 from broker.replica.purgatory import DelayedOperation
 
-if TYPE_CHECKING:
-    from broker.replica.replica_manager import ReplicaManager
+
+class Leaders(Protocol):
+    """What a DelayedProduce reads of the replica manager (replica/replica_manager.py)."""
+
+    def get(self, topic: str, partition: int) -> Partition | None: ...
+
+    def writes_fenced(self, part: Partition) -> bool: ...
 
 
 class DelayedProduce(DelayedOperation):
-    def __init__(self, replicas: "ReplicaManager", required: dict[tuple[str, int], tuple[object, int, int]]) -> None:
+    def __init__(self, replicas: Leaders, required: dict[tuple[str, int], tuple[object, int, int]]) -> None:
         """`required`: (topic, partition) -> (the partition object appended to, its leader epoch,
         the offset the high watermark must reach: the last appended offset + 1)."""
         super().__init__()
