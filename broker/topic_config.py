@@ -85,10 +85,32 @@ def _only(fixed: str, why: str) -> Callable[[str], str]:
     return parse
 
 
-def _throttled_replicas(value: str) -> str:
-    """`*` or `partition:broker,...` (server/replication_quota.py reads it), normalised."""
-    from broker.server.replication_quota import ALL, parse_replicas
+ALL = "*"  # every replica of the topic (leader/follower.replication.throttled.replicas)
 
+
+def parse_replicas(value: str) -> list[tuple[int, int]] | str:
+    """`*`, or the (partition, broker) pairs of `p:b,p:b`; ValueError naming a bad entry."""
+    value = value.strip()
+    if value == ALL:
+        return ALL
+    out = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        p, sep, b = item.partition(":")
+        try:
+            if not sep:
+                raise ValueError
+            out.append((int(p), int(b)))
+        except ValueError:
+            raise ValueError(f"{item!r} is not partition:broker (a list of them, or *)") from None
+        if out[-1][0] < 0 or out[-1][1] < 0:
+            raise ValueError(f"{item!r}: partition and broker ids are not negative")
+    return out
+
+
+def _throttled_replicas(value: str) -> str:
+    """`*` or `partition:broker,...` (quotas/replication_quota.py reads it), normalised."""
     parsed = parse_replicas(value)
     return ALL if parsed == ALL else ",".join(f"{p}:{b}" for p, b in parsed)
 

@@ -9,7 +9,7 @@ A controller whose Lease renewal failed stops writing at once (`store.is_control
 false at the renew deadline, and every write is checked against it).
 
 Leaders write ISR changes of their partitions themselves (followers falling out of or rejoining
-the ISR, server/isr_updates.py) with compare-and-sets of the same records; the controller removes
+the ISR, replica/isr_updates.py) with compare-and-sets of the same records; the controller removes
 brokers whose Lease expired from the ISRs and elects leaders from the live ISR (planner.py).
 """
 

@@ -17,7 +17,7 @@
   leading until it stops), and it leaves every ISR that keeps a leader without it.
 - A partition being reassigned (controller/reassignment.py) finishes once every target replica
   is in the ISR.
-The leader changes the ISR too (followers falling behind or catching up; server/isr_updates.py),
+The leader changes the ISR too (followers falling behind or catching up; replica/isr_updates.py),
 with a compare-and-set of the same record; both read the newest image before writing.
 """
 

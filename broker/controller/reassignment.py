@@ -8,14 +8,14 @@ a controller change (the next controller reads it from the store):
   assignment `replicas - adding`.
 - Starting one (`start`) only writes these sets: adding replicas open an empty log on their broker,
   follow the leader through the replica fetcher and are added to the ISR by the leader once caught
-  up (server/replica_state.py: at the high watermark and the leader's epoch start), like any
+  up (replica/replica_state.py: at the high watermark and the leader's epoch start), like any
   follower. Until then they count neither in the ISR nor for acks=all.
 - Once every target replica is in the ISR, `complete` writes the target as the replicas, the ISR
   without the removed replicas and, if the leader is being removed, a leader elected from the
   target's in-sync replicas. A completion that removes replicas bumps the leader epoch (Kafka's
   triggerLeaderEpochBumpForReplicaReassignmentIfNeeded), which fences the removed replicas. The
   removed replicas' brokers see they are no longer replicas only in the committed record, and then
-  delete their logs (server/replica_manager.py; Kafka's StopReplica with deletion).
+  delete their logs (replica/replica_manager.py; Kafka's StopReplica with deletion).
 - Cancelling (`cancel`) reverts to the original replicas: adding replicas leave the replica set and
   the ISR; if the ISR would be left empty, only an unclean election could revert, which is refused
   unless unclean.leader.election.enable.

@@ -518,7 +518,7 @@ class LogCleaner:
         return self._changed is not None
 
     def reconfigure(self, settings: CleanerSettings) -> None:
-        """Apply new settings (checked by the caller: server/cleaner_reconfiguration.py): the I/O rate at once, the
+        """Apply new settings (checked by the caller: admin/cleaner_reconfiguration.py): the I/O rate at once, the
         backoff to sleeping workers at once, map and buffer sizes from each worker's next cleaning,
         and the worker count (extra workers finish their cleaning and stop; new ones start)."""
         if settings == self.settings:

@@ -5,7 +5,7 @@ Kafka names it `<topic>-<partition>.<id>-future` and fills it as a follower fill
 the current log instead of a leader (ReplicaAlterLogDirsThread): batches byte for byte, their
 offsets, epochs and CRCs kept, so producer state, leader epochs and transaction indexes follow.
 This module is that copy, one bounded step at a time, on real files; when and under which lock
-the future log takes the current one's place is `server/log_dir_moves.py`'s.
+the future log takes the current one's place is `replica/log_dir_moves.py`'s.
 
 What the current log does meanwhile is followed: a truncation (a follower's log diverged from
 its new leader's) is applied to the future log before the next step copies anything, and a log

@@ -11,7 +11,6 @@ import errno
 import logging
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
@@ -20,6 +19,7 @@ from broker.log.durable import fsync_data, fsync_path
 from broker.log.transaction_index import TransactionIndex
 from broker.log.index import OffsetIndex, TimeIndex
 from broker.protocol import batch_records, records
+from broker.protocol.file_region import FileRegion  # noqa: F401 (what read() returns)
 from broker.protocol.records import BatchHeader
 
 log = logging.getLogger(__name__)
@@ -51,19 +51,6 @@ class SegmentFile:
             os.close(self.fd)
         except OSError:
             pass
-
-
-@dataclass(frozen=True, slots=True)
-class FileRegion:
-    """Bytes `[position, position+length)` of a segment file, sent with sendfile()."""
-
-    file: SegmentFile
-    position: int
-    length: int
-
-    @property
-    def fd(self) -> int:
-        return self.file.fd
 
 
 class Segment:

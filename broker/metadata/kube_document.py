@@ -1,6 +1,6 @@
 """One JSON document of a fleet's metadata in one named Kubernetes object (a ConfigMap or a Secret),
 watched by every broker and written with compare-and-set: the cluster's SCRAM credentials (a Secret,
-broker/security/kube_scram_store.py), ACLs (a ConfigMap, kube_acls.py) and client quotas (a
+broker/metadata/kube_scram_store.py), ACLs (a ConfigMap, kube_acls.py) and client quotas (a
 ConfigMap, kube_quotas.py).
 
 The object `<name>` (label flotilla.io/cluster, owned by the KafkaCluster when the brokers know

@@ -203,6 +203,10 @@ class MetadataStore(abc.ABC):
     image: MetadataImage
     # How long a registration or the controller Lease lasts without renewal (0: no Leases).
     lease_duration_s: float = 0.0
+    # Whether the whole fleet shares this store (Kubernetes): the cluster's other metadata (ACLs,
+    # client quotas, broker configs, SCRAM credentials) then lives in the cluster's own objects
+    # beside it, else in files next to this broker's metadata (server/metadata_backends.py).
+    shared_by_fleet: bool = False
 
     def __init__(self) -> None:
         self._subscribers: list[Callable[[MetadataImage, MetadataImage], None]] = []

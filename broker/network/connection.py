@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from prometheus_client import Counter, Gauge
 
 from broker.network.memory_pool import RequestMemoryPool
-from broker.network.response import Response
+from broker.protocol.response import Response
 from broker.protocol import codec
 from broker.security.authenticator import SaslAuthenticator, SaslDispatcher, reauthenticator
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
@@ -48,7 +48,7 @@ class NetworkMetrics(Protocol):
 
 
 class Dispatcher(SaslDispatcher, Protocol):
-    """What the network layer calls to have a request answered (broker/server/apis.py's
+    """What the network layer calls to have a request answered (broker/apis/dispatcher.py's
     RequestDispatcher is the one): declared here, so nothing of the network imports the server."""
 
     metrics: NetworkMetrics

@@ -14,7 +14,7 @@ import struct
 import uuid
 from dataclasses import dataclass, field, replace
 
-from broker.log.segment import FileRegion
+from broker.protocol.file_region import FileRegion
 from broker.protocol.varint import uvarint_bytes
 
 MIN_VERSION = 4

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from broker.network.response import Response
+from broker.protocol.response import Response
 from broker.protocol import codec
 from broker.security.listeners import ListenerSecurity
 from broker.security.mechanisms import SaslFailure, SaslServer, server_for
@@ -44,7 +44,7 @@ _NO_REAUTH = datetime.timedelta(0)
 
 
 class SaslDispatcher(Protocol):
-    """What authentication asks of the request dispatcher (broker/server/apis.py): the versions it
+    """What authentication asks of the request dispatcher (broker/apis/dispatcher.py): the versions it
     serves, ApiVersions answered before the handshake, and an API's own answer carrying an error."""
 
     supported: dict[int, tuple[int, int]]

@@ -15,8 +15,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 
-from broker.config import INTER_BROKER_UNAUTHENTICATED, BrokerConfig, ConfigError
-from broker.server.follower_identity import inter_broker_listener
+from broker.config import INTER_BROKER_LISTENER, INTER_BROKER_UNAUTHENTICATED, BrokerConfig, ConfigError
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ def _credentials(config: BrokerConfig, listener: str, mechanism: str) -> tuple[s
 
 
 def inter_broker_client(config: BrokerConfig) -> InterBrokerClient:
-    listener = inter_broker_listener(config)
+    listener = config[INTER_BROKER_LISTENER]  # as broker/config.py resolved it (Kafka's rules)
     protocol = config.protocol_of(listener)
     context = _client_context(config, listener) if protocol in ("SSL", "SASL_SSL") else None
     if not protocol.startswith("SASL_") or config.values.get(INTER_BROKER_UNAUTHENTICATED):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from broker.metadata.acls import AclStore
 from broker.security.authorizer import StandardAuthorizer
-from broker.server.follower_identity import inter_broker_listener
+from broker.replica.follower_identity import inter_broker_listener
 from broker.server.metadata_backends import open_acl_store
 
 log = logging.getLogger(__name__)

@@ -29,33 +29,34 @@ from broker.metadata import open_store
 from broker.metadata.store import BrokerRegistration, ClusterIdMismatch, DuplicateBroker, Endpoint, StoreUnavailable
 from broker.metadata.meta_properties import ensure_meta_properties
 from broker.network.server import SocketServer
-from broker.server import file_descriptors
+from broker.admin import file_descriptors
 from broker.security.authz_session import denials_counter
-from broker.server.apis import RequestDispatcher
+from broker.apis.dispatcher import RequestDispatcher
 from broker.server.authorization import open_authorizer
-from broker.server.cleaner_reconfiguration import CleanerReconfiguration
+from broker.admin.cleaner_reconfiguration import CleanerReconfiguration
 from broker.server.controlled_shutdown import hand_over
-from broker.server.fetch_session import FetchSessionCache
-from broker.server.handlers import all_handlers
+from broker.apis.fetch_session import FetchSessionCache
+from broker.apis.handlers import all_handlers
 from broker.server.loop_errors import RateLimitedExceptionHandler
 from broker.server.metadata_backends import open_broker_config_store, open_quota_store, open_scram_store
 from broker.server.metrics import BrokerMetrics
 from broker.server.metrics_http import start_metrics_server
 from broker.server.readiness import NOT_STARTED, Readiness, replica_readiness
-from broker.server.purgatory import Purgatory
-from broker.server.replica_fetcher import ReplicaFetcherManager
-from broker.server.reassignment_metrics import ReassignmentCollector
-from broker.server.replication_metrics import ReplicationCollector
-from broker.server.stable_offset_metrics import StableOffsetCollector
-from broker.server.quota_manager import QuotaConfig, QuotaManagers
-from broker.server.quota_metrics import QuotaMetrics
-from broker.server.replication_quota import ReplicationQuotas
-from broker.server.replication_quota_metrics import ReplicationQuotaMetrics
-from broker.server.replica_manager import ReplicaManager
-from broker.server.restart_fencing import fence_previous_leaderships
-from broker.server.store_wait import until_available
+from broker.replica.partition_writer import PartitionWriter
+from broker.replica.purgatory import Purgatory
+from broker.replica.replica_fetcher import ReplicaFetcherManager
+from broker.replica.reassignment_metrics import ReassignmentCollector
+from broker.replica.replication_metrics import ReplicationCollector
+from broker.replica.stable_offset_metrics import StableOffsetCollector
+from broker.quotas.quota_manager import QuotaConfig, QuotaManagers
+from broker.quotas.quota_metrics import QuotaMetrics
+from broker.quotas.replication_quota import ReplicationQuotas
+from broker.quotas.replication_quota_metrics import ReplicationQuotaMetrics
+from broker.replica.replica_manager import ReplicaManager
+from broker.replica.restart_fencing import fence_previous_leaderships
+from broker.metadata.store_wait import until_available
 from broker.security.scram_store import attach_scram_store
-from broker.server.topics import TopicManager
+from broker.admin.topics import TopicManager
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +111,12 @@ class Broker:
             if config["auto.leader.rebalance.enable"] else None)
         self.topics = TopicManager(config, self.store, self.replicas)
         self.producer_ids = ProducerIdManager(self.store)
+        # The coordinators reach their internal topics' partitions through a PartitionWriter only.
+        writer = PartitionWriter(self.replicas)
         self.groups = GroupCoordinator(config=config, node_id=self.node_id, store=self.store, topics=self.topics,
-                                       replicas=self.replicas, produce_purgatory=self.produce_purgatory)
+                                       writer=writer)
         self.transactions = TransactionCoordinator(
-            config=config, store=self.store, topics=self.topics, replicas=self.replicas,
-            produce_purgatory=self.produce_purgatory, producer_ids=self.producer_ids,
+            config=config, store=self.store, topics=self.topics, writer=writer, producer_ids=self.producer_ids,
             markers=MarkerSender(self.store, self.node_id, self.replica_fetchers.listener,
                                  self.replica_fetchers.security))
         # KIP-890 part 1: partition leaders ask the coordinator before a transaction opens there.
@@ -133,7 +135,7 @@ class Broker:
         self.broker_configs = open_broker_config_store(self.store, first_dir)
         self.broker_configs.subscribe(self.replication_quotas.update_rates)
         self.replication_quotas.update_rates(self.broker_configs.configs)
-        # The dynamic log cleaner keys (server/cleaner_reconfiguration.py): checked, then applied live.
+        # The dynamic log cleaner keys (admin/cleaner_reconfiguration.py): checked, then applied live.
         cleaner_keys = CleanerReconfiguration(self.node_id, config["__raw__"], self.replicas.cleaner)
         self.broker_configs.check = cleaner_keys.check
         self.broker_configs.subscribe(cleaner_keys.apply)

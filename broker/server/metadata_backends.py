@@ -9,11 +9,12 @@ from pathlib import Path
 from broker.metadata.acls import AclStore, FileAclStore
 from broker.metadata.broker_configs import BrokerConfigStore, FileBrokerConfigStore
 from broker.metadata.client_quotas import ClientQuotaStore, FileClientQuotaStore
+from broker.metadata.store import MetadataStore
 from broker.security.scram_store import FileScramCredentialStore, ScramCredentialStore
 
 
-def _in_a_fleet(metadata_store) -> bool:
-    return type(metadata_store).__name__ == "KubernetesMetadataStore"
+def _in_a_fleet(metadata_store: MetadataStore) -> bool:
+    return metadata_store.shared_by_fleet
 
 
 def open_acl_store(metadata_store, directory: Path) -> AclStore:
@@ -28,7 +29,7 @@ def open_acl_store(metadata_store, directory: Path) -> AclStore:
 def open_scram_store(metadata_store, directory: Path) -> ScramCredentialStore:
     """SCRAM credentials (KIP-554): the Secret `<cluster>-scram-credentials`, or a file."""
     if _in_a_fleet(metadata_store):
-        from broker.security.kube_scram_store import KubernetesScramCredentialStore
+        from broker.metadata.kube_scram_store import KubernetesScramCredentialStore
 
         return KubernetesScramCredentialStore(metadata_store)
     return FileScramCredentialStore(directory)

@@ -7,7 +7,6 @@ so the hot path does no extra work for them.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -15,11 +14,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from broker.server.fetch_session import EVICTION_REASONS
+from broker.apis.fetch_session import EVICTION_REASONS
+from broker.replica.log_dirs import disk_space  # noqa: F401 (the log-dir gauges read it)
 
 if TYPE_CHECKING:
-    from broker.server.fetch_session import FetchSessionCache
-    from broker.server.replica_manager import ReplicaManager
+    from broker.apis.fetch_session import FetchSessionCache
+    from broker.replica.replica_manager import ReplicaManager
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -57,17 +57,6 @@ class _LogCollector(Collector):
         yield from (size, leo, lso, segs, offline, total, usable)
         if rm is not None:
             yield from _cleaner_metrics(rm.cleaner)
-
-
-def disk_space(path: os.PathLike | str) -> tuple[int, int] | None:
-    """(total, usable) bytes of the filesystem holding `path`, as KIP-827 counts them (usable:
-    what an unprivileged writer may still use), or None when it cannot be read (a failed disk:
-    flotilla_log_dir_offline says so)."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 def _cleaner_metrics(cleaner) -> Iterable[Any]:

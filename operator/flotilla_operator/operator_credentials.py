@@ -33,7 +33,7 @@ from typing import Any, Mapping
 from broker.metadata import kube_objects as ko
 from broker.metadata.kube_document import document_of, object_data
 from broker.security.credentials import scram_credential
-from broker.security.kube_scram_store import DATA_KEY, secret_name as scram_secret_name
+from broker.metadata.kube_scram_store import DATA_KEY, secret_name as scram_secret_name
 from broker.security.scram_store import apply_changes, from_doc, to_doc
 
 from .builders import certificates as certs

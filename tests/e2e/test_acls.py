@@ -584,7 +584,7 @@ def _wire_as(acl: AclBroker, user: str):
     from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
     from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-    from tests.support import kafka_wire
+    from flotilla.testenv import kafka_wire
     from tests.support.acl_broker import USERS
 
     conn = kafka_wire.connect(f"127.0.0.1:{acl.sasl_port}")

@@ -1,5 +1,5 @@
 """A follower's fetch is believed only from a live broker of the fleet, in its current incarnation,
-on the inter-broker listener (issue 18 item 3; KIP-903, broker/server/follower_identity.py).
+on the inter-broker listener (issue 18 item 3; KIP-903, broker/replica/follower_identity.py).
 
 Three brokers with a CLIENT and a REPLICATION listener (`inter.broker.listener.name`). A client
 that forges follower fetches (any replica_id, with or without a broker epoch, on either listener)
@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
 from broker.metadata.store import BrokerRegistration
-from broker.server.follower_identity import broker_epoch
+from broker.replica.follower_identity import broker_epoch
 from tests.e2e.test_replication import create_topic, records_batch
 from flotilla.testenv import kafka_wire
 from flotilla.testenv.brokers.broker_process import free_port

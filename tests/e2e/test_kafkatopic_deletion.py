@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from broker.metadata import kube_objects as ko
-from broker.server import partition_metadata
+from broker.replica import partition_metadata
 from tests.e2e.test_replication import OVERRIDES, create_topic, producer, read_all
 from flotilla.testenv.brokers.cluster import BrokerCluster
 from flotilla.testenv.waiting import wait_for

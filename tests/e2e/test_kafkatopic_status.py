@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from broker.metadata import kube_objects as ko
-from broker.server import partition_metadata
+from broker.replica import partition_metadata
 from tests.e2e.test_replication import OVERRIDES, create_topic, partition_states, producer, read_all
 from flotilla.testenv import kafka_wire
 from flotilla.testenv.brokers.cluster import CRD_DIR, BrokerCluster

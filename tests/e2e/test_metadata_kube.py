@@ -494,7 +494,7 @@ async def test_isr_changes_of_many_partitions_of_a_topic_are_one_write(stores):
     """Issue 18 item 8: a leader shrinking the ISR of every partition of a topic at once (a
     follower fell behind on all) writes the KafkaTopic once for all of them, not once per
     partition racing the others into Conflicts (and dropping changes after ten of them)."""
-    from broker.server import isr_updates
+    from broker.replica import isr_updates
 
     s = await stores()
     await s.register_broker(registration(1, 9093))

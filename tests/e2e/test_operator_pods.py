@@ -314,7 +314,7 @@ def committed(env, ns: str, group: str, topic: str, partitions: int) -> dict[int
 def partition_dirs(env, ns: str, topic: str) -> dict[tuple[str, str], tuple[int, object]]:
     """(pod, partition directory) -> (inode, topic id in its partition.metadata), on every
     broker's volume (local PersistentVolumes: directories of this machine)."""
-    from broker.server import partition_metadata
+    from broker.replica import partition_metadata
 
     out = {}
     for p in pods(env, ns):

@@ -1,5 +1,5 @@
 """SCRAM credentials in a fleet: two brokers on Kubernetes metadata share users' credentials
-through one Secret (broker/security/kube_scram_store.py). A user added through one broker
+through one Secret (broker/metadata/kube_scram_store.py). A user added through one broker
 authenticates on the other once its watch delivers the Secret (within seconds); the Secret holds
 salted keys, not the password; a deletion through the other broker is refused on both.
 

@@ -5,7 +5,9 @@ known member to rejoin (bounded by the rebalance timeout, with `group.initial.re
 for a group that starts empty), picks a protocol every member supports, answers all JoinGroups
 (the leader gets the member list), relays the leader's assignments in SyncGroup, and watches
 sessions with one timer per member. Static members (KIP-345) keep their place across restarts
-of the client. Groups and offsets are persisted in `__consumer_offsets` (see offsets_log).
+of the client. Groups and offsets are persisted in `__consumer_offsets` (see offsets_log; every
+write acks=all, group_writes.py). Committed offsets are offsets.py's (Kafka's GroupMetadataManager),
+apart from membership here.
 
 Everything runs on the event loop thread: state changes happen between awaits, so no locks.
 JoinGroup and SyncGroup return futures the handlers await; timers are `loop.call_later`.
@@ -21,7 +23,6 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from kio.schema.errors import ErrorCode
@@ -30,105 +31,28 @@ from broker.coordinator.group import codec
 from broker.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
-    JoinedMember,
     MemberMetadata,
     OffsetAndMetadata,
 )
-from broker.coordinator.group.append_errors import coordinator_error
-from broker.coordinator.group.subscriptions import subscribed_topics
-from broker.coordinator.group.offsets_log import TOPIC, Appended, LoadedMarker, OffsetsLog, StoreError
-from broker.server.delayed_produce import DelayedProduce
+from broker.coordinator.group.group_writes import GroupWrites
+from broker.coordinator.group.offsets import GroupOffsets, now_ms
+from broker.coordinator.group.offsets_log import TOPIC, LoadedMarker, OffsetsLog
+from broker.coordinator.group.results import (GroupOverview, GroupSummary, JoinResult, LeaveMember,  # noqa: F401
+                                              MemberSummary, SyncResult)
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.metadata.store import MetadataStore
-    from broker.server.purgatory import Purgatory
-    from broker.server.replica_manager import ReplicaManager
-    from broker.server.topics import TopicManager
+    from broker.replica.partition_writer import PartitionWriter
+    from broker.admin.topics import TopicManager
 
 log = logging.getLogger(__name__)
 
 # A member that has not received its first JoinGroup answer cannot heartbeat; it is dropped if
 # the rebalance takes longer than this (Kafka's NewMemberJoinTimeoutMs).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-# Largest metadata string kept with a committed offset (Kafka's offset.metadata.max.bytes).
-OFFSET_METADATA_MAX_BYTES = 4096
 # A shard being loaded gives the event loop a turn after this many records.
 LOAD_YIELD_RECORDS = 2000
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-@dataclass
-class JoinResult:
-    error: ErrorCode
-    member_id: str = ""
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str = ""
-    members: list[JoinedMember] = field(default_factory=list)
-    skip_assignment: bool = False
-
-
-@dataclass
-class SyncResult:
-    error: ErrorCode
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-@dataclass
-class MemberSummary:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@dataclass
-class GroupSummary:
-    group_id: str
-    error: ErrorCode
-    state: str
-    protocol_type: str
-    protocol_data: str
-    members: list[MemberSummary]
-
-
-@dataclass
-class GroupOverview:
-    group_id: str
-    protocol_type: str
-    state: str
-
-
-@dataclass
-class LeaveMember:
-    member_id: str
-    group_instance_id: str | None
-
-
-@dataclass
-class PendingCommit:
-    """Offsets appended to __consumer_offsets, applied to the group once acknowledged (Kafka's
-    pending offset commits)."""
-
-    group: GroupMetadata
-    offsets: dict[tuple[str, int], OffsetAndMetadata]
-    appended: Appended
-
-    def apply(self) -> None:
-        written_at = self.group.offset_written_at
-        for tp, om in self.offsets.items():
-            if written_at.get(tp, -1) <= self.appended.end_offset:
-                self.group.offsets[tp] = om
-                written_at[tp] = self.appended.end_offset
 
 
 def _resolve(waiter: Any, result: Any) -> None:
@@ -141,10 +65,10 @@ def _cancel(timer: Any) -> None:
         timer.cancel()
 
 
-class GroupCoordinator:
+class GroupCoordinator(GroupOffsets, GroupWrites):
     def __init__(self, *, config: "BrokerConfig", node_id: int, store: "MetadataStore", topics: "TopicManager",
-                 replicas: "ReplicaManager", produce_purgatory: "Purgatory") -> None:
-        self.metadata, self.topics, self.replicas, self.purgatory = store, topics, replicas, produce_purgatory
+                 writer: "PartitionWriter") -> None:
+        self.metadata, self.topics, self.writer = store, topics, writer
         self.initial_rebalance_delay_ms: int = config["group.initial.rebalance.delay.ms"]
         self.min_session_timeout_ms: int = config["group.min.session.timeout.ms"]
         self.max_session_timeout_ms: int = config["group.max.session.timeout.ms"]
@@ -152,7 +76,7 @@ class GroupCoordinator:
         self.offsets_retention_check_ms: int = config["offsets.retention.check.interval.ms"]
         self.commit_timeout_ms: int = config["offsets.commit.timeout.ms"]
         self.groups: dict[str, GroupMetadata] = {}
-        self.store = OffsetsLog(config=config, node_id=node_id, store=store, topics=topics, replicas=replicas)
+        self.store = OffsetsLog(config=config, node_id=node_id, store=store, topics=topics, writer=writer)
         # __consumer_offsets partitions this broker leads and has loaded: its coordinator shards.
         self.shards: set[int] = set()
         # Shards being loaded (replayed) in the background: their groups answer
@@ -162,7 +86,7 @@ class GroupCoordinator:
         self._expiry_task: asyncio.Task | None = None
         # Writes nobody waits on (an empty group's metadata), finished or cancelled at stop.
         self._writes: set[asyncio.Task] = set()
-        replicas.on_leadership_change(self._on_leadership)
+        writer.on_leadership_change(self._on_leadership)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -783,210 +707,6 @@ class GroupCoordinator:
         self._remove_member_and_update_group(group, group.get(lm.member_id), "left the group")
         return ErrorCode.none
 
-    # -- offsets -----------------------------------------------------------------------------
-    async def commit_offsets(self, *, group_id: str, member_id: str, group_instance_id: str | None,
-                             generation_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]
-                             ) -> dict[tuple[str, int], ErrorCode]:
-        """OffsetCommit as Kafka's GroupMetadataManager.storeOffsets: the commit is appended to
-        the group's __consumer_offsets partition and answered once its in-sync replicas hold it
-        (acks=all, bounded by offsets.commit.timeout.ms); only then do the offsets apply, so an
-        acknowledged commit survives the loss of its coordinator's broker. Failures answer as
-        Kafka maps them: COORDINATOR_NOT_AVAILABLE (too few in-sync replicas), NOT_COORDINATOR
-        (leadership moved), REQUEST_TIMED_OUT."""
-        results, pending = self._commit(group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
-                                        generation_id=generation_id, offsets=offsets)
-        if pending is None:
-            return results
-        code = await self._await_in_sync_replicas(pending.appended)
-        if code == ErrorCode.none:
-            pending.apply()
-        else:
-            results.update({tp: code for tp in pending.offsets})
-        return results
-
-    async def _await_in_sync_replicas(self, appended: Appended) -> ErrorCode:
-        """NONE once the in-sync replicas hold `appended` (bounded by offsets.commit.timeout.ms),
-        else the coordinator error Kafka answers for the failed write."""
-        tp = (TOPIC, appended.part.index)
-        op = DelayedProduce(self.replicas, {tp: (appended.part, appended.leader_epoch, appended.end_offset)})
-        await self.purgatory.wait(op, [tp], self.commit_timeout_ms / 1000)
-        return coordinator_error(op.results.get(tp, ErrorCode.request_timed_out))
-
-    async def _write(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
-        """Append records of one group and wait for its in-sync replicas: every coordinator
-        write is acks=all, as Kafka's, so what a client was told survives its coordinator."""
-        code, _ = await self._write_at(group_id, entries)
-        return code
-
-    async def _write_at(self, group_id: str, entries: list[tuple[bytes, bytes | None]]
-                        ) -> tuple[ErrorCode, Appended | None]:
-        try:
-            appended = self.store.append(group_id, entries)
-        except StoreError as e:
-            return e.code, None
-        if appended is None:
-            return ErrorCode.none, None
-        return await self._await_in_sync_replicas(appended), appended
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
-
-    async def _store_empty_group(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
-        code = await self._write(group_id, entries)
-        if code != ErrorCode.none:
-            log.warning("group %s: could not store empty group: %s", group_id, code.name)
-
-    def _commit(self, *, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                offsets: dict[tuple[str, int], OffsetAndMetadata]
-                ) -> tuple[dict[tuple[str, int], ErrorCode], "PendingCommit | None"]:
-        """Validates and appends a commit; the caller applies it (`PendingCommit.apply`)."""
-        def all_(code: ErrorCode) -> tuple[dict[tuple[str, int], ErrorCode], None]:
-            return {tp: code for tp in offsets}, None
-
-        if (error := self.not_here(group_id)) is not None:
-            return all_(error)
-        image = self.metadata.image
-        # Partitions led by other brokers are accepted: only unknown ones are refused.
-        unknown = {tp: ErrorCode.unknown_topic_or_partition for tp in offsets
-                   if tp[0] not in image.topics or not 0 <= tp[1] < image.topics[tp[0]].partitions}
-        if unknown:
-            known = {tp: om for tp, om in offsets.items() if tp not in unknown}
-            results, pending = self._commit(group_id=group_id, member_id=member_id,
-                                            group_instance_id=group_instance_id, generation_id=generation_id,
-                                            offsets=known) if known else ({}, None)
-            return {**results, **unknown}, pending
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                # A generation from a group that no longer exists (or never did).
-                return all_(ErrorCode.illegal_generation)
-            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms())
-        error = self._validate_commit(group, member_id, group_instance_id, generation_id)
-        if error is not None:
-            return all_(error)
-        member = group.members.get(member_id)
-        if member is not None:
-            self._schedule_heartbeat(group, member)  # a commit counts as a heartbeat
-        results: dict[tuple[str, int], ErrorCode] = {}
-        entries: list[tuple[bytes, bytes | None]] = []
-        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for tp, om in offsets.items():
-            if len(om.metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
-                results[tp] = ErrorCode.offset_metadata_too_large
-                continue
-            entries.append((codec.encode_offset_key(codec.OffsetKey(group_id, tp[0], tp[1])),
-                            codec.encode_offset_value(om)))
-            accepted[tp] = om
-        appended = None
-        if entries:
-            try:
-                appended = self.store.append(group_id, entries)
-            except StoreError as e:
-                for tp in accepted:
-                    results[tp] = e.code
-                accepted = {}
-        for tp in accepted:
-            results[tp] = ErrorCode.none
-        if not accepted or appended is None:
-            return results, None
-        return results, PendingCommit(group, accepted, appended)
-
-    def _validate_commit(self, group: GroupMetadata, member_id: str, instance_id: str | None,
-                         generation_id: int) -> ErrorCode | None:
-        if group.is_(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
-        if generation_id >= 0 or member_id != "" or instance_id is not None:
-            error = self._validate_member(group, member_id, instance_id)
-            if error is not None:
-                return error
-            if generation_id != group.generation_id:
-                return ErrorCode.illegal_generation
-            if group.is_(GroupState.COMPLETING_REBALANCE):
-                # The member has its new generation but not its assignment yet.
-                return ErrorCode.rebalance_in_progress
-            return None
-        if not group.is_(GroupState.EMPTY):
-            # Only members may commit to a group that has members.
-            return ErrorCode.unknown_member_id
-        return None
-
-    # -- transactional offsets (KIP-98) ------------------------------------------------------
-    async def txn_commit_offsets(self, *, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
-                                 group_instance_id: str | None, generation_id: int,
-                                 offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], ErrorCode]:
-        """TxnOffsetCommit as Kafka's: the offsets are written to the group's partition in a
-        transactional batch of the producer and answered once the in-sync replicas hold them,
-        but they apply only when the transaction's COMMIT marker reaches this partition
-        (`on_txn_marker`); until then OffsetFetch does not show them."""
-        def all_(code: ErrorCode) -> dict[tuple[str, int], ErrorCode]:
-            return {tp: code for tp in offsets}
-
-        if (error := self.not_here(group_id)) is not None:
-            return all_(error)
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms())
-        if group.is_(GroupState.DEAD):
-            return all_(ErrorCode.coordinator_not_available)
-        if generation_id >= 0 or member_id != "" or group_instance_id is not None:
-            # KIP-447: a member's commit is checked against the group as it is now.
-            error = self._validate_member(group, member_id, group_instance_id)
-            if error is None and generation_id != group.generation_id:
-                error = ErrorCode.illegal_generation
-            if error is not None:
-                return all_(error)
-        results: dict[tuple[str, int], ErrorCode] = {}
-        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for tp, om in offsets.items():
-            if len(om.metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
-                results[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                accepted[tp] = om
-        if not accepted:
-            return results
-        entries: list[tuple[bytes, bytes | None]] = [
-            (codec.encode_offset_key(codec.OffsetKey(group_id, t, p)), codec.encode_offset_value(om))
-            for (t, p), om in accepted.items()]
-        try:
-            appended = self.store.append(group_id, entries, producer=(producer_id, producer_epoch))
-        except StoreError as e:
-            return {**results, **{tp: e.code for tp in accepted}}
-        assert appended is not None
-        code = await self._await_in_sync_replicas(appended)
-        if code == ErrorCode.none:
-            group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
-        return {**results, **{tp: code for tp in accepted}}
-
-    def on_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
-        """A COMMIT/ABORT marker of `producer_id` was appended to __consumer_offsets-`partition`
-        (by the WriteTxnMarkers handler): its pending TxnOffsetCommits apply or are dropped."""
-        for group in list(self.groups.values()):
-            if self.store.partition_for(group.group_id) != partition:
-                continue
-            txn_offsets = group.pending_txn_offsets.pop(producer_id, None)
-            if txn_offsets and commit:
-                group.offsets.update(txn_offsets)
-
-    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
-        """Partitions with a TxnOffsetCommit not yet decided (OffsetFetch's require_stable)."""
-        group = self.groups.get(group_id)
-        if group is None:
-            return set()
-        return {tp for per_pid in group.pending_txn_offsets.values() for tp in per_pid}
-
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
-                      ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetAndMetadata | None]]:
-        """Committed offsets (None where there is none); all of them when `partitions` is None."""
-        if (error := self.not_here(group_id)) is not None:
-            return error, {}
-        group = self.groups.get(group_id)
-        stored = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
-        if partitions is None:
-            return ErrorCode.none, dict(stored)
-        return ErrorCode.none, {tp: stored.get(tp) for tp in partitions}
-
     # -- administration ----------------------------------------------------------------------
     def list_groups(self) -> tuple[ErrorCode, list[GroupOverview]]:
         """The groups of the shards loaded here (clients ask every broker and merge)."""
@@ -1028,39 +748,6 @@ class GroupCoordinator:
                 out[group_id] = await self._delete_group(group)
         return out
 
-    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
-                             ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
-        """OffsetDelete as Kafka's coordinator: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP for an active
-        group that is not a consumer group; per partition GROUP_SUBSCRIBED_TO_TOPIC when the active
-        group consumes its topic, else NONE (committed or not). The committed ones are removed by
-        tombstones answered once the in-sync replicas hold them, so they stay gone after a restart."""
-        if (error := self.not_here(group_id)) is not None:
-            return error, {}
-        group = self.groups.get(group_id)
-        if group is None or group.is_(GroupState.DEAD):
-            return ErrorCode.group_id_not_found, {}
-        if not group.is_(GroupState.EMPTY) and group.protocol_type != "consumer":
-            return ErrorCode.non_empty_group, {}
-        subscribed = set() if group.is_(GroupState.EMPTY) else subscribed_topics(
-            group.protocol_type, (m.metadata_for(group.protocol_name) for m in group.members.values())) or set()
-        results = {tp: ErrorCode.group_subscribed_to_topic if tp[0] in subscribed else ErrorCode.none
-                   for tp in partitions}
-        doomed = [tp for tp, code in results.items() if code == ErrorCode.none and tp in group.offsets]
-        if not doomed:
-            return ErrorCode.none, results
-        entries: list[tuple[bytes, bytes | None]] = [
-            (codec.encode_offset_key(codec.OffsetKey(group_id, t, p)), None) for t, p in doomed]
-        code, appended = await self._write_at(group_id, entries)
-        if code != ErrorCode.none:
-            return code, {}
-        if appended is not None and self.groups.get(group_id) is group:
-            for tp in doomed:
-                if group.offset_written_at.get(tp, -1) <= appended.end_offset:  # not committed again meanwhile
-                    group.offsets.pop(tp, None)
-                    group.offset_written_at.pop(tp, None)
-        log.info("group %s: deleted the offsets of %d partitions", group_id, len(doomed))
-        return ErrorCode.none, results
-
     async def _delete_group(self, group: GroupMetadata) -> ErrorCode:
         entries: list[tuple[bytes, bytes | None]] = [
             (codec.encode_offset_key(codec.OffsetKey(group.group_id, t, p)), None) for t, p in group.offsets]
@@ -1077,61 +764,5 @@ class GroupCoordinator:
         log.info("group %s deleted", group.group_id)
         return ErrorCode.none
 
-    # -- persistence -------------------------------------------------------------------------
-    @staticmethod
-    def _group_record(group: GroupMetadata, assignments: dict[str, bytes] | None = None
-                      ) -> list[tuple[bytes, bytes | None]]:
-        """The group's metadata record (after a rebalance, or a static member's new id)."""
-        members = tuple(
-            codec.StoredMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                               m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata_for(group.protocol_name),
-                               (assignments or {}).get(m.member_id, m.assignment) if assignments is not None
-                               else m.assignment)
-            for m in group.members.values())
-        value = codec.StoredGroup(group.protocol_type or "", group.generation_id, group.protocol_name,
-                                  group.leader_id, group.state_timestamp_ms, members)
-        return [(codec.encode_group_key(codec.GroupKey(group.group_id)), codec.encode_group_value(value))]
 
-    # -- offset expiry -----------------------------------------------------------------------
-    async def _expiry_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.offsets_retention_check_ms / 1000)
-            try:
-                await self.expire_offsets(now_ms())
-            except Exception:
-                log.exception("offset expiry failed")
 
-    async def expire_offsets(self, now: int) -> int:
-        """Kafka 2.1+ rules: offsets of an empty group expire `offsets.retention.minutes` after it
-        became empty (a group without a protocol type: after each offset's commit); an empty
-        group without offsets is removed. The tombstones count once the in-sync replicas hold
-        them. Returns how many offsets expired."""
-        removed = 0
-        for group in list(self.groups.values()):
-            if not group.is_(GroupState.EMPTY):
-                continue
-            if group.protocol_type:
-                expired = list(group.offsets) if group.state_timestamp_ms + self.offsets_retention_ms <= now else []
-            else:
-                expired = [tp for tp, om in group.offsets.items()
-                           if om.commit_timestamp_ms + self.offsets_retention_ms <= now]
-            entries: list[tuple[bytes, bytes | None]] = [
-                (codec.encode_offset_key(codec.OffsetKey(group.group_id, t, p)), None) for t, p in expired]
-            if expired and len(expired) == len(group.offsets):
-                entries.append((codec.encode_group_key(codec.GroupKey(group.group_id)), None))
-            elif not group.offsets and group.state_timestamp_ms + self.offsets_retention_ms <= now:
-                entries.append((codec.encode_group_key(codec.GroupKey(group.group_id)), None))
-            if not entries:
-                continue
-            code, appended = await self._write_at(group.group_id, entries)
-            if code != ErrorCode.none or appended is None:
-                log.warning("group %s: could not expire offsets: %s", group.group_id, code.name)
-                continue
-            for tp in expired:
-                if group.offset_written_at.get(tp, -1) <= appended.end_offset:  # not committed again meanwhile
-                    group.offsets.pop(tp, None)
-                    removed += 1
-            if not group.offsets and group.is_(GroupState.EMPTY) and self.groups.get(group.group_id) is group:
-                group.transition_to(GroupState.DEAD, now)
-                self.groups.pop(group.group_id, None)
-        return removed

@@ -31,8 +31,9 @@ from broker.protocol import records as batch_records
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.metadata.store import MetadataStore
-    from broker.server.replica_manager import Partition, ReplicaManager
-    from broker.server.topics import TopicManager
+    from broker.replica.partition import Partition
+    from broker.replica.partition_writer import PartitionWriter
+    from broker.admin.topics import TopicManager
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +121,8 @@ class Appended:
 
 class OffsetsLog:
     def __init__(self, *, config: "BrokerConfig", node_id: int, store: "MetadataStore", topics: "TopicManager",
-                 replicas: "ReplicaManager") -> None:
-        self.config, self.node_id, self.store, self.topics, self.replicas = config, node_id, store, topics, replicas
+                 writer: "PartitionWriter") -> None:
+        self.config, self.node_id, self.store, self.topics, self.writer = config, node_id, store, topics, writer
         self.num_partitions: int = config["offsets.topic.num.partitions"]
 
     async def ensure_topic(self) -> None:
@@ -143,14 +144,14 @@ class OffsetsLog:
         if record is None or record.assignment is None or len(record.assignment) < record.partitions:
             return False
         me = self.node_id
-        return all(s.leader >= 0 and (s.leader != me or self.replicas.get(TOPIC, i) is not None)
+        return all(s.leader >= 0 and (s.leader != me or self.writer.leader(TOPIC, i) is not None)
                    for i, s in enumerate(record.assignment))
 
     def partition_for(self, group_id: str) -> int:
         return codec.partition_for(group_id, self.num_partitions)
 
     def _partition(self, index: int) -> "Partition":
-        part = self.replicas.get(TOPIC, index)
+        part = self.writer.leader(TOPIC, index)
         if part is None:
             raise StoreError(ErrorCode.not_coordinator, f"{TOPIC}-{index} is not led by this broker")
         return part
@@ -175,7 +176,7 @@ class OffsetsLog:
         except batch_records.RecordTooLargeError as e:
             raise StoreError(ErrorCode.invalid_commit_offset_size, str(e)) from None
         try:
-            self.replicas.append(part, payload, headers, from_coordinator=True)
+            self.writer.append(part, payload, headers, from_coordinator=True)
         except ProducerFenced as e:  # a TxnOffsetCommit from an epoch its markers have fenced
             raise StoreError(ErrorCode.invalid_producer_epoch, str(e)) from None
         except StorageError as e:

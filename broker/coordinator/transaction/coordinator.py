@@ -30,15 +30,13 @@ from broker.coordinator.transaction.markers import MarkerSender
 from broker.coordinator.transaction.state import TxnError, TxnMetadata, TxnState
 from broker.coordinator.transaction.txn_log import TOPIC, TransactionLog
 from broker.metadata.store import MetadataError
-from broker.server.delayed_produce import DelayedProduce
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.coordinator.producer_ids import ProducerIdManager
     from broker.metadata.store import MetadataStore
-    from broker.server.purgatory import Purgatory
-    from broker.server.replica_manager import ReplicaManager
-    from broker.server.topics import TopicManager
+    from broker.replica.partition_writer import PartitionWriter
+    from broker.admin.topics import TopicManager
 
 log = logging.getLogger(__name__)
 
@@ -100,21 +98,21 @@ class TxnDescription:
 
 class TransactionCoordinator:
     def __init__(self, *, config: "BrokerConfig", store: "MetadataStore", topics: "TopicManager",
-                 replicas: "ReplicaManager", produce_purgatory: "Purgatory",
+                 writer: "PartitionWriter",
                  producer_ids: "ProducerIdManager", markers: MarkerSender) -> None:
         self.max_timeout_ms: int = config["transaction.max.timeout.ms"]
         self.expiration_ms: int = config["transactional.id.expiration.ms"]
         self.abort_interval_s = config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000
         self.expire_interval_s = config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000
-        self.log = TransactionLog(config, store, topics, replicas)
-        self.replicas, self.purgatory, self.producer_ids, self.markers = replicas, produce_purgatory, producer_ids, markers
+        self.log = TransactionLog(config, store, topics, writer)
+        self.writer, self.producer_ids, self.markers = writer, producer_ids, markers
         self.topics = topics
         self.shards: dict[int, Shard] = {}
         self._loading: dict[int, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
         self.active = False
         self.stats = Stats()
-        replicas.on_leadership_change(self._on_leadership)
+        writer.on_leadership_change(self._on_leadership)
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -258,10 +256,8 @@ class TransactionCoordinator:
         return code
 
     async def _await_in_sync_replicas(self, appended: Appended) -> ErrorCode:
-        tp = (TOPIC, appended.part.index)
-        op = DelayedProduce(self.replicas, {tp: (appended.part, appended.leader_epoch, appended.end_offset)})
-        await self.purgatory.wait(op, [tp], WRITE_TIMEOUT_S)
-        code = op.results.get(tp, ErrorCode.request_timed_out)
+        code = await self.writer.wait_for_isr(appended.part, appended.leader_epoch, appended.end_offset,
+                                              WRITE_TIMEOUT_S)
         if code == ErrorCode.none:
             return code
         if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker.network.client import ClientError, KafkaConnection
-from broker.server import cluster_view
+from broker.metadata import cluster_view
 
 if TYPE_CHECKING:
     from broker.metadata.store import MetadataStore

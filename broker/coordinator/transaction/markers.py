@@ -23,7 +23,7 @@ from kio.static.primitive import i16, i32, i64
 
 from broker.coordinator.transaction.inter_broker import InterBrokerConnections
 from broker.network.client import ClientError
-from broker.server import cluster_view
+from broker.metadata import cluster_view
 
 if TYPE_CHECKING:
     from broker.metadata.store import MetadataStore

@@ -24,8 +24,9 @@ from broker.protocol import records as batch_records
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.metadata.store import MetadataStore
-    from broker.server.replica_manager import Partition, ReplicaManager
-    from broker.server.topics import TopicManager
+    from broker.replica.partition import Partition
+    from broker.replica.partition_writer import PartitionWriter
+    from broker.admin.topics import TopicManager
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +36,8 @@ READ_CHUNK = 8 * 1024 * 1024
 
 class TransactionLog:
     def __init__(self, config: "BrokerConfig", store: "MetadataStore", topics: "TopicManager",
-                 replicas: "ReplicaManager") -> None:
-        self.config, self.store, self.topics, self.replicas = config, store, topics, replicas
+                 writer: "PartitionWriter") -> None:
+        self.config, self.store, self.topics, self.writer = config, store, topics, writer
         self.num_partitions: int = config["transaction.state.log.num.partitions"]
 
     async def ensure_topic(self) -> None:
@@ -56,7 +57,7 @@ class TransactionLog:
         return codec.partition_for(transactional_id, self.num_partitions)
 
     def leader_of(self, index: int) -> "Partition | None":
-        return self.replicas.get(TOPIC, index)
+        return self.writer.leader(TOPIC, index)
 
     def append(self, part: "Partition", transactional_id: str, transit: Transit | None) -> Appended:
         """One record (a tombstone when `transit` is None); raises StoreError with Kafka's mapping."""
@@ -64,7 +65,7 @@ class TransactionLog:
         payload = build_batch([(codec.encode_key(transactional_id), value)])
         try:
             headers = batch_records.validate_batches(payload, part.log.config.max_message_bytes)
-            self.replicas.append(part, payload, headers)
+            self.writer.append(part, payload, headers)
         except batch_records.RecordTooLargeError as e:
             raise StoreError(ErrorCode.unknown_server_error, str(e)) from None
         except StorageError as e:

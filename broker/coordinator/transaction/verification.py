@@ -25,7 +25,7 @@ from kio.static.primitive import i16, i32, i64
 from broker.coordinator.transaction.txn_log import TOPIC
 from broker.coordinator.transaction.inter_broker import InterBrokerConnections
 from broker.network.client import ClientError
-from broker.server import cluster_view
+from broker.metadata import cluster_view
 
 if TYPE_CHECKING:
     from broker.coordinator.transaction.coordinator import TransactionCoordinator

@@ -3,7 +3,7 @@ so that clients inferring the broker's version from ApiVersions (kafka-python do
 4.1, and no version newer than any reference broker (one no client was tested against)."""
 
 from broker.protocol import codec
-from broker.server.handlers import all_handlers
+from broker.apis.handlers import all_handlers
 
 # ApiVersions v3 of Apache Kafka 4.1.0 (single KRaft node, as flotilla/testenv/brokers/apache_kafka.py runs it),
 # recorded 2026-11-26 for the APIs Flotilla serves: api key -> (min, max).

@@ -1,6 +1,6 @@
 """Feature ranges in ApiVersions by request version (KAFKA-17011)."""
 
-from broker.server.handlers import api_versions
+from broker.apis.handlers import api_versions
 
 
 def test_before_v4_a_range_from_zero_is_left_out(monkeypatch):

@@ -16,9 +16,9 @@ from broker.log.cleaner import LogCleaner
 from broker.log.throttler import Throttler
 from broker.metadata import broker_configs
 from broker.metadata.broker_configs import FileBrokerConfigStore, InvalidBrokerConfig
-from broker.server.cleaner_reconfiguration import CleanerReconfiguration
-from broker.server.config_alteration import BROKER, DELETE, SET, alter, incremental
-from broker.server.handlers.describe_configs import (DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG,
+from broker.admin.cleaner_reconfiguration import CleanerReconfiguration
+from broker.admin.config_alteration import BROKER, DELETE, SET, alter, incremental
+from broker.apis.handlers.describe_configs import (DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG,
                                                      DYNAMIC_DEFAULT_BROKER_CONFIG, DOUBLE, INT, LONG,
                                                      STATIC_BROKER_CONFIG, dynamic_entries)
 from tests.unit.broker.test_cleaner import NOW, append, fill, open_log

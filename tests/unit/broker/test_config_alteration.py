@@ -3,7 +3,7 @@
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.server.config_alteration import (APPEND, BROKER, DELETE, SET, SUBTRACT, TOPIC, AlterationError,
+from broker.admin.config_alteration import (APPEND, BROKER, DELETE, SET, SUBTRACT, TOPIC, AlterationError,
                                              incremental, java_int, refused_broker_name, replace_all)
 
 IN_FORCE = {"cleanup.policy": "delete", "retention.ms": "604800000"}
@@ -45,7 +45,7 @@ def test_alter_configs_replaces_everything():
 
 
 def test_only_deleting_the_never_set_log_dir_throttle_of_a_broker_is_answered_without_the_store():
-    from broker.server.config_alteration import BROKER, TOPIC, deletes_unset_broker_keys
+    from broker.admin.config_alteration import BROKER, TOPIC, deletes_unset_broker_keys
 
     clear = [("replica.alter.log.dirs.io.max.bytes.per.second", DELETE, None)]
     assert deletes_unset_broker_keys(BROKER, clear)
@@ -56,7 +56,7 @@ def test_only_deleting_the_never_set_log_dir_throttle_of_a_broker_is_answered_wi
 
 async def test_broker_throttle_rates_are_set_per_broker_and_default_and_cleared_as_the_reassign_tool_does(tmp_path):
     from broker.metadata.broker_configs import FileBrokerConfigStore
-    from broker.server.config_alteration import BROKER, BROKER_LOGGER, alter
+    from broker.admin.config_alteration import BROKER, BROKER_LOGGER, alter
 
     store = FileBrokerConfigStore(tmp_path)
 
@@ -107,7 +107,7 @@ def test_a_broker_resource_names_this_broker_or_the_cluster_default():
 
 
 def test_a_broker_resource_name_is_refused_in_the_words_of_the_api_asking():
-    from broker.server.config_alteration import broker_name_refusal
+    from broker.admin.config_alteration import broker_name_refusal
 
     assert broker_name_refusal("", 1) is None and broker_name_refusal("01", 1) is None
     assert broker_name_refusal("7", 1) == "Unexpected broker id, expected 1, but received 7"

@@ -7,8 +7,8 @@ import asyncio
 from dataclasses import dataclass, field
 
 from broker.log.segment import FileRegion
-from broker.server.delayed_fetch import DelayedFetch
-from broker.server.fetch_session import CachedPartition
+from broker.replica.delayed_fetch import DelayedFetch
+from broker.apis.fetch_session import CachedPartition
 
 
 @dataclass

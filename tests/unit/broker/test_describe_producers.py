@@ -13,8 +13,8 @@ from kio.static.primitive import i32
 from broker.log.log import Log, LogConfig
 from broker.protocol import records
 from broker.protocol.codec import RequestHeader
-from broker.server.handlers.base import RequestContext
-from broker.server.handlers.describe_producers import DescribeProducersHandler
+from broker.apis.handlers.base import RequestContext
+from broker.apis.handlers.describe_producers import DescribeProducersHandler
 from tests.unit.broker.batches import make_batch
 
 TOPIC_ID = object()

@@ -13,11 +13,11 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.static.primitive import i16, i32
 
-from broker.network.response import Response
-from broker.server.apis import RequestDispatcher
-from broker.server.handlers.base import Handler
-from broker.server.handlers.find_coordinator import FindCoordinatorHandler
-from broker.server.handlers.produce import ProduceHandler
+from broker.protocol.response import Response
+from broker.apis.dispatcher import RequestDispatcher
+from broker.apis.handlers.base import Handler
+from broker.apis.handlers.find_coordinator import FindCoordinatorHandler
+from broker.apis.handlers.produce import ProduceHandler
 from broker.server.metrics import BrokerMetrics
 from flotilla.testenv import kafka_wire
 
@@ -90,7 +90,7 @@ def test_failed_handler_answers_each_requested_entry():
     from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
     from kio.schema.list_offsets.v7.response import ListOffsetsResponse
 
-    from broker.server.handlers.list_offsets import ListOffsetsHandler
+    from broker.apis.handlers.list_offsets import ListOffsetsHandler
 
     req = ListOffsetsRequest(replica_id=i32(-1), isolation_level=0, topics=(
         ListOffsetsTopic(name="a", partitions=(ListOffsetsPartition(partition_index=i32(2), current_leader_epoch=i32(-1),
@@ -121,7 +121,7 @@ def test_every_served_version_answers_a_failed_handler_with_its_error():
     import random
 
     from broker.protocol import codec
-    from broker.server.handlers import all_handlers
+    from broker.apis.handlers import all_handlers
     from tests.support.wire_fuzz import BodyGenerator, sample_records
 
     rng = random.Random(11)

@@ -9,7 +9,7 @@ import random
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.fetch_response import PartitionResult
-from broker.server.fetch_session import (
+from broker.apis.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     MAX_EPOCH,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from broker.metadata.store import BrokerRegistration, Endpoint, MetadataImage
-from broker.server.follower_identity import NO_EPOCH, broker_epoch, own_broker_epoch, refusal
+from broker.replica.follower_identity import NO_EPOCH, broker_epoch, own_broker_epoch, refusal
 
 
 def reg(node_id: int, incarnation: str) -> BrokerRegistration:

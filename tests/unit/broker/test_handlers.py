@@ -1,5 +1,5 @@
 from broker.protocol import codec
-from broker.server.handlers import all_handlers
+from broker.apis.handlers import all_handlers
 
 
 def test_every_handler_serves_a_range_kio_has():

@@ -22,8 +22,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from broker.metadata import kube_api
 from broker.metadata.store import Conflict, MetadataError, PartitionState, StoreUnavailable
-from broker.server import isr_updates, replica_manager
-from broker.server.delayed_produce import DelayedProduce
+from broker.replica import isr_updates, replica_manager
+from broker.replica.delayed_produce import DelayedProduce
 from tests.unit.broker.test_replica_roles import (TOPIC_ID, ImageStore, batch, leave_follower_3_behind, manager,
                                                   topic)
 

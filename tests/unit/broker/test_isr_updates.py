@@ -8,8 +8,8 @@ import dataclasses
 import uuid
 
 from broker.metadata.store import BrokerRegistration, Conflict, MetadataImage, PartitionState, TopicRecord
-from broker.server import isr_updates
-from broker.server.isr_updates import recompute
+from broker.replica import isr_updates
+from broker.replica.isr_updates import recompute
 
 TOPIC_ID = uuid.uuid4()
 

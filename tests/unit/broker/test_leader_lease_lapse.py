@@ -12,7 +12,7 @@ import asyncio
 from kio.schema.errors import ErrorCode
 
 from broker.metadata.store import PartitionState
-from broker.server.delayed_produce import DelayedProduce
+from broker.replica.delayed_produce import DelayedProduce
 from tests.unit.broker.test_replica_roles import ImageStore, batch, manager, topic
 
 

@@ -16,9 +16,9 @@ from broker.log.future_log import FutureLogCopier, find_future_dirs, parse_futur
 from broker.log.log import Log, LogConfig
 from broker.metadata.store import BrokerRegistration, MetadataImage, PartitionState, TopicRecord
 from broker.protocol import records
-from broker.server import log_dir_moves, log_dirs
-from broker.server.purgatory import Purgatory
-from broker.server.replica_manager import ReplicaManager
+from broker.replica import log_dir_moves, log_dirs
+from broker.replica.purgatory import Purgatory
+from broker.replica.replica_manager import ReplicaManager
 from flotilla.testenv import kafka_wire
 
 TOPIC_ID = uuid.uuid4()

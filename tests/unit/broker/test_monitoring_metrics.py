@@ -11,9 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.controller.metrics import ControllerCollector
 from broker.metadata.store import BrokerRegistration, MetadataImage, PartitionState
-from broker.server.fetch_session import EVICTION_REASONS, FetchSessionCache
+from broker.apis.fetch_session import EVICTION_REASONS, FetchSessionCache
 from broker.server.metrics import BrokerMetrics, disk_space
-from broker.server.replication_metrics import ReplicationCollector
+from broker.replica.replication_metrics import ReplicationCollector
 from tests.unit.broker.test_fetch_session import Clock, open_session
 from tests.unit.broker.test_replica_roles import ImageStore, manager, topic
 

@@ -12,8 +12,8 @@ from kio.static.primitive import i32
 from broker.log.log import Log, LogConfig
 from broker.protocol import records
 from broker.protocol.codec import RequestHeader
-from broker.server.handlers.base import RequestContext
-from broker.server.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
+from broker.apis.handlers.base import RequestContext
+from broker.apis.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from tests.unit.broker.batches import make_batch
 
 

@@ -76,7 +76,7 @@ class LeaderOffsets:
 
 
 def follower_setup(tmp_path):
-    from broker.server.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
+    from broker.replica.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
 
     store = ImageStore(topic(PartitionState(2, 4, (1, 2, 3), (2, 3))))
     rm = manager(tmp_path, store)

@@ -1,6 +1,6 @@
 import asyncio
 
-from broker.server.purgatory import DelayedOperation, Purgatory
+from broker.replica.purgatory import DelayedOperation, Purgatory
 
 
 class Flag(DelayedOperation):

@@ -7,7 +7,7 @@ import pytest
 
 from broker.metadata.client_quotas import (FileClientQuotaStore, InvalidQuota, QuotaEntity, apply_changes,
                                            validate_value)
-from broker.server.quota_manager import (ClientQuotaManager, ClientRequestQuotaManager, QuotaConfig, QuotaType,
+from broker.quotas.quota_manager import (ClientQuotaManager, ClientRequestQuotaManager, QuotaConfig, QuotaType,
                                          precedence, resolve)
 
 E = QuotaEntity.user_client

@@ -5,7 +5,7 @@ Expected values are worked out by hand from Kafka 4.1's formulas (org.apache.kaf
 
 import pytest
 
-from broker.server.quota_stats import (Rate, RateConfig, bounded_throttle_time_ms, java_round,
+from broker.quotas.quota_stats import (Rate, RateConfig, bounded_throttle_time_ms, java_round,
                                        throttle_time_ms)
 
 CFG = RateConfig(samples=11, window_ms=1000)  # quota.window.num=11, quota.window.size.seconds=1

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.server.quota_stats import Rate, RateConfig, SimpleRate, java_round, throttle_time_ms
+from broker.quotas.quota_stats import Rate, RateConfig, SimpleRate, java_round, throttle_time_ms
 
 REPO = Path(__file__).resolve().parents[3]
 CHECK = REPO / "tests" / "java" / "kafka-rate" / "RateCheck.java"

@@ -1,4 +1,4 @@
-"""Reassignment metrics (server/reassignment_metrics.py): bytes count only for replicas a
+"""Reassignment metrics (replica/reassignment_metrics.py): bytes count only for replicas a
 reassignment is adding (in: appended by such a replica here; out: sent to such a follower)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from broker.metadata.store import MetadataImage, PartitionState, new_topic
-from broker.server import reassignment_metrics as rm
+from broker.replica import reassignment_metrics as rm
 
 
 def image():

@@ -1,6 +1,6 @@
 """DeleteRecords' broker side (KIP-107) on real logs and a ReplicaManager with a metadata image
-built in the test: the leader's local step (server/record_deletion.py), the wait for the low
-watermark over the live replicas (server/delayed_delete_records.py), and segments below the log
+built in the test: the leader's local step (replica/record_deletion.py), the wait for the low
+watermark over the live replicas (replica/delayed_delete_records.py), and segments below the log
 start left to the retention pass."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.log.log import OffsetOutOfRange
 from broker.metadata.store import PartitionState
-from broker.server.delayed_delete_records import DelayedDeleteRecords
-from broker.server.record_deletion import delete_on_leader
+from broker.replica.delayed_delete_records import DelayedDeleteRecords
+from broker.replica.record_deletion import delete_on_leader
 from tests.unit.broker.test_replica_roles import ImageStore, batch, manager, topic
 
 
@@ -155,8 +155,8 @@ def test_timestamp_lookups_pass_over_segments_below_the_log_start(tmp_path):
 def test_a_failed_request_answers_every_partition_with_low_watermark_minus_one():
     from types import SimpleNamespace
 
-    from broker.server.handlers.base import RequestContext
-    from broker.server.handlers.delete_records import DeleteRecordsHandler
+    from broker.apis.handlers.base import RequestContext
+    from broker.apis.handlers.delete_records import DeleteRecordsHandler
     from tests.e2e.test_delete_records import delete_request
 
     for version in (0, 1, 2):

@@ -16,9 +16,9 @@ from kio.schema.errors import ErrorCode
 from broker.config import parse_config
 from broker.metadata.store import BrokerRegistration, Conflict, MetadataImage, PartitionState, TopicRecord
 from broker.protocol import records
-from broker.server.delayed_produce import DelayedProduce
-from broker.server.purgatory import Purgatory
-from broker.server.replica_manager import ReplicaManager
+from broker.replica.delayed_produce import DelayedProduce
+from broker.replica.purgatory import Purgatory
+from broker.replica.replica_manager import ReplicaManager
 from flotilla.testenv import kafka_wire
 
 TOPIC_ID = uuid.uuid4()
@@ -201,7 +201,7 @@ class EpochAnswers:
 
 
 async def test_a_former_leader_truncates_to_where_its_epoch_ended_on_the_new_leader(tmp_path):
-    from broker.server.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
+    from broker.replica.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
 
     store = ImageStore(topic(PartitionState(1, 0, (1, 2, 3), (1, 2, 3))))
     rm = manager(tmp_path, store)

@@ -3,7 +3,7 @@ acks=all checks (pure state; times in ms are passed in)."""
 
 import pytest
 
-from broker.server.replica_state import FollowerState, LeaderReplicaState
+from broker.replica.replica_state import FollowerState, LeaderReplicaState
 
 T = 1_700_000_000_000  # wall-clock ms, as the broker passes them: a follower never caught up is ages behind
 

@@ -1,4 +1,4 @@
-"""KIP-73 replication throttles (server/replication_quota.py): which partitions a topic config
+"""KIP-73 replication throttles (quotas/replication_quota.py): which partitions a topic config
 throttles on which broker, the rate against the bound, and Kafka's rule that a replica in the ISR
 is never held back."""
 
@@ -7,9 +7,9 @@ import pytest
 from broker import topic_config
 from broker.metadata.broker_configs import FOLLOWER_RATE, LEADER_RATE, InvalidBrokerConfig, effective, validate
 from broker.metadata.store import MetadataImage, new_topic
-from broker.server.handlers.describe_configs import (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+from broker.apis.handlers.describe_configs import (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
                                                      dynamic_entries)
-from broker.server.replication_quota import ReplicationQuota, ReplicationQuotas, parse_replicas, throttled_partitions
+from broker.quotas.replication_quota import ReplicationQuota, ReplicationQuotas, parse_replicas, throttled_partitions
 
 LEADER_KEY = "leader.replication.throttled.replicas"
 FOLLOWER_KEY = "follower.replication.throttled.replicas"
@@ -111,8 +111,8 @@ def test_an_idle_in_sync_followers_fetches_count_against_a_tiny_leader_rate():
     from types import SimpleNamespace
 
     from broker.protocol.fetch_response import PartitionResult
-    from broker.server.fetch_session import CachedPartition
-    from broker.server.handlers.fetch import FetchHandler
+    from broker.apis.fetch_session import CachedPartition
+    from broker.apis.handlers.fetch import FetchHandler
 
     q = ReplicationQuotas(1)
     handler = SimpleNamespace(broker=SimpleNamespace(replication_quotas=q), topics=FetchHandler.topics)

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from broker.protocol import codec, request_bounds
-from broker.server.handlers import all_handlers
+from broker.apis.handlers import all_handlers
 from tests.support.wire_fuzz import BodyGenerator, sample_records
 
 # From issue 8, without their 4-byte size prefix: kio's reader aborted the process on both.

@@ -1,7 +1,7 @@
 """What a restarted broker makes of the partitions its previous process led."""
 
 from broker.metadata.store import PartitionState
-from broker.server.restart_fencing import after_restart
+from broker.replica.restart_fencing import after_restart
 
 
 def test_alone_in_sync_it_leads_again_two_epochs_later():

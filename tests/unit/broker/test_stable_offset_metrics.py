@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from broker.log.log import Log, LogConfig
 from broker.protocol import records
-from broker.server.stable_offset_metrics import StableOffsetCollector
+from broker.replica.stable_offset_metrics import StableOffsetCollector
 from tests.unit.broker.batches import make_batch
 from tests.unit.broker.test_monitoring_metrics import samples
 

@@ -12,12 +12,12 @@ import types
 from kio.schema.errors import ErrorCode
 
 from broker.metadata.store import PartitionState
-from broker.server import offset_lookup
-from broker.server.delayed_produce import DelayedProduce
-from broker.server.fetch_session import CachedPartition
-from broker.server.handlers.fetch import FetchHandler
-from broker.server.handlers.produce import ProduceHandler
-from broker.server.leader_epoch_check import check_current_leader_epoch
+from broker.apis import offset_lookup
+from broker.replica.delayed_produce import DelayedProduce
+from broker.apis.fetch_session import CachedPartition
+from broker.apis.handlers.fetch import FetchHandler
+from broker.apis.handlers.produce import ProduceHandler
+from broker.replica.leader_epoch_check import check_current_leader_epoch
 from broker.server.metrics import BrokerMetrics
 from broker.protocol import records
 from flotilla.testenv import kafka_wire
@@ -128,7 +128,7 @@ def test_consumer_fetch_with_a_stale_or_newer_leader_epoch(tmp_path):
     rm.apply_image(store.image)
     part = rm.get("t", 0)
     rm.append(part, *batch(2))
-    handler = FetchHandler(broker=types.SimpleNamespace(replicas=rm, store=store))
+    handler = FetchHandler(broker=types.SimpleNamespace(replicas=rm, store=store, replication_quotas=None))
 
     def fetch(epoch: int):
         results, _, errors, _ = handler.read([CachedPartition("t", None, 0, 0, 1 << 20, -1, epoch)], False, 1 << 20)

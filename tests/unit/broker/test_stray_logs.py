@@ -1,4 +1,4 @@
-"""Stray partition logs at start-up (server/stray_logs.py): only what the image says outright is
+"""Stray partition logs at start-up (replica/stray_logs.py): only what the image says outright is
 not placed here is set aside: deleted when the image places it elsewhere (reassigned away,
 re-created under another id), kept renamed `-stray` when its topic is not in the image; anything
 not yet assigned, not a partition directory, or assigned here (adding/removing replicas too) stays."""
@@ -9,7 +9,7 @@ import dataclasses
 import uuid
 
 from broker.metadata.store import NO_TOPIC_ID, MetadataImage, PartitionState, new_topic
-from broker.server import partition_metadata, stray_logs
+from broker.replica import partition_metadata, stray_logs
 
 ME = 3
 

@@ -17,7 +17,7 @@ from broker import topic_config
 from broker.config import load_config
 from broker.log.log import InvalidTimestamp, Log, LogConfig
 from broker.protocol import records
-from broker.server.replica_manager import log_config_for
+from broker.replica.replica_manager import log_config_for
 from tests.unit.broker.batches import make_batch
 
 

@@ -14,9 +14,9 @@ from broker.controller import controller as controller_module
 from broker.controller.controller import Controller
 from broker.metadata.file_store import FileMetadataStore
 from broker.metadata.store import BrokerRegistration, Endpoint, new_topic
-from broker.server import replica_manager as replica_manager_module
-from broker.server.purgatory import Purgatory
-from broker.server.replica_manager import ReplicaManager
+from broker.replica import replica_manager as replica_manager_module
+from broker.replica.purgatory import Purgatory
+from broker.replica.replica_manager import ReplicaManager
 
 
 async def until(cond, timeout=20.0):

@@ -8,7 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group.subscriptions import subscribed_topics, subscription_topics
 from broker.metadata.store import BrokerRegistration, MetadataImage, PartitionState, TopicRecord
-from broker.server.topic_partitions_page import page
+from broker.apis.topic_partitions_page import page
 
 
 def image(**topics: int) -> MetadataImage:

@@ -129,7 +129,7 @@ def test_producer_with_an_open_transaction_does_not_expire(tmp_path):
 
 
 def test_only_the_first_transactional_batch_of_a_producer_epoch_needs_verification(tmp_path):
-    from broker.server.transaction_verification import needs_verification
+    from broker.apis.transaction_verification import needs_verification
 
     psm = ProducerStateManager(tmp_path)
     first = records.read_header(make_batch([b"x"], producer_id=9, epoch=0, base_sequence=0, transactional=True))

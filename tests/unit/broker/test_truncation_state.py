@@ -11,7 +11,7 @@ import pytest
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from broker.log.log import Log, LogConfig
 from broker.protocol import records
-from broker.server.truncation import TruncationState, truncation_state
+from broker.replica.truncation import TruncationState, truncation_state
 from tests.unit.broker.batches import make_batch
 
 
@@ -163,7 +163,7 @@ async def test_the_replica_fetcher_asks_again_until_the_logs_agree(tmp_path):
     """Before KIP-279's loop the fetcher stopped after one answer, at offset 7 here, keeping
     records of epoch 0 that the leader never had."""
     from broker.metadata.store import PartitionState
-    from broker.server.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
+    from broker.replica.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
     from tests.unit.broker.test_replica_roles import ImageStore, manager, topic
 
     store = ImageStore(topic(PartitionState(1, 0, (1, 2, 3), (1, 2, 3))))

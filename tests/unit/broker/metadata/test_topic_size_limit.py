@@ -7,7 +7,7 @@ from kio.schema.errors import ErrorCode
 from broker.config import parse_config
 from broker.metadata.file_store import FileMetadataStore
 from broker.metadata.store import new_topic
-from broker.server.topics import TopicError, TopicManager
+from broker.admin.topics import TopicError, TopicManager
 
 
 class BoundedStore(FileMetadataStore):

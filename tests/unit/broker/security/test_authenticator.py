@@ -14,9 +14,9 @@ from broker.security.authenticator import SaslAuthenticator
 from broker.security.credentials import PlainUsers
 from broker.security.listeners import ListenerSecurity
 from broker.security.principal import ANONYMOUS
-from broker.server.apis import RequestDispatcher
-from broker.server.handlers.api_versions import ApiVersionsHandler
-from broker.server.handlers.metadata import MetadataHandler
+from broker.apis.dispatcher import RequestDispatcher
+from broker.apis.handlers.api_versions import ApiVersionsHandler
+from broker.apis.handlers.metadata import MetadataHandler
 from broker.server.metrics import BrokerMetrics
 from flotilla.testenv import kafka_wire
 
