@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from broker.metadata.names import broker_pod_name
+
 from .status import PAUSED, READY, RECONCILING, STALLED
 
 NORMAL, WARNING = "Normal", "Warning"
@@ -173,7 +175,7 @@ def roll_events(cluster: str, live_partition: int | None, partition: int, restar
     out = []
     if restarting is not None and live_partition is not None and partition < live_partition:
         out.append(Event(NORMAL, BROKER_RESTARTING,
-                         f"replacing broker {restarting} (pod {cluster}-broker-{restarting}) with the current pod template"))
+                         f"replacing broker {restarting} (pod {broker_pod_name(cluster, restarting)}) with the current pod template"))
     if waiting and not was_waiting:
         out.append(Event(NORMAL, ROLL_WAITING, waiting))
     return out

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from broker.metadata.names import broker_credentials_secret_name
+
 from ..annotations import RESTART_TOKEN
 from ..models import METRICS_PORT, KafkaClusterSpec, Listener
 from .common import (
@@ -15,7 +17,6 @@ from .common import (
     CONFIG_HASH_ANNOTATION,
     DATA_DIR,
     Owner,
-    broker_credentials_secret_name,
     configmap_name,
     external_bootstrap_name,
     external_broker_name,
