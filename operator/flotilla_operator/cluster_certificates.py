@@ -15,7 +15,7 @@ from . import pki
 from .builders import cert_manager as cm
 from .builders import certificates as certs
 from .builders.common import Owner, foreign, statefulset_name
-from .models import KafkaClusterSpec
+from .api.kafka_cluster import KafkaClusterSpec
 
 
 class CertificateError(Exception):

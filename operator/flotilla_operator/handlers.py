@@ -76,8 +76,11 @@ from .builders.external_addresses import (broker_addresses, certificate_addresse
 from .builders.services import EXTERNAL_LABEL, stale_external_services
 from .builders.statefulset import POD_MANAGEMENT_POLICY
 from .builders.scale_down import ScaleDecision, scale_decision
-from .models import (CLIENT_QUOTA, KAFKA_CLUSTER, KAFKA_USER, RECORD_DELETION, Certificates, KafkaClusterSpec,
-                     RecordDeletionSpec, parse_spec)
+from .api.client_quota import CLIENT_QUOTA
+from .api.common import parse_spec
+from .api.kafka_cluster import KAFKA_CLUSTER, Certificates, KafkaClusterSpec
+from .api.kafka_user import KAFKA_USER
+from .api.record_deletion import RECORD_DELETION, RecordDeletionSpec
 from .preflight import check_server_properties
 from .schedules import Schedule, Schedules
 from .settings import Settings

@@ -15,7 +15,7 @@ from typing import Any
 
 from .builders import record_deletion as rd
 from .kafka_admin import PLAINTEXT, AdminAuth
-from .models import RecordDeletionSpec
+from .api.record_deletion import RecordDeletionSpec
 
 CLIENT_ID = "flotilla-operator"
 TIMEOUT_S = 15.0

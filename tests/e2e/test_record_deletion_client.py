@@ -12,7 +12,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from flotilla_operator import record_admin
-from flotilla_operator.models import RecordDeletionSpec
+from flotilla_operator.api.record_deletion import RecordDeletionSpec
 from tests.support import kafka_wire
 
 pytestmark = pytest.mark.timeout(180)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config_hash import config_hash
-from ..models import KafkaClusterSpec
+from ..api.kafka_cluster import KafkaClusterSpec
 from .common import CONFIG_FILE, Owner
 from .configmap import build_configmap
 from .external_addresses import build_external_addresses, load_balancer_listeners

@@ -16,7 +16,7 @@ from typing import Any
 
 from broker.metadata import names
 
-from ..models import Certificates, IssuerRef
+from ..api.kafka_cluster import Certificates, IssuerRef
 from .common import OPERATOR_USER, Owner, metadata
 
 API_VERSION = "cert-manager.io/v1"

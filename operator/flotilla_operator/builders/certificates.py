@@ -28,7 +28,7 @@ from broker.metadata.names import (broker_certs_name, clients_ca_cert_name, clie
                                    cluster_ca_name, operator_tls_name)
 
 from .. import pki
-from ..models import KafkaClusterSpec, Listener
+from ..api.kafka_cluster import KafkaClusterSpec, Listener
 from .common import OPERATOR_USER, Owner, bootstrap_service_name, headless_service_name, metadata, statefulset_name
 
 TLS_DIR = "/etc/flotilla-tls"  # beside, not inside, the ConfigMap mounted at /etc/flotilla

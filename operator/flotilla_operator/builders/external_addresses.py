@@ -18,7 +18,7 @@ from typing import Any
 
 from broker.metadata import names
 
-from ..models import KafkaClusterSpec, Listener
+from ..api.kafka_cluster import KafkaClusterSpec, Listener
 from .certificates import managed_listeners
 from .common import Owner, external_bootstrap_name, external_broker_name, metadata
 

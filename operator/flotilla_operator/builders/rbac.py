@@ -5,7 +5,7 @@ and the controller Lease (coordination.k8s.io), a KafkaTopic per topic (flotilla
 their client quotas' ConfigMap, ACLs' ConfigMap and SCRAM credentials' Secret -- so that is all they get (broker/metadata/kube_store.py: get, list,
 watch, create, update, delete, and updates of kafkatopics/status; patch for kubectl-style tooling).
 Only their own cluster's Leases and KafkaTopics: the admission policy broker-own-cluster.flotilla.io
-(admission_policies.py) refuses the rest.
+(api/admission_policies.py) refuses the rest.
 
 Kubernetes lets nobody grant a permission it lacks, except by binding a role it may `bind`. So the
 rules every cluster's brokers share (`BROKER_RULES`) are one ClusterRole, `flotilla-broker`,

@@ -8,7 +8,7 @@ from typing import Any
 from broker.metadata.names import broker_credentials_secret_name
 
 from ..annotations import RESTART_TOKEN
-from ..models import METRICS_PORT, KafkaClusterSpec, Listener
+from ..api.kafka_cluster import METRICS_PORT, KafkaClusterSpec, Listener
 from .common import (
     BROKER_PASSWORD_ENV,
     BROKER_USER,

@@ -11,7 +11,8 @@ import pytest
 
 from flotilla_operator import handlers
 from flotilla_operator.builders import kafka_user as ku
-from flotilla_operator.models import KAFKA_USER, parse_spec
+from flotilla_operator.api.common import parse_spec
+from flotilla_operator.api.kafka_user import KAFKA_USER
 
 from tests.unit.operator.test_operator_handlers import FakeKube, cluster, memo_for
 

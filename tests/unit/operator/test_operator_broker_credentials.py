@@ -11,7 +11,7 @@ from flotilla_operator import handlers
 from flotilla_operator.builders.common import Owner
 from flotilla_operator.builders.configmap import server_properties
 from flotilla_operator.builders.statefulset import BROKER_CONTAINER, broker_command, build_statefulset
-from flotilla_operator.models import KafkaClusterSpec
+from flotilla_operator.api.kafka_cluster import KafkaClusterSpec
 from flotilla_operator.operator_credentials import credential_matches
 
 from broker.config import parse_config, parse_properties
