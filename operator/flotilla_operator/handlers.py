@@ -51,19 +51,19 @@ import kopf
 
 from . import GROUP, VERSION
 from . import metrics
-from . import kafka_admin
-from . import record_admin
+from .clients import kafka_admin
+from .clients import record_admin
 from . import rebalancer
 from .builders import rebalance as rb
 from .builders import rebalance_target
 from . import events as ev
 from .admin_address import admin_address
 from .builders import certificates as certs
-from .cluster_certificates import (CertificateError, CertificatesPending, clients_ca, ensure_cluster_certificates,
+from .clients.certificates import (CertificateError, CertificatesPending, clients_ca, ensure_cluster_certificates,
                                    user_certificate_from_cert_manager)
-from .operator_credentials import CredentialsError, ensure_admin_auth, ensure_broker_credentials
+from .clients.credentials import CredentialsError, ensure_admin_auth, ensure_broker_credentials
 from .annotations import acknowledge_patch, live_restart_token, paused, restart_token
-from .apply import ApiError, Kube, load_api_client
+from .clients.kube import ApiError, Kube, load_api_client
 from .builders import client_quota as cq
 from .builders import kafka_user as ku
 from .builders import record_deletion as rd

@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from . import reassignment_admin as ra
-from .apply import ApiError, Kube
+from .clients import reassignment_admin as ra
+from .clients.kube import ApiError, Kube
 from .builders import rebalance as rb
 from .builders import rebalance_target
 from .builders.common import Owner
-from .kafka_admin import PLAINTEXT, AdminAuth, AdminError
+from .clients.kafka_admin import PLAINTEXT, AdminAuth, AdminError
 
 log = logging.getLogger("flotilla_operator")
 

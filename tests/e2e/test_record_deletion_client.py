@@ -11,7 +11,7 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from flotilla_operator import record_admin
+from flotilla_operator.clients import record_admin
 from flotilla_operator.api.record_deletion import RecordDeletionSpec
 from tests.support import kafka_wire
 

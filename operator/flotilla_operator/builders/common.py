@@ -21,9 +21,9 @@ CONFIG_DIR = "/etc/flotilla"
 CONFIG_FILE = "server.properties"
 
 
-# The operator's Kafka user on clusters whose bootstrap listener is SASL (operator_credentials.py).
+# The operator's Kafka user on clusters whose bootstrap listener is SASL (clients/credentials.py).
 OPERATOR_USER = "flotilla-operator"
-# The brokers' own SCRAM-SHA-512 user on a SASL inter-broker listener (operator_credentials.py).
+# The brokers' own SCRAM-SHA-512 user on a SASL inter-broker listener (clients/credentials.py).
 BROKER_USER = "flotilla-broker"
 BROKER_PASSWORD_ENV = "FLOTILLA_BROKER_PASSWORD"
 

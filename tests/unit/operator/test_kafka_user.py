@@ -82,7 +82,7 @@ def test_the_model_names_the_bad_field():
 
 
 async def test_the_handler_creates_the_secret_once_and_converges_acls(monkeypatch):
-    from flotilla_operator import kafka_admin
+    from flotilla_operator.clients import kafka_admin
 
     user = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaUser",
             "metadata": {"name": "app", "namespace": "ns", "uid": "u-9", "generation": 1}, "spec": SPEC}

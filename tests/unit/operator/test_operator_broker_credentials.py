@@ -12,7 +12,7 @@ from flotilla_operator.builders.common import Owner
 from flotilla_operator.builders.configmap import server_properties
 from flotilla_operator.builders.statefulset import BROKER_CONTAINER, broker_command, build_statefulset
 from flotilla_operator.api.kafka_cluster import KafkaClusterSpec
-from flotilla_operator.operator_credentials import credential_matches
+from flotilla_operator.clients.credentials import credential_matches
 
 from broker.config import parse_config, parse_properties
 from broker.metadata.kube_document import document_of

@@ -430,7 +430,7 @@ def test_the_operator_and_a_broker_map_to_their_principals_and_a_client_without_
     the operator's admin client (kafka_admin.AdminAuth) is User:flotilla-operator, a broker's
     certificate (what its inter-broker client presents) User:flotilla-broker, a client without a
     certificate connects with none (User:ANONYMOUS)."""
-    from flotilla_operator.kafka_admin import AdminAuth
+    from flotilla_operator.clients.kafka_admin import AdminAuth
 
     s = KafkaClusterSpec.model_validate(SSL_FIRST)
     secrets = by_name(certs.plan_certificates(OWNER, s, replicas=3, existing={}, now=NOW))

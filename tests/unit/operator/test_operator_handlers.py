@@ -11,7 +11,7 @@ import kopf
 import pytest
 
 from flotilla_operator import handlers
-from flotilla_operator.apply import ApiError
+from flotilla_operator.clients.kube import ApiError
 from flotilla_operator.settings import Settings
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
@@ -180,7 +180,7 @@ async def test_client_quota_is_applied_through_its_clusters_bootstrap(monkeypatc
     for the KafkaCluster's status.bootstrapServers, sends AlterClientQuotas there and reports what
     each broker holds. kafka_admin is replaced by a recorder: this checks the handler's logic; the
     wire side runs against a real broker in tests/e2e/test_operator_quotas.py."""
-    from flotilla_operator import kafka_admin
+    from flotilla_operator.clients import kafka_admin
 
     quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1,
                                                  "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -231,7 +231,7 @@ async def test_client_quota_needs_no_finalizer_and_is_removed_when_its_deletion_
     deletion while the operator is away); the DELETED event removes the quota instead."""
     import kopf
 
-    from flotilla_operator import kafka_admin
+    from flotilla_operator.clients import kafka_admin
 
     registry = kopf.get_default_registry()
     resource = kopf.Resource("flotilla.io", "v1alpha1", "clientquotas")
@@ -266,8 +266,8 @@ async def test_client_quota_on_a_sasl_cluster_authenticates_as_the_operator(monk
     run keeps both (no new password, no new salt)."""
     import base64
 
-    from flotilla_operator import kafka_admin
-    from flotilla_operator.operator_credentials import credential_matches
+    from flotilla_operator.clients import kafka_admin
+    from flotilla_operator.clients.credentials import credential_matches
     from broker.metadata.kube_document import document_of
 
     quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1,
@@ -618,7 +618,7 @@ async def test_record_deletion_invalid_spec_is_stalled():
 
 
 async def test_paused_client_quota_sends_nothing(monkeypatch):
-    from flotilla_operator import kafka_admin
+    from flotilla_operator.clients import kafka_admin
 
     async def refuse(*a, **k):
         raise AssertionError("a paused ClientQuota must not reach the cluster")

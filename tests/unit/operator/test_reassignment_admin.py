@@ -11,7 +11,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from flotilla_operator import reassignment_admin as ra
+from flotilla_operator.clients import reassignment_admin as ra
 from flotilla_operator.rebalancer import view_of
 
 TOPIC = "__consumer_offsets"

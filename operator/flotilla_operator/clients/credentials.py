@@ -37,9 +37,9 @@ from broker.security.credentials import scram_credential
 from broker.security.kube_scram_store import DATA_KEY, secret_name as scram_secret_name
 from broker.security.scram_store import apply_changes, from_doc, to_doc
 
-from .builders import certificates as certs
-from .builders.common import BROKER_USER, OPERATOR_USER, Owner, metadata
-from .builders.configmap import OPERATOR_PRINCIPAL
+from ..builders import certificates as certs
+from ..builders.common import BROKER_USER, OPERATOR_USER, Owner, metadata
+from ..builders.configmap import OPERATOR_PRINCIPAL
 from .kafka_admin import PLAINTEXT, AdminAuth
 
 MECHANISM = "SCRAM-SHA-512"
@@ -108,7 +108,7 @@ async def update_stored_credential(kube: Any, kafka_cluster: Mapping[str, Any], 
     """Make the cluster's stored credentials hold `user`'s credential for `password` (None: remove
     it), compare-and-set against the brokers' own writes. Unchanged when it already does, unless
     `force` (a fresh salt)."""
-    from .apply import ApiError
+    from .kube import ApiError
 
     meta = kafka_cluster["metadata"]
     cluster, ns = meta["name"], meta["namespace"]
@@ -162,7 +162,7 @@ async def ensure_admin_auth(kube: Any, kafka_cluster: Mapping[str, Any]) -> Admi
     protocol = bootstrap_protocol(kafka_cluster)
     if protocol == "PLAINTEXT":
         return PLAINTEXT
-    from .apply import ApiError
+    from .kube import ApiError
 
     meta = kafka_cluster["metadata"]
     try:
@@ -188,7 +188,7 @@ async def ensure_broker_credentials(kube: Any, kafka_cluster: Mapping[str, Any])
     credential in the stored credentials, before the brokers start. False: nothing needed."""
     if not bootstrap_protocol(kafka_cluster).startswith("SASL_"):
         return False
-    from .apply import ApiError
+    from .kube import ApiError
 
     meta = kafka_cluster["metadata"]
     try:
