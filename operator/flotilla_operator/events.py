@@ -1,4 +1,4 @@
-"""The Kubernetes Events the operator emits, decided from what changed. Pure: the handlers post
+"""The Kubernetes Events the operator emits, decided from what changed. Pure: the reconcilers post
 what these functions return (apply.Kube.post_event).
 
 An Event marks an action or a transition, never a steady state: each function compares the status
@@ -107,7 +107,7 @@ def cluster_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]
                    last_progress: Any = FROM_STATUS) -> list[Event]:
     """A KafkaCluster's transitions: a roll or a scale starting and ending, a blocked scale-down,
     Ready won or lost, an apply failing, a spec that cannot be reconciled, a pause.
-    `last_progress` is the last progress_reason other than TRANSIENT (the handlers remember it:
+    `last_progress` is the last progress_reason other than TRANSIENT (the reconcilers remember it:
     a roll passes through TRANSIENT at every broker, which must neither end nor restart it)."""
     out = pause_events(previous, status) + stalled_events(previous, status)
     old_reason = progress_reason(previous) if last_progress is FROM_STATUS else last_progress

@@ -34,7 +34,7 @@ from .certificates import GENERATION_ANNOTATION, TLS_DIR, broker_certs_name, man
 from .roll import TEMPLATE_HASH_ANNOTATION, template_hash
 
 BROKER_CONTAINER = "broker"
-# Immutable in a StatefulSet: an existing one with another policy is replaced (handlers.py).
+# Immutable in a StatefulSet: an existing one with another policy is replaced (reconcilers/kafka_cluster.py).
 POD_MANAGEMENT_POLICY = "Parallel"
 BROKER_UID = 10001
 HOST_IP_ENV = "HOST_IP"  # the node's address, which external (NodePort) listeners advertise
