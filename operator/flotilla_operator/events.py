@@ -1,5 +1,5 @@
 """The Kubernetes Events the operator emits, decided from what changed. Pure: the reconcilers post
-what these functions return (apply.Kube.post_event).
+what these functions return (clients/kube.py Kube.post_event).
 
 An Event marks an action or a transition, never a steady state: each function compares the status
 before and after a run (or the StatefulSet's partition before and after), so a resync that

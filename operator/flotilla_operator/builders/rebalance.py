@@ -1,5 +1,5 @@
-"""When and how the operator moves partition replicas between brokers: pure, no I/O. rebalancer.py
-reads the cluster, calls `decide`, and carries out the Step it returns.
+"""When and how the operator moves partition replicas between brokers: pure, no I/O.
+reconcilers/rebalance.py reads the cluster, calls `decide`, and carries out the Step it returns.
 
 When (nothing else moves data; a user's own assignments are left alone):
 - scale down (spec.replicas below the StatefulSet's): drain the brokers to remove, by planning over
