@@ -5,7 +5,6 @@ report Conflict (builders/client_quota.py decides)."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timezone
 from typing import Any
 
@@ -21,10 +20,7 @@ from ..builders import client_quota as cq
 from ..clients import kafka_admin
 from ..clients.kube import Kube
 from ..status import condition, paused_status, same_status, stalled_condition
-from .common import RETRY_DELAY, cluster_admin, emit
-
-QUOTA_REMOVAL_ATTEMPTS = 6  # a deleted ClientQuota's quota: tried for about half a minute
-
+from .common import cluster_admin, emit, while_unreachable
 
 async def reconcile_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
     """Apply the quota if this resource owns its entity, then report what each broker holds."""
@@ -87,14 +83,8 @@ async def remove_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
     bootstrap, auth, _ = await cluster_admin(memo, meta["namespace"], spec["clusterRef"]["name"], require_ready=False)
     if not bootstrap:
         return  # no cluster to hold it
-    for attempt in range(QUOTA_REMOVAL_ATTEMPTS):  # the cluster may be briefly unreachable
-        try:
-            await kafka_admin.alter_client_quota(bootstrap, cq.entity_of(spec), cq.removal_ops(), auth)
-            return
-        except kafka_admin.AdminError:
-            if attempt == QUOTA_REMOVAL_ATTEMPTS - 1:
-                raise
-            await asyncio.sleep(RETRY_DELAY / 2)
+    entity = cq.entity_of(spec)
+    await while_unreachable(lambda: kafka_admin.alter_client_quota(bootstrap, entity, cq.removal_ops(), auth))
 
 
 async def quota_owner(kube: Kube, kind: str, body: dict[str, Any]) -> tuple[str, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 
 import kopf
 
@@ -23,6 +23,9 @@ log = logging.getLogger("flotilla_operator")
 RETRY_DELAY = 10.0
 EVENT_COMPONENT = "flotilla-operator"
 LEASE_ROLE_LABEL = "flotilla.io/lease"  # on the brokers' Leases: broker or controller
+REMOVAL_ATTEMPTS = 6  # what a deleted ClientQuota or KafkaUser set: tried for about half a minute
+
+T = TypeVar("T")
 
 
 def lock(memo: kopf.Memo, namespace: str, name: str) -> asyncio.Lock:
@@ -65,3 +68,16 @@ async def cluster_admin(memo: kopf.Memo, namespace: str, cluster: str, *,
         return bootstrap, await ensure_admin_auth(memo["kube"], kc), ""
     except CredentialsError as exc:
         return None, kafka_admin.PLAINTEXT, str(exc)
+
+
+async def while_unreachable(act: Callable[[], Awaitable[T]], attempts: int = REMOVAL_ATTEMPTS) -> T:
+    """`act`, tried again every RETRY_DELAY / 2 while the cluster cannot be reached (the cluster
+    may be briefly unreachable), at most `attempts` times; then its last AdminError is raised."""
+    for attempt in range(attempts):
+        try:
+            return await act()
+        except kafka_admin.AdminError:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(RETRY_DELAY / 2)
+    raise AssertionError("attempts must be at least 1")

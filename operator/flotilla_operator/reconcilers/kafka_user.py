@@ -26,8 +26,8 @@ from ..clients import kafka_admin
 from ..clients.certificates import clients_ca, user_certificate_from_cert_manager
 from ..clients.kube import Kube
 from ..status import condition, paused_status, same_status, stalled_condition
-from .client_quota import QUOTA_REMOVAL_ATTEMPTS, quota_owner
-from .common import RETRY_DELAY, cluster_admin, emit
+from .client_quota import quota_owner
+from .common import cluster_admin, emit, while_unreachable
 
 
 async def _user_status(memo: kopf.Memo, body: dict[str, Any], ready: bool, reason: str, message: str,
@@ -201,18 +201,16 @@ async def remove_kafka_user(memo: kopf.Memo, body: kopf.Body) -> None:
     bootstrap, auth, _ = await cluster_admin(memo, meta["namespace"], spec["clusterRef"]["name"], require_ready=False)
     if not bootstrap:
         return  # no cluster to hold it
-    for attempt in range(QUOTA_REMOVAL_ATTEMPTS):  # the cluster may be briefly unreachable
-        try:
-            await kafka_admin.alter_scram_credential(bootstrap, user, ku.MECHANISM_CODE, None, auth)
-            held = await kafka_admin.describe_acls(bootstrap, ku.principal(user), auth)
-            await kafka_admin.delete_acls(bootstrap, held, auth)
-            if (spec.get("quotas") or (body.get("status") or {}).get("quotas")) and await quota_owner(
-                    memo["kube"], KAFKA_USER.kind, dict(body)) == (KAFKA_USER.kind, user):
-                await kafka_admin.alter_client_quota(bootstrap, {"user": user}, cq.removal_ops(), auth)
-            break
-        except kafka_admin.AdminError:
-            if attempt == QUOTA_REMOVAL_ATTEMPTS - 1:
-                raise
-            await asyncio.sleep(RETRY_DELAY / 2)
+
+    async def remove() -> list[tuple]:
+        await kafka_admin.alter_scram_credential(bootstrap, user, ku.MECHANISM_CODE, None, auth)
+        held = await kafka_admin.describe_acls(bootstrap, ku.principal(user), auth)
+        await kafka_admin.delete_acls(bootstrap, held, auth)
+        if (spec.get("quotas") or (body.get("status") or {}).get("quotas")) and await quota_owner(
+                memo["kube"], KAFKA_USER.kind, dict(body)) == (KAFKA_USER.kind, user):
+            await kafka_admin.alter_client_quota(bootstrap, {"user": user}, cq.removal_ops(), auth)
+        return held
+
+    held = await while_unreachable(remove)
     await emit(memo["kube"], dict(body), [ev.Event(ev.NORMAL, ev.USER_REMOVED,
                                                    f"credential, {len(held)} ACL(s) and quotas of {user} removed")])
