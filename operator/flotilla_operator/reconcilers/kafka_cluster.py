@@ -139,14 +139,15 @@ class KafkaClusterReconciler:
             raise kopf.PermanentError(self.identity.error)
 
     async def decide_scale(self) -> None:
-        """How many brokers the StatefulSet may have (never fewer than hold replicas)."""
+        """How many brokers the StatefulSet may have (never fewer than hold replicas), and how many
+        need certificates and addresses (the larger of that and spec.replicas)."""
         self.scale = await _scale(self.kube, self.memo, self.owner, self.spec, self.statefulset)
+        self.replicas = max(self.spec.replicas, self.scale.replicas or 0)
 
     def decide_restart(self) -> None:
         """The restart token on the pod template: a new one when the annotation asks for a restart."""
         self.token, self.restart_requested = restart_token(self.body["metadata"], self.statefulset,
                                                            datetime.now(timezone.utc))
-        self.replicas = max(self.spec.replicas, self.scale.replicas or 0)
 
     async def find_load_balancer_addresses(self) -> None:
         self.addresses = await _load_balancer_addresses(self.kube, self.owner, self.spec, self.replicas)
