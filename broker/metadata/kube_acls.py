@@ -9,14 +9,11 @@ import logging
 
 from broker.metadata.acls import AclSet, AclStore, Change, from_doc, to_doc
 from broker.metadata.kube_document import KubeDocument
+from broker.metadata.names import acls_name as config_map_name
 
 log = logging.getLogger(__name__)
 
 DATA_KEY = "acls.json"
-
-
-def config_map_name(cluster_name: str) -> str:
-    return f"{cluster_name}-acls"
 
 
 class KubernetesAclStore(AclStore):

@@ -11,14 +11,11 @@ from collections.abc import Callable
 
 from broker.metadata.broker_configs import BrokerConfigStore, apply_change, from_doc, to_doc
 from broker.metadata.kube_document import KubeDocument
+from broker.metadata.names import broker_configs_name as config_map_name
 
 log = logging.getLogger(__name__)
 
 DATA_KEY = "brokers.json"
-
-
-def config_map_name(cluster_name: str) -> str:
-    return f"{cluster_name}-broker-configs"
 
 
 class KubernetesBrokerConfigStore(BrokerConfigStore):

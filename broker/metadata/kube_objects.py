@@ -47,6 +47,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
+from broker.metadata.names import broker_lease_name, controller_lease_name, producer_ids_lease_name  # noqa: F401
 from broker.metadata.store import (NO_TOPIC_ID, BrokerRegistration, Endpoint, PartitionState,
                                    TopicRecord)
 
@@ -97,19 +98,7 @@ _INT32_MAX = 2 ** 31 - 1
 _MAX_NAME = 253
 
 
-# -- names -------------------------------------------------------------------------------------
-def broker_lease_name(cluster: str, node_id: int) -> str:
-    return f"{cluster}-broker-{node_id}"
-
-
-def controller_lease_name(cluster: str) -> str:
-    return f"{cluster}-controller"
-
-
-def producer_ids_lease_name(cluster: str) -> str:
-    return f"{cluster}-producer-ids"
-
-
+# -- names (the Leases': names.py) --------------------------------------------------------------
 def topic_object_name(cluster: str, topic: str) -> str:
     """A DNS-1123 object name for a Kafka topic name (which may hold '_', '.' and capitals).
 

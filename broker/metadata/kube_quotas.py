@@ -12,14 +12,11 @@ from collections.abc import Mapping
 
 from broker.metadata.client_quotas import ClientQuotaStore, QuotaEntity, apply_changes, from_doc, to_doc
 from broker.metadata.kube_document import KubeDocument
+from broker.metadata.names import client_quotas_name as config_map_name
 
 log = logging.getLogger(__name__)
 
 DATA_KEY = "quotas.json"
-
-
-def config_map_name(cluster_name: str) -> str:
-    return f"{cluster_name}-client-quotas"
 
 
 def _parse(doc: dict | None) -> dict[QuotaEntity, dict[str, float]]:

@@ -14,16 +14,13 @@ import logging
 from collections.abc import Mapping
 
 from broker.metadata.kube_document import KubeDocument
+from broker.metadata.names import scram_credentials_name as secret_name
 from broker.security.credentials import ScramCredential
 from broker.security.scram_store import Key, ScramCredentialStore, apply_changes, from_doc, to_doc
 
 log = logging.getLogger(__name__)
 
 DATA_KEY = "credentials.json"
-
-
-def secret_name(cluster_name: str) -> str:
-    return f"{cluster_name}-scram-credentials"
 
 
 class KubernetesScramCredentialStore(ScramCredentialStore):

@@ -1,8 +1,11 @@
 """Flotilla's Kubernetes operator: KafkaCluster (and friends) reconciled into a broker fleet.
 
-Layout: `models` (the API, in pydantic), `crd_render` (models -> CRD YAML), `builders` (pure functions
-from a validated spec to Kubernetes objects), `status` (conditions), `handlers` (thin kopf handlers),
-`apply` (talking to the API server), `settings`, `metrics`, `cli`.
+Layout: `api` (the custom resources, in pydantic, one module each), `crd_render` (api -> CRD YAML),
+`builders` (pure functions from a validated spec to Kubernetes objects; their names come from
+broker/metadata/names.py), `status` and `events` (conditions and Events, pure), `reconcilers` (one
+per resource: read, decide with the builders, act, report), `clients` (the Kubernetes API, the
+clusters' Kafka admin APIs, certificates and credentials), `handlers` (the kopf registrations
+only), `settings`, `metrics`, `cli`.
 """
 
 GROUP = "flotilla.io"

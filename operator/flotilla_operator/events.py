@@ -1,5 +1,5 @@
-"""The Kubernetes Events the operator emits, decided from what changed. Pure: the handlers post
-what these functions return (apply.Kube.post_event).
+"""The Kubernetes Events the operator emits, decided from what changed. Pure: the reconcilers post
+what these functions return (clients/kube.py Kube.post_event).
 
 An Event marks an action or a transition, never a steady state: each function compares the status
 before and after a run (or the StatefulSet's partition before and after), so a resync that
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+from broker.metadata.names import broker_pod_name
 
 from .status import PAUSED, READY, RECONCILING, STALLED
 
@@ -105,7 +107,7 @@ def cluster_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]
                    last_progress: Any = FROM_STATUS) -> list[Event]:
     """A KafkaCluster's transitions: a roll or a scale starting and ending, a blocked scale-down,
     Ready won or lost, an apply failing, a spec that cannot be reconciled, a pause.
-    `last_progress` is the last progress_reason other than TRANSIENT (the handlers remember it:
+    `last_progress` is the last progress_reason other than TRANSIENT (the reconcilers remember it:
     a roll passes through TRANSIENT at every broker, which must neither end nor restart it)."""
     out = pause_events(previous, status) + stalled_events(previous, status)
     old_reason = progress_reason(previous) if last_progress is FROM_STATUS else last_progress
@@ -173,7 +175,7 @@ def roll_events(cluster: str, live_partition: int | None, partition: int, restar
     out = []
     if restarting is not None and live_partition is not None and partition < live_partition:
         out.append(Event(NORMAL, BROKER_RESTARTING,
-                         f"replacing broker {restarting} (pod {cluster}-broker-{restarting}) with the current pod template"))
+                         f"replacing broker {restarting} (pod {broker_pod_name(cluster, restarting)}) with the current pod template"))
     if waiting and not was_waiting:
         out.append(Event(NORMAL, ROLL_WAITING, waiting))
     return out

@@ -1,5 +1,5 @@
 """The operator against a broker whose only client listener requires SASL (issue 23): it
-authenticates as its own SCRAM user (operator_credentials.py), so a ClientQuota applies (without
+authenticates as its own SCRAM user (clients/credentials.py), so a ClientQuota applies (without
 credentials its admin client is refused), and a KafkaUser gives a real client a password in a
 Secret, ACLs that follow Git, and a credential that goes with the resource.
 
@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from flotilla_operator import kafka_admin
+from flotilla_operator.clients import kafka_admin
 from tests.e2e.test_acls import _codes, _consume, _produce
 from tests.e2e.test_operator import apply, condition, free_port, get_json
 from tests.e2e.test_scram_credentials import auth_error
@@ -254,7 +254,7 @@ def test_the_admin_clients_speak_sasl_ssl_with_the_clusters_ca(tmp_path):
     settings reach a real broker; a wrong password is refused with the broker's message."""
     from confluent_kafka.admin import AdminClient as Admin
 
-    from flotilla_operator.record_admin import client_settings
+    from flotilla_operator.clients.record_admin import client_settings
     from tests.support.secure_broker import USERS, running_secure_broker
 
     with running_secure_broker("flotilla", tmp_path) as sb:

@@ -144,7 +144,8 @@ def test_an_ordered_ready_statefulset_becomes_parallel_without_restarting_a_brok
     from flotilla_operator.builders import build_all
     from flotilla_operator.builders.common import Owner
     from flotilla_operator.builders.roll import TEMPLATE_HASH_ANNOTATION
-    from flotilla_operator.models import KAFKA_CLUSTER, parse_spec
+    from flotilla_operator.api.common import parse_spec
+    from flotilla_operator.api.kafka_cluster import KAFKA_CLUSTER
 
     ns, name = kube_namespace, "legacy"
     apply(kube_env, kafkacluster(name, ns, replicas=3))

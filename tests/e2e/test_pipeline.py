@@ -299,8 +299,8 @@ def example_deletion(raw_topic: str, group: str) -> dict[str, Any]:
 def purge_directly(bootstrap: str, raw_topic: str, group: str) -> Purge:
     """The example's spec through record_admin.run, what the operator's daemon calls (a single
     broker has no Kubernetes to hold the resource)."""
-    from flotilla_operator import record_admin
-    from flotilla_operator.models import RecordDeletionSpec
+    from flotilla_operator.clients import record_admin
+    from flotilla_operator.api.record_deletion import RecordDeletionSpec
 
     result = record_admin.run(bootstrap, RecordDeletionSpec.model_validate(example_deletion(raw_topic, group)["spec"]))
     return Purge(result.deleted, result.error and f"{result.error.reason}: {result.error.message}", "record_admin")

@@ -32,7 +32,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from flotilla_operator import reassignment_admin as ra
+from flotilla_operator.clients import reassignment_admin as ra
 
 from tests.e2e.test_replication import create_topic, partition_states, producer, read_all
 from flotilla.testenv.brokers import kafka_tools

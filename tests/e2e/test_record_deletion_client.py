@@ -11,8 +11,8 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from flotilla_operator import record_admin
-from flotilla_operator.models import RecordDeletionSpec
+from flotilla_operator.clients import record_admin
+from flotilla_operator.api.record_deletion import RecordDeletionSpec
 from flotilla.testenv import kafka_wire
 
 pytestmark = pytest.mark.timeout(180)

@@ -1,7 +1,7 @@
 """Pure functions from a validated KafkaCluster spec to the Kubernetes objects that run it.
 
 Nothing here does I/O or imports kopf: every builder takes the owner and the spec and returns a
-plain dict, so each one is unit-tested on its own and the handlers only send what they get.
+plain dict, so each one is unit-tested on its own and the reconcilers only send what they get.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config_hash import config_hash
-from ..models import KafkaClusterSpec
+from ..api.kafka_cluster import KafkaClusterSpec
 from .common import CONFIG_FILE, Owner
 from .configmap import build_configmap
 from .external_addresses import build_external_addresses, load_balancer_listeners

@@ -14,7 +14,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from ..models import Certificates, IssuerRef
+from broker.metadata import names
+
+from ..api.kafka_cluster import Certificates, IssuerRef
 from .common import OPERATOR_USER, Owner, metadata
 
 API_VERSION = "cert-manager.io/v1"
@@ -22,12 +24,12 @@ ORGANIZATION = "flotilla.io"
 
 
 def broker_certificate_name(owner: Owner, ordinal: int) -> str:
-    return f"{owner.name}-broker-{ordinal}"
+    return names.broker_certificate_name(owner.name, ordinal)
 
 
 def broker_certificate_secret(owner: Owner, ordinal: int) -> str:
     """The Secret cert-manager writes broker `ordinal`'s key and certificate to."""
-    return f"{owner.name}-broker-{ordinal}-tls"
+    return names.broker_certificate_secret(owner.name, ordinal)
 
 
 def _split(names: tuple[str, ...]) -> tuple[list[str], list[str]]:
@@ -76,8 +78,8 @@ def build_operator_certificate(owner: Owner, settings: Certificates) -> dict[str
     written by cert-manager to the Secret the operator reads it from (certificates.operator_tls_name)."""
     assert settings.issuer_ref is not None
     return {"apiVersion": API_VERSION, "kind": "Certificate",
-            "metadata": metadata(owner, f"{owner.name}-operator"),
-            "spec": {"secretName": f"{owner.name}-operator-tls", "issuerRef": _issuer(settings.issuer_ref),
+            "metadata": metadata(owner, names.operator_certificate_name(owner.name)),
+            "spec": {"secretName": names.operator_tls_name(owner.name), "issuerRef": _issuer(settings.issuer_ref),
                      "commonName": OPERATOR_USER,
                      "subject": {"organizations": [ORGANIZATION], "organizationalUnits": ["operator"]},
                      **_lifetimes(settings),

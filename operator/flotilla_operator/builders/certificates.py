@@ -24,8 +24,11 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from broker.metadata.names import (broker_certs_name, clients_ca_cert_name, clients_ca_name, cluster_ca_cert_name,
+                                   cluster_ca_name, operator_tls_name)
+
 from .. import pki
-from ..models import KafkaClusterSpec, Listener
+from ..api.kafka_cluster import KafkaClusterSpec, Listener
 from .common import OPERATOR_USER, Owner, bootstrap_service_name, headless_service_name, metadata, statefulset_name
 
 TLS_DIR = "/etc/flotilla-tls"  # beside, not inside, the ConfigMap mounted at /etc/flotilla
@@ -43,31 +46,6 @@ OPERATOR_UNIT = "operator"
 # every broker's is the brokers' principal, the operator's its own (configmap.py makes both super users).
 FLEET_MAPPING_RULES = (f"RULE:^CN=[^,]+,OU={BROKERS_UNIT},O=flotilla.io$/flotilla-broker/,"
                        f"RULE:^CN=([^,]+),OU={OPERATOR_UNIT},O=flotilla.io$/$1/,{PRINCIPAL_MAPPING_RULES}")
-
-
-def cluster_ca_name(cluster: str) -> str:
-    return f"{cluster}-cluster-ca"
-
-
-def cluster_ca_cert_name(cluster: str) -> str:
-    return f"{cluster}-cluster-ca-cert"
-
-
-def clients_ca_name(cluster: str) -> str:
-    return f"{cluster}-clients-ca"
-
-
-def clients_ca_cert_name(cluster: str) -> str:
-    return f"{cluster}-clients-ca-cert"
-
-
-def broker_certs_name(cluster: str) -> str:
-    return f"{cluster}-broker-certs"
-
-
-def operator_tls_name(cluster: str) -> str:
-    """The operator's client certificate for an SSL first listener (tls.crt, tls.key)."""
-    return f"{cluster}-operator-tls"
 
 
 def secret_names(cluster: str) -> tuple[str, ...]:

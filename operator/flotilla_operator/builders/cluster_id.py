@@ -25,13 +25,15 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from broker.metadata import names
+
 from .common import Owner, labels
 
 DATA_KEY = "cluster.id"
 
 
 def record_name(owner: Owner) -> str:
-    return f"{owner.name}-cluster-id"
+    return names.cluster_id_name(owner.name)
 
 
 def id_from_uid(owner: Owner) -> str:

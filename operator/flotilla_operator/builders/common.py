@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from broker.metadata import names
+
 from .. import API_VERSION
 
 MANAGED_BY = "flotilla-operator"
@@ -19,15 +21,11 @@ CONFIG_DIR = "/etc/flotilla"
 CONFIG_FILE = "server.properties"
 
 
-# The operator's Kafka user on clusters whose bootstrap listener is SASL (operator_credentials.py).
+# The operator's Kafka user on clusters whose bootstrap listener is SASL (clients/credentials.py).
 OPERATOR_USER = "flotilla-operator"
-# The brokers' own SCRAM-SHA-512 user on a SASL inter-broker listener (operator_credentials.py).
+# The brokers' own SCRAM-SHA-512 user on a SASL inter-broker listener (clients/credentials.py).
 BROKER_USER = "flotilla-broker"
 BROKER_PASSWORD_ENV = "FLOTILLA_BROKER_PASSWORD"
-
-
-def broker_credentials_secret_name(cluster: str) -> str:
-    return f"{cluster}-broker-credentials"
 
 
 def sasl_inter_broker(spec: Any) -> bool:
@@ -55,44 +53,41 @@ class Owner:
         )
 
 
-# Every derived name. metadata.name is limited to 40 characters by the CRD, so all of these fit
-# the 63-character DNS label limit, with room for the StatefulSet's `-<ordinal>` and revision hash.
+# Every derived name is broker/metadata/names.py's; these take the Owner the builders hold.
 def statefulset_name(owner: Owner) -> str:
-    return f"{owner.name}-broker"
+    return names.statefulset_name(owner.name)
 
 
 def headless_service_name(owner: Owner) -> str:
-    return f"{owner.name}-brokers"
+    return names.headless_service_name(owner.name)
 
 
 def bootstrap_service_name(owner: Owner) -> str:
-    return f"{owner.name}-bootstrap"
+    return names.bootstrap_service_name(owner.name)
 
 
 def external_bootstrap_name(owner: Owner, port: int) -> str:
-    """The bootstrap Service of the external listener on `port`."""
-    return f"{bootstrap_service_name(owner)}-{port}"
+    return names.external_bootstrap_name(owner.name, port)
 
 
 def external_broker_name(owner: Owner, ordinal: int | str, port: int) -> str:
-    """Broker `ordinal`'s own Service on the external listener on `port` (a str: a shell expression)."""
-    return f"{statefulset_name(owner)}-{ordinal}-{port}"
+    return names.external_broker_name(owner.name, ordinal, port)
 
 
 def configmap_name(owner: Owner) -> str:
-    return f"{owner.name}-config"
+    return names.configmap_name(owner.name)
 
 
 def service_account_name(owner: Owner) -> str:
-    return f"{owner.name}-broker"
+    return names.service_account_name(owner.name)
 
 
 def role_name(owner: Owner) -> str:
-    return f"{owner.name}-broker"
+    return names.role_name(owner.name)
 
 
 def pdb_name(owner: Owner) -> str:
-    return f"{owner.name}-broker"
+    return names.pdb_name(owner.name)
 
 
 def bootstrap_address(owner: Owner, port: int) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import METRICS_PORT, KafkaClusterSpec, replication_settings
+from ..api.kafka_cluster import METRICS_PORT, KafkaClusterSpec, replication_settings
 from .cluster_id import id_from_uid
 from .certificates import (CA_FILE, CLIENTS_CA_FILE, FLEET_MAPPING_RULES, PRINCIPAL_MAPPING_RULES, TLS_DIR,
                            fleet_certificates, managed_listeners)
@@ -115,7 +115,7 @@ def super_users_config(spec: KafkaClusterSpec) -> dict[str, str]:
 
 
 def replication_defaults(spec: KafkaClusterSpec) -> dict[str, str]:
-    """Replication keys sized to the fleet, for those spec.config leaves unset (models.py checks the
+    """Replication keys sized to the fleet, for those spec.config leaves unset (api/kafka_cluster.py checks the
     ones it sets): topics and __consumer_offsets get min(3, brokers) replicas, and acks=all needs
     one fewer in sync (at least 1), so that one broker restarting (a roll, a pod eviction) never
     fails an acks=all produce."""

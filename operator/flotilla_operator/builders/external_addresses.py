@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import KafkaClusterSpec, Listener
+from broker.metadata import names
+
+from ..api.kafka_cluster import KafkaClusterSpec, Listener
 from .certificates import managed_listeners
 from .common import Owner, external_bootstrap_name, external_broker_name, metadata
 
@@ -24,7 +26,7 @@ EXTERNAL_ADDRESSES_DIR = "/etc/flotilla-external"
 
 
 def external_addresses_name(owner: Owner) -> str:
-    return f"{owner.name}-external-addresses"
+    return names.external_addresses_name(owner.name)
 
 
 def load_balancer_listeners(spec: KafkaClusterSpec) -> list[Listener]:

@@ -93,7 +93,7 @@ def secret_name(body: dict[str, Any]) -> str:
 
 
 def authentication(body: dict[str, Any]) -> str:
-    """scram-sha-512 or tls (models.KafkaUserAuthentication)."""
+    """scram-sha-512 or tls (api/kafka_user.py KafkaUserAuthentication)."""
     return ((body.get("spec") or {}).get("authentication") or {}).get("type", "scram-sha-512")
 
 

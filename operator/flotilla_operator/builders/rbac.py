@@ -5,7 +5,7 @@ and the controller Lease (coordination.k8s.io), a KafkaTopic per topic (flotilla
 their client quotas' ConfigMap, ACLs' ConfigMap and SCRAM credentials' Secret -- so that is all they get (broker/metadata/kube_store.py: get, list,
 watch, create, update, delete, and updates of kafkatopics/status; patch for kubectl-style tooling).
 Only their own cluster's Leases and KafkaTopics: the admission policy broker-own-cluster.flotilla.io
-(admission_policies.py) refuses the rest.
+(api/admission_policies.py) refuses the rest.
 
 Kubernetes lets nobody grant a permission it lacks, except by binding a role it may `bind`. So the
 rules every cluster's brokers share (`BROKER_RULES`) are one ClusterRole, `flotilla-broker`,
@@ -20,6 +20,8 @@ update, never delete).
 from __future__ import annotations
 
 from typing import Any
+
+from broker.metadata import names
 
 from .common import Owner, metadata, role_name, service_account_name
 
@@ -49,7 +51,7 @@ def build_broker_cluster_role() -> dict[str, Any]:
 
 
 def metadata_binding_name(owner: Owner) -> str:
-    return f"{owner.name}-broker-metadata"
+    return names.metadata_binding_name(owner.name)
 
 
 def build_metadata_role_binding(owner: Owner) -> dict[str, Any]:
@@ -76,7 +78,7 @@ def client_quota_rules(owner: Owner) -> list[dict[str, Any]]:
     """Dynamic client quotas (KIP-13) live in one ConfigMap per cluster (broker/metadata/
     kube_quotas.py): the brokers read, watch and update that one object by name, and may create it
     (create cannot be limited to a name); no other ConfigMap, and no delete."""
-    name = f"{owner.name}-client-quotas"
+    name = names.client_quotas_name(owner.name)
     return [
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name],
          "verbs": ["get", "list", "watch", "update"]},
@@ -88,7 +90,7 @@ def acl_rules(owner: Owner) -> list[dict[str, Any]]:
     """ACLs (authorizer.class.name) live in one ConfigMap per cluster (broker/metadata/kube_acls.py):
     the brokers read, watch and update that object by name (create is granted by
     client_quota_rules: it cannot be limited to a name); no other ConfigMap, and no delete."""
-    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [f"{owner.name}-acls"],
+    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [names.acls_name(owner.name)],
              "verbs": ["get", "list", "watch", "update"]}]
 
 
@@ -96,7 +98,7 @@ def broker_config_rules(owner: Owner) -> list[dict[str, Any]]:
     """Dynamic broker configs (the KIP-73 replication throttle rates) live in one ConfigMap per
     cluster (broker/metadata/kube_broker_configs.py): read, watched and updated by name (create is
     granted by client_quota_rules); no other ConfigMap, and no delete."""
-    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [f"{owner.name}-broker-configs"],
+    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [names.broker_configs_name(owner.name)],
              "verbs": ["get", "list", "watch", "update"]}]
 
 
@@ -104,7 +106,7 @@ def scram_credential_rules(owner: Owner) -> list[dict[str, Any]]:
     """SCRAM credentials (KIP-554: salted keys, never passwords) live in one Secret per cluster
     (broker/security/kube_scram_store.py): the brokers read, watch and update that one Secret by
     name, and may create it (create cannot be limited to a name); no other Secret, and no delete."""
-    name = f"{owner.name}-scram-credentials"
+    name = names.scram_credentials_name(owner.name)
     return [
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [name],
          "verbs": ["get", "list", "watch", "update"]},

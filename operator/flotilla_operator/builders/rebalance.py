@@ -1,5 +1,5 @@
-"""When and how the operator moves partition replicas between brokers: pure, no I/O. rebalancer.py
-reads the cluster, calls `decide`, and carries out the Step it returns.
+"""When and how the operator moves partition replicas between brokers: pure, no I/O.
+reconcilers/rebalance.py reads the cluster, calls `decide`, and carries out the Step it returns.
 
 When (nothing else moves data; a user's own assignments are left alone):
 - scale down (spec.replicas below the StatefulSet's): drain the brokers to remove, by planning over
@@ -169,7 +169,7 @@ def _throttled(partitions: Mapping[Partition, tuple[tuple[int, ...], tuple[int, 
 
 
 def _clear(prev: Mapping[str, Any]) -> dict[tuple[int, str], dict[str, str | None]]:
-    from ..reassignment_admin import BROKER, TOPIC
+    from ..clients.reassignment_admin import BROKER, TOPIC
 
     out: dict[tuple[int, str], dict[str, str | None]] = {}
     for topic in prev.get("throttledTopics") or ():
@@ -185,7 +185,7 @@ def _changed_rate(prev: Mapping[str, Any], inp: Inputs, view: View,
     (status.rebalance.throttleRate): set at once, so a throttle raised because moves crawl speeds up
     the moves in flight, not only the next batch (0 removes the rates: full speed). Notes the new
     rate in `status`."""
-    from ..reassignment_admin import BROKER
+    from ..clients.reassignment_admin import BROKER
 
     applied = prev.get("throttleRate")
     if applied is None or int(applied) == inp.throttle:
@@ -212,7 +212,7 @@ def _base(prev: Mapping[str, Any], brokers: tuple[int, ...], reason: str, fresh:
 
 def decide(inp: Inputs, view: View, now: datetime) -> Step:
     """The step to take now. The returned status always says where the rebalance stands."""
-    from ..reassignment_admin import BROKER, TOPIC
+    from ..clients.reassignment_admin import BROKER, TOPIC
 
     prev = dict(inp.previous)
     found = trigger(inp, view.registered)

@@ -21,6 +21,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping
 
+from broker.metadata import names
+
 from .common import Owner, metadata
 
 Partition = tuple[str, int]
@@ -48,7 +50,7 @@ class Target:
 
 
 def configmap_name(owner_name: str) -> str:
-    return f"{owner_name}-rebalance-plan"
+    return names.rebalance_plan_name(owner_name)
 
 
 def heading(kept: Target | None, planned: Mapping[Partition, tuple[int, ...]],

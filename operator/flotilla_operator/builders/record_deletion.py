@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
-from ..models import RecordDeletionSpec
+from ..api.record_deletion import RecordDeletionSpec
 
 # Backoff for runs that failed for a reason that may pass (cluster not Ready, unreachable, ...).
 BACKOFF_FIRST_S = 2.0

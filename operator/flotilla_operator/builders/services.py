@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import METRICS_PORT, KafkaClusterSpec, Listener
+from ..api.kafka_cluster import METRICS_PORT, KafkaClusterSpec, Listener
 from .common import (Owner, bootstrap_service_name, external_bootstrap_name, external_broker_name, headless_service_name,
                      metadata, selector_labels, statefulset_name)
 from .statefulset import port_name

@@ -5,8 +5,10 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from broker.metadata.names import broker_credentials_secret_name
+
 from ..annotations import RESTART_TOKEN
-from ..models import METRICS_PORT, KafkaClusterSpec, Listener
+from ..api.kafka_cluster import METRICS_PORT, KafkaClusterSpec, Listener
 from .common import (
     BROKER_PASSWORD_ENV,
     BROKER_USER,
@@ -15,7 +17,6 @@ from .common import (
     CONFIG_HASH_ANNOTATION,
     DATA_DIR,
     Owner,
-    broker_credentials_secret_name,
     configmap_name,
     external_bootstrap_name,
     external_broker_name,
@@ -33,7 +34,7 @@ from .certificates import GENERATION_ANNOTATION, TLS_DIR, broker_certs_name, man
 from .roll import TEMPLATE_HASH_ANNOTATION, template_hash
 
 BROKER_CONTAINER = "broker"
-# Immutable in a StatefulSet: an existing one with another policy is replaced (handlers.py).
+# Immutable in a StatefulSet: an existing one with another policy is replaced (reconcilers/kafka_cluster.py).
 POD_MANAGEMENT_POLICY = "Parallel"
 BROKER_UID = 10001
 HOST_IP_ENV = "HOST_IP"  # the node's address, which external (NodePort) listeners advertise

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flotilla_operator.builders.common import Owner
-from flotilla_operator.models import KafkaClusterSpec
+from flotilla_operator.api.kafka_cluster import KafkaClusterSpec
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from flotilla_operator import kafka_admin
+from flotilla_operator.clients import kafka_admin
 
 
 def closed_port() -> int:

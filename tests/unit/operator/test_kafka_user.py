@@ -11,7 +11,8 @@ import pytest
 
 from flotilla_operator import handlers
 from flotilla_operator.builders import kafka_user as ku
-from flotilla_operator.models import KAFKA_USER, parse_spec
+from flotilla_operator.api.common import parse_spec
+from flotilla_operator.api.kafka_user import KAFKA_USER
 
 from tests.unit.operator.test_operator_handlers import FakeKube, cluster, memo_for
 
@@ -81,7 +82,7 @@ def test_the_model_names_the_bad_field():
 
 
 async def test_the_handler_creates_the_secret_once_and_converges_acls(monkeypatch):
-    from flotilla_operator import kafka_admin
+    from flotilla_operator.clients import kafka_admin
 
     user = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaUser",
             "metadata": {"name": "app", "namespace": "ns", "uid": "u-9", "generation": 1}, "spec": SPEC}

@@ -7,7 +7,7 @@ import json
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from flotilla_operator.apply import ApiError, Kube, object_path
+from flotilla_operator.clients.kube import ApiError, Kube, object_path
 
 
 def test_object_path():

@@ -7,12 +7,12 @@ from __future__ import annotations
 import base64
 import subprocess
 
-from flotilla_operator import handlers
+from flotilla_operator.reconcilers import kafka_cluster as cluster_reconciler
 from flotilla_operator.builders.common import Owner
 from flotilla_operator.builders.configmap import server_properties
 from flotilla_operator.builders.statefulset import BROKER_CONTAINER, broker_command, build_statefulset
-from flotilla_operator.models import KafkaClusterSpec
-from flotilla_operator.operator_credentials import credential_matches
+from flotilla_operator.api.kafka_cluster import KafkaClusterSpec
+from flotilla_operator.clients.credentials import credential_matches
 
 from broker.config import parse_config, parse_properties
 from broker.metadata.kube_document import document_of
@@ -66,7 +66,7 @@ def test_a_plaintext_first_listener_renders_no_broker_credentials():
 
 async def test_reconcile_creates_the_brokers_credential_before_the_statefulset():
     kube = FakeKube([cluster({"replicas": 3, "listeners": SASL})])
-    await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="test")
     secret = kube.objects[("Secret", "ns", "demo-broker-credentials")]
     assert secret["metadata"]["ownerReferences"][0]["name"] == "demo"
     password = base64.b64decode(secret["data"]["password"]).decode()
@@ -75,6 +75,6 @@ async def test_reconcile_creates_the_brokers_credential_before_the_statefulset()
     assert credential_matches(document, "flotilla-broker", password) and password not in str(document)
     created = [o["metadata"]["name"] for o in kube.created]
     assert created.index("demo-broker-credentials") >= 0 and [o["kind"] for o in kube.applied][-1] == "StatefulSet"
-    await handlers.reconcile(memo_for(kube), "ns", "demo", why="again")  # kept: same password
+    await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="again")  # kept: same password
     again = kube.objects[("Secret", "ns", "demo-broker-credentials")]
     assert base64.b64decode(again["data"]["password"]).decode() == password

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from flotilla_operator.builders.configmap import build_configmap, kafka_cluster_id, operator_config, server_properties
-from flotilla_operator.models import KafkaClusterSpec
+from flotilla_operator.api.kafka_cluster import KafkaClusterSpec
 
 
 def _props(text: str) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 from flotilla_operator.builders import build_all
 from flotilla_operator.builders.common import CONFIG_HASH_ANNOTATION, MANAGED_BY
-from flotilla_operator.models import KafkaClusterSpec
+from flotilla_operator.api.kafka_cluster import KafkaClusterSpec
 
 
 def test_build_all(owner, spec):

@@ -6,7 +6,7 @@ import pytest
 
 from flotilla_operator.builders.common import selector_labels
 from flotilla_operator.builders.services import build_bootstrap_service, build_headless_service
-from flotilla_operator.models import KafkaClusterSpec
+from flotilla_operator.api.kafka_cluster import KafkaClusterSpec
 
 
 def test_headless(owner, spec):
@@ -31,7 +31,7 @@ def test_bootstrap(owner):
 # --- external (NodePort) listeners ---------------------------------------------------------------
 
 def _external_spec(replicas: int = 3):
-    from flotilla_operator.models import KafkaClusterSpec
+    from flotilla_operator.api.kafka_cluster import KafkaClusterSpec
 
     return KafkaClusterSpec.model_validate({"replicas": replicas, "listeners": [
         {"name": "PLAINTEXT", "port": 9092},
@@ -97,7 +97,8 @@ def test_a_removed_brokers_and_listeners_external_services_are_stale():
      "spec.listeners[].external.nodePort must be unset with type loadbalancer"),
 ])
 def test_external_listeners_that_cannot_work_are_refused(listeners, message):
-    from flotilla_operator.models import KAFKA_CLUSTER, parse_spec
+    from flotilla_operator.api.common import parse_spec
+    from flotilla_operator.api.kafka_cluster import KAFKA_CLUSTER
 
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse_spec(KAFKA_CLUSTER, {"listeners": listeners})

@@ -6,7 +6,7 @@ import subprocess
 
 from flotilla_operator.builders.common import CONFIG_HASH_ANNOTATION, owner_reference
 from flotilla_operator.builders.statefulset import broker_command, build_statefulset
-from flotilla_operator.models import KafkaClusterSpec
+from flotilla_operator.api.kafka_cluster import KafkaClusterSpec
 
 
 def _sts(owner, spec, **kw):
@@ -169,7 +169,7 @@ def test_image_pull_secrets_are_in_the_crd_schema():
     import pytest
 
     from flotilla_operator.crd_render import crd as render_crd
-    from flotilla_operator.models import KAFKA_CLUSTER
+    from flotilla_operator.api.kafka_cluster import KAFKA_CLUSTER
 
     crd = render_crd(KAFKA_CLUSTER)
     props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]

@@ -19,7 +19,8 @@ from flotilla_operator.builders import certificates as certs
 from flotilla_operator.builders.common import Owner
 from flotilla_operator.builders.configmap import tls_config
 from flotilla_operator.builders.roll import TEMPLATE_HASH_ANNOTATION
-from flotilla_operator.models import KafkaClusterSpec, parse_spec, KAFKA_CLUSTER
+from flotilla_operator.api.common import parse_spec
+from flotilla_operator.api.kafka_cluster import KafkaClusterSpec, KAFKA_CLUSTER
 
 OWNER = Owner("demo", "ns", "uid-1")
 NOW = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.timezone.utc)
@@ -333,7 +334,7 @@ def test_the_issued_files_work_with_the_brokers_tls_code_and_map_the_user(tmp_pa
 def test_the_crds_default_of_spec_certificates_is_the_models():
     """Spelled out in the CRD (the API server checks the CEL rules against a default itself, and
     `{}` has no renewBeforeDays): it must stay what the model's defaults are."""
-    from flotilla_operator.models import Certificates
+    from flotilla_operator.api.kafka_cluster import Certificates
 
     field = KafkaClusterSpec.model_fields["certificates"]
     assert field.json_schema_extra["default"] == Certificates().model_dump(by_alias=True, exclude_none=True)
@@ -429,7 +430,7 @@ def test_the_operator_and_a_broker_map_to_their_principals_and_a_client_without_
     the operator's admin client (kafka_admin.AdminAuth) is User:flotilla-operator, a broker's
     certificate (what its inter-broker client presents) User:flotilla-broker, a client without a
     certificate connects with none (User:ANONYMOUS)."""
-    from flotilla_operator.kafka_admin import AdminAuth
+    from flotilla_operator.clients.kafka_admin import AdminAuth
 
     s = KafkaClusterSpec.model_validate(SSL_FIRST)
     secrets = by_name(certs.plan_certificates(OWNER, s, replicas=3, existing={}, now=NOW))

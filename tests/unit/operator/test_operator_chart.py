@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import yaml
 
-from flotilla_operator.apply import KINDS
-from flotilla_operator.models import RESOURCES
+from flotilla_operator.clients.kube import KINDS
+from flotilla_operator.api import RESOURCES
 from flotilla_operator.builders.rbac import (BROKER_CLUSTER_ROLE, BROKER_RULES, acl_rules, broker_config_rules, client_quota_rules, owner_rules,
                                              scram_credential_rules)
 

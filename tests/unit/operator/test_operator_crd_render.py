@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from flotilla_operator import crd_render
-from flotilla_operator.models import RESOURCES, KAFKA_CLUSTER, OPERATOR_OWNED_CONFIG_KEYS
+from flotilla_operator.api import RESOURCES
+from flotilla_operator.api.kafka_cluster import KAFKA_CLUSTER, OPERATOR_OWNED_CONFIG_KEYS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -113,7 +114,7 @@ def _rules(node):
 
 def test_storage_default_matches_the_model():
     """The CRD's spelled-out storage default must be what the model defaults to."""
-    from flotilla_operator.models import Storage
+    from flotilla_operator.api.kafka_cluster import Storage
 
     spec = _schema(KAFKA_CLUSTER)["properties"]["spec"]
     assert spec["properties"]["storage"]["default"] == Storage().to_k8s()
@@ -139,7 +140,7 @@ KUBECTL_SHORT_NAMES = {"cm", "cs", "csr", "crd", "cj", "deploy", "ds", "ep", "ev
 
 def test_short_names_do_not_collide_with_strimzi_or_kubectl():
     """Flotilla and Strimzi can be installed side by side: `kubectl get kt` stays Strimzi's."""
-    from flotilla_operator.models import RESOURCES
+    from flotilla_operator.api import RESOURCES
 
     ours = [n for r in RESOURCES for n in r.short_names]
     assert len(ours) == len(set(ours))

@@ -1,12 +1,12 @@
-"""The operator's own SCRAM identity on SASL clusters (operator_credentials.py) and what the
+"""The operator's own SCRAM identity on SASL clusters (clients/credentials.py) and what the
 rendered server.properties grants it (builders/configmap.py)."""
 
 from __future__ import annotations
 
-from flotilla_operator import operator_credentials as oc
+from flotilla_operator.clients import credentials as oc
 from flotilla_operator.builders.common import Owner
 from flotilla_operator.builders.configmap import server_properties
-from flotilla_operator.models import KafkaClusterSpec
+from flotilla_operator.api.kafka_cluster import KafkaClusterSpec
 
 from broker.security.credentials import scram_credential
 from broker.security.scram_store import from_doc, to_doc

@@ -11,7 +11,10 @@ import kopf
 import pytest
 
 from flotilla_operator import handlers
-from flotilla_operator.apply import ApiError
+from flotilla_operator.reconcilers import kafka_cluster as cluster_reconciler
+from flotilla_operator.reconcilers import record_deletion as deletion_reconciler
+from flotilla_operator.reconcilers.common import log
+from flotilla_operator.clients.kube import ApiError, kubeconfig_user_needs_client
 from flotilla_operator.settings import Settings
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
@@ -90,7 +93,7 @@ def memo_for(kube):
 
 async def test_reconcile_applies_everything_and_writes_status():
     kube = FakeKube([cluster()])
-    status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    status = await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="test")
     assert [o["kind"] for o in kube.applied][-1] == "StatefulSet"
     assert len(kube.applied) == 9
     assert status["observedGeneration"] == 2
@@ -103,15 +106,15 @@ async def test_reconcile_applies_everything_and_writes_status():
 async def test_reconcile_skips_unchanged_status():
     kube = FakeKube([cluster()])
     memo = memo_for(kube)
-    await handlers.reconcile(memo, "ns", "demo", why="first")
-    await handlers.reconcile(memo, "ns", "demo", why="second")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="first")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="second")
     assert len(kube.statuses) == 1
 
 
 async def test_invalid_broker_config_applies_nothing():
     kube = FakeKube([cluster({"replicas": 3, "config": {"no.such.key": "1"}})])
     with pytest.raises(kopf.PermanentError):
-        await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+        await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="test")
     assert kube.applied == []
     (kind, name, status) = kube.statuses[-1]
     reasons = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
@@ -122,7 +125,7 @@ async def test_invalid_broker_config_applies_nothing():
 async def test_apply_failure_reports_and_retries():
     kube = FakeKube([cluster()], fail_kind="PodDisruptionBudget")
     with pytest.raises(kopf.TemporaryError):
-        await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+        await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="test")
     status = kube.statuses[-1][2]
     assert status["conditions"][0]["reason"] == "ApplyFailed"
     assert "PodDisruptionBudget" in status["conditions"][0]["message"]
@@ -130,18 +133,18 @@ async def test_apply_failure_reports_and_retries():
 
 async def test_reconcile_of_missing_cluster_is_a_no_op():
     kube = FakeKube([])
-    assert await handlers.reconcile(memo_for(kube), "ns", "gone", why="test") is None
+    assert await cluster_reconciler.reconcile(memo_for(kube), "ns", "gone", why="test") is None
     assert kube.applied == [] and kube.statuses == []
 
 
 async def test_refresh_status_follows_statefulset():
     kube = FakeKube([cluster()])
     memo = memo_for(kube)
-    await handlers.reconcile(memo, "ns", "demo", why="test")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="test")
     sts = copy.deepcopy(kube.objects[("StatefulSet", "ns", "demo-broker")])
     sts["status"] = {"observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 3,
                      "currentRevision": "r1", "updateRevision": "r1"}
-    await handlers.refresh_status(memo, "ns", "demo", sts)
+    await cluster_reconciler.refresh_status(memo, "ns", "demo", sts)
     status = kube.objects[("KafkaCluster", "ns", "demo")]["status"]
     assert status["conditions"][0]["status"] == "True" and status["readyReplicas"] == 3
 
@@ -152,7 +155,7 @@ async def test_record_deletion_invalid_spec_gets_a_condition_naming_the_field():
     deletion = {"kind": "RecordDeletion", "metadata": {"name": "purge", "namespace": "ns", "generation": 2},
                 "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": 5}, "interval": "0s"}}
     kube = FakeKube([deletion])
-    due = await handlers.run_record_deletion(memo_for(kube), "ns", "purge", NOW)
+    due = await deletion_reconciler.run_record_deletion(memo_for(kube), "ns", "purge", NOW)
     status = kube.statuses[-1][2]
     ready = status["conditions"][0]
     assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
@@ -168,8 +171,8 @@ async def test_record_deletion_waits_for_a_ready_cluster_with_backoff():
                "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Progressing"}]}}
     kube = FakeKube([deletion, cluster])
     memo = memo_for(kube)
-    first = await handlers.run_record_deletion(memo, "ns", "purge", NOW)
-    second = await handlers.run_record_deletion(memo, "ns", "purge", NOW)
+    first = await deletion_reconciler.run_record_deletion(memo, "ns", "purge", NOW)
+    second = await deletion_reconciler.run_record_deletion(memo, "ns", "purge", NOW)
     ready = kube.statuses[-1][2]["conditions"][0]
     assert (ready["status"], ready["reason"]) == ("False", "ClusterNotReady") and "Progressing" in ready["message"]
     assert NOW < first < second
@@ -180,7 +183,7 @@ async def test_client_quota_is_applied_through_its_clusters_bootstrap(monkeypatc
     for the KafkaCluster's status.bootstrapServers, sends AlterClientQuotas there and reports what
     each broker holds. kafka_admin is replaced by a recorder: this checks the handler's logic; the
     wire side runs against a real broker in tests/e2e/test_operator_quotas.py."""
-    from flotilla_operator import kafka_admin
+    from flotilla_operator.clients import kafka_admin
 
     quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1,
                                                  "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -231,7 +234,7 @@ async def test_client_quota_needs_no_finalizer_and_is_removed_when_its_deletion_
     deletion while the operator is away); the DELETED event removes the quota instead."""
     import kopf
 
-    from flotilla_operator import kafka_admin
+    from flotilla_operator.clients import kafka_admin
 
     registry = kopf.get_default_registry()
     resource = kopf.Resource("flotilla.io", "v1alpha1", "clientquotas")
@@ -266,8 +269,8 @@ async def test_client_quota_on_a_sasl_cluster_authenticates_as_the_operator(monk
     run keeps both (no new password, no new salt)."""
     import base64
 
-    from flotilla_operator import kafka_admin
-    from flotilla_operator.operator_credentials import credential_matches
+    from flotilla_operator.clients import kafka_admin
+    from flotilla_operator.clients.credentials import credential_matches
     from broker.metadata.kube_document import document_of
 
     quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1,
@@ -317,10 +320,10 @@ def test_login_picks_the_client_library_only_for_exec_users(tmp_path):
         "users: [{name: u, user: {exec: {command: gke-gcloud-auth-plugin, apiVersion: client.authentication.k8s.io/v1beta1}}}]\n"
         "clusters: [{name: c, cluster: {server: 'https://x'}}]\n"
     )
-    assert handlers._kubeconfig_user_needs_client(str(plain)) is False
-    assert handlers._kubeconfig_user_needs_client(str(exec_)) is True
+    assert kubeconfig_user_needs_client(str(plain)) is False
+    assert kubeconfig_user_needs_client(str(exec_)) is True
     # A KUBECONFIG list: the first current-context wins, users may live in another file.
-    assert handlers._kubeconfig_user_needs_client(f"{tmp_path / 'missing'}:{exec_}") is True
+    assert kubeconfig_user_needs_client(f"{tmp_path / 'missing'}:{exec_}") is True
 
 
 def lease(name, role, holder, cluster_name="demo", age_s=1.0, duration=15):
@@ -338,7 +341,7 @@ async def test_status_reports_registered_brokers_and_the_controller_from_the_lea
                      lease("demo-broker-2", "broker", "inc-c", age_s=60),       # expired: not counted
                      lease("other-broker-0", "broker", "inc-d", cluster_name="other"),
                      lease("demo-controller", "controller", "1")])
-    status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    status = await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="test")
     assert status["registeredBrokers"] == 2 and status["controller"] == 1
 
 
@@ -353,7 +356,7 @@ async def test_reconcile_reports_the_stored_rebalance_as_a_restarted_operator_fi
     body["status"] = {"rebalance": {"phase": "Blocked", "reason": "ScaleDown", "partitionsTotal": 0,
                                     "message": "cannot place every replica on broker(s) 0, 1"}}
     metrics.forget_cluster("ns", "demo")
-    await handlers.reconcile(memo_for(FakeKube([body])), "ns", "demo", why="operator started")
+    await cluster_reconciler.reconcile(memo_for(FakeKube([body])), "ns", "demo", why="operator started")
     phases = {p: REGISTRY.get_sample_value("flotilla_operator_rebalance_phase", {"namespace": "ns", "name": "demo", "phase": p})
               for p in metrics.REBALANCE_PHASES}
     metrics.forget_cluster("ns", "demo")
@@ -363,14 +366,14 @@ async def test_reconcile_reports_the_stored_rebalance_as_a_restarted_operator_fi
 async def test_a_lease_event_with_a_new_holder_refreshes_the_status():
     kube = FakeKube([cluster()])
     memo = memo_for(kube)
-    await handlers.reconcile(memo, "ns", "demo", why="first")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="first")
     assert kube.statuses[-1][2]["registeredBrokers"] == 0 and kube.statuses[-1][2]["controller"] is None
     ctl = lease("demo-controller", "controller", "2")
     kube.objects[("Lease", "ns", "demo-controller")] = ctl
-    await handlers.lease_event({"type": "ADDED"}, kopf.Body(ctl), "ns", memo, handlers.log)
+    await handlers.lease_event({"type": "ADDED"}, kopf.Body(ctl), "ns", memo, log)
     assert kube.statuses[-1][2]["controller"] == 2
     writes = len(kube.statuses)
-    await handlers.lease_event({"type": "MODIFIED"}, kopf.Body(ctl), "ns", memo, handlers.log)  # a renewal
+    await handlers.lease_event({"type": "MODIFIED"}, kopf.Body(ctl), "ns", memo, log)  # a renewal
     assert len(kube.statuses) == writes
 
 
@@ -380,7 +383,7 @@ async def test_a_lease_event_with_a_new_holder_refreshes_the_status():
 
 async def test_reconcile_records_the_cluster_id_and_a_recreated_cluster_reuses_it():
     kube = FakeKube([cluster()])
-    status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    status = await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="test")
     record = kube.objects[("ConfigMap", "ns", "demo-cluster-id")]
     assert "ownerReferences" not in record["metadata"] and record["immutable"] is True
     first = record["data"]["cluster.id"]
@@ -389,7 +392,7 @@ async def test_reconcile_records_the_cluster_id_and_a_recreated_cluster_reuses_i
     recreated = cluster()
     recreated["metadata"]["uid"] = "11111111-2222-4333-8444-555555555555"
     kube.objects[("KafkaCluster", "ns", "demo")] = recreated
-    status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="re-created")
+    status = await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="re-created")
     assert status["clusterId"] == first
     config = kube.objects[("ConfigMap", "ns", "demo-config")]["data"]["server.properties"]
     assert f"cluster.id={first}\n" in config
@@ -398,12 +401,12 @@ async def test_reconcile_records_the_cluster_id_and_a_recreated_cluster_reuses_i
 
 async def test_a_spec_cluster_id_other_than_the_recorded_one_applies_nothing():
     kube = FakeKube([cluster()])
-    await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="test")
     held = kube.objects[("ConfigMap", "ns", "demo-cluster-id")]["data"]["cluster.id"]
     kube.objects[("KafkaCluster", "ns", "demo")]["spec"] = {"replicas": 3, "clusterId": "MkU3OEVBNTcwNTJENDM2Qg"}
     kube.applied.clear()
     with pytest.raises(kopf.PermanentError):
-        await handlers.reconcile(memo_for(kube), "ns", "demo", why="pinned")
+        await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="pinned")
     assert kube.applied == []
     status = kube.statuses[-1][2]
     assert status["conditions"][0]["reason"] == "InvalidSpec" and held in status["conditions"][0]["message"]
@@ -413,15 +416,15 @@ async def test_a_spec_cluster_id_other_than_the_recorded_one_applies_nothing():
 async def test_an_ordered_ready_statefulset_is_replaced_keeping_its_pods():
     kube = FakeKube([cluster()])
     memo = memo_for(kube)
-    await handlers.reconcile(memo, "ns", "demo", why="test")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="test")
     old = kube.objects[("StatefulSet", "ns", "demo-broker")]
     old["spec"]["podManagementPolicy"] = "OrderedReady"  # made by an earlier operator version
     old["metadata"]["uid"] = "sts-uid"
     kube.applied.clear()
-    await handlers.reconcile(memo, "ns", "demo", why="upgrade")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="upgrade")
     assert kube.deleted == [("StatefulSet", "demo-broker", "Orphan")]
     assert "StatefulSet" not in [o["kind"] for o in kube.applied]  # re-created on its DELETED event
-    await handlers.reconcile(memo, "ns", "demo", why="statefulset deleted")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="statefulset deleted")
     assert kube.objects[("StatefulSet", "ns", "demo-broker")]["spec"]["podManagementPolicy"] == "Parallel"
 
 
@@ -430,7 +433,7 @@ async def test_a_recreated_statefulset_over_running_pods_is_held():
         "app.kubernetes.io/name": "flotilla", "app.kubernetes.io/instance": "demo",
         "app.kubernetes.io/component": "broker", "controller-revision-hash": "old"}}} for i in range(3)]
     kube = FakeKube([cluster(), *pods])
-    await handlers.reconcile(memo_for(kube), "ns", "demo", why="statefulset deleted")
+    await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="statefulset deleted")
     sts = kube.objects[("StatefulSet", "ns", "demo-broker")]
     assert sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 3
 
@@ -486,7 +489,7 @@ async def test_paused_cluster_applies_nothing_and_says_so():
     body = cluster()
     body["metadata"]["annotations"] = {"flotilla.io/pause-reconciliation": "true"}
     kube = EventKube([body])
-    status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+    status = await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="test")
     assert kube.applied == []
     paused = [c for c in status["conditions"] if c["type"] == "ReconciliationPaused"]
     assert paused and paused[0]["status"] == "True" and status["observedGeneration"] == 2
@@ -495,10 +498,10 @@ async def test_paused_cluster_applies_nothing_and_says_so():
     assert event["involvedObject"]["kind"] == "KafkaCluster" and event["involvedObject"]["name"] == "demo"
     assert event["type"] == "Normal" and event["metadata"]["namespace"] == "ns"
     # Paused again: nothing new to say. Resumed: applied, the condition gone, one Event.
-    await handlers.reconcile(memo_for(kube), "ns", "demo", why="again")
+    await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="again")
     assert kube.reasons() == ["ReconciliationPaused"] and kube.applied == []
     kube.objects[("KafkaCluster", "ns", "demo")]["metadata"]["annotations"] = {}
-    status = await handlers.reconcile(memo_for(kube), "ns", "demo", why="resumed")
+    status = await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="resumed")
     assert kube.applied and "ReconciliationPaused" not in [c["type"] for c in status["conditions"]]
     assert kube.reasons()[:2] == ["ReconciliationPaused", "ReconciliationResumed"]
 
@@ -506,19 +509,19 @@ async def test_paused_cluster_applies_nothing_and_says_so():
 async def test_refresh_status_leaves_a_paused_cluster_alone():
     kube = EventKube([cluster()])
     memo = memo_for(kube)
-    await handlers.reconcile(memo, "ns", "demo", why="test")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="test")
     kube.objects[("KafkaCluster", "ns", "demo")]["metadata"]["annotations"] = {"flotilla.io/pause-reconciliation": "true"}
-    await handlers.reconcile(memo, "ns", "demo", why="paused")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="paused")
     written = len(kube.statuses)
     settle(kube)
-    await handlers.refresh_status(memo, "ns", "demo")
+    await cluster_reconciler.refresh_status(memo, "ns", "demo")
     assert len(kube.statuses) == written
 
 
 async def test_invalid_config_is_stalled_with_a_warning():
     kube = EventKube([cluster({"replicas": 3, "config": {"no.such.key": "1"}})])
     with pytest.raises(kopf.PermanentError):
-        await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+        await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="test")
     stalled = next(c for c in kube.statuses[-1][2]["conditions"] if c["type"] == "Stalled")
     assert (stalled["status"], stalled["reason"]) == ("True", "InvalidConfig")
     assert [(e["type"], e["reason"]) for e in kube.events] == [("Warning", "InvalidConfig")]
@@ -527,16 +530,16 @@ async def test_invalid_config_is_stalled_with_a_warning():
 async def test_manual_rolling_update_restarts_every_broker_once_and_removes_the_annotation():
     kube = EventKube([cluster()])
     memo = memo_for(kube)
-    await handlers.reconcile(memo, "ns", "demo", why="create")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="create")
     settle(kube)
-    await handlers.reconcile(memo, "ns", "demo", why="settled")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="settled")
     assert "ClusterReady" in kube.reasons()
     template = kube.objects[("StatefulSet", "ns", "demo-broker")]["spec"]["template"]
     assert "flotilla.io/restarted-at" not in template["metadata"]["annotations"]
 
     kube.objects[("KafkaCluster", "ns", "demo")]["metadata"]["annotations"] = {
         "flotilla.io/manual-rolling-update": "true"}
-    await handlers.reconcile(memo, "ns", "demo", why="annotated")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="annotated")
     sts = kube.objects[("StatefulSet", "ns", "demo-broker")]
     token = sts["spec"]["template"]["metadata"]["annotations"]["flotilla.io/restarted-at"]
     # A new template: held at the top until the controller has seen it; the annotation acknowledged.
@@ -546,7 +549,7 @@ async def test_manual_rolling_update_restarts_every_broker_once_and_removes_the_
     assert "flotilla.io/manual-rolling-update" not in kube.objects[("KafkaCluster", "ns", "demo")]["metadata"]["annotations"]
     assert "RollingRestartRequested" in kube.reasons()
     # Later reconciles keep the token (no second restart) and refresh_status agrees on the template.
-    await handlers.reconcile(memo, "ns", "demo", why="resync")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="resync")
     again = kube.objects[("StatefulSet", "ns", "demo-broker")]
     assert again["spec"]["template"]["metadata"]["annotations"]["flotilla.io/restarted-at"] == token
     assert len(kube.patches) == 1
@@ -561,25 +564,25 @@ async def test_roll_events_name_each_broker_as_the_gate_opens():
         "status": {"conditions": [{"type": "Ready", "status": "True"}]}} for i in range(3)]
     kube = EventKube([cluster(), *pods])
     memo = memo_for(kube)
-    await handlers.reconcile(memo, "ns", "demo", why="create")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="create")
     settle(kube)
-    await handlers.reconcile(memo, "ns", "demo", why="settled")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="settled")
     kube.events.clear()
     # A config change: new template, then the controller reports a new update revision.
     kube.objects[("KafkaCluster", "ns", "demo")]["spec"] = {"replicas": 3, "config": {"log.retention.ms": "5"}}
     kube.objects[("KafkaCluster", "ns", "demo")]["metadata"]["generation"] = 3
-    await handlers.reconcile(memo, "ns", "demo", why="changed")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="changed")
     sts = kube.objects[("StatefulSet", "ns", "demo-broker")]
     assert sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 3
     sts["status"] = {"observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 0,
                      "currentRevision": "r1", "updateRevision": "r2"}
-    await handlers.reconcile(memo, "ns", "demo", why="controller saw it")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="controller saw it")
     assert kube.objects[("StatefulSet", "ns", "demo-broker")]["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 2
     assert kube.reasons().count("BrokerRestarting") == 1 and "RollStarted" in kube.reasons()
     assert "broker 2 (pod demo-broker-2)" in next(e for e in kube.events if e["reason"] == "BrokerRestarting")["message"]
     # Re-running while broker 2 restarts says nothing new.
     kube.objects[("StatefulSet", "ns", "demo-broker")]["status"] = sts["status"]
-    await handlers.reconcile(memo, "ns", "demo", why="again")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="again")
     assert kube.reasons().count("BrokerRestarting") == 1
     # Every pod on r2: the roll finishes.
     for p in pods:
@@ -587,7 +590,7 @@ async def test_roll_events_name_each_broker_as_the_gate_opens():
     kube.objects[("StatefulSet", "ns", "demo-broker")]["status"] = {
         "observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 3,
         "currentRevision": "r2", "updateRevision": "r2"}
-    await handlers.reconcile(memo, "ns", "demo", why="done")
+    await cluster_reconciler.reconcile(memo, "ns", "demo", why="done")
     assert kube.reasons()[-2:] == ["RollFinished", "ClusterReady"], kube.reasons()
 
 
@@ -596,13 +599,13 @@ async def test_paused_record_deletion_runs_nothing():
                                                        "annotations": {"flotilla.io/pause-reconciliation": "true"}},
                 "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": 5}}}
     kube = EventKube([deletion])
-    due = await handlers.run_record_deletion(memo_for(kube), "ns", "purge", NOW)
+    due = await deletion_reconciler.run_record_deletion(memo_for(kube), "ns", "purge", NOW)
     assert due is None
     status = kube.statuses[-1][2]
     assert [c["type"] for c in status["conditions"]] == ["ReconciliationPaused"]
     assert kube.reasons() == ["ReconciliationPaused"]
     kube.objects[("RecordDeletion", "ns", "purge")]["metadata"]["annotations"] = {}
-    await handlers._resume_record_deletion(memo_for(kube), "ns", "purge")
+    await deletion_reconciler._resume_record_deletion(memo_for(kube), "ns", "purge")
     assert kube.objects[("RecordDeletion", "ns", "purge")]["status"]["conditions"] == []
     assert kube.reasons() == ["ReconciliationPaused", "ReconciliationResumed"]
 
@@ -611,14 +614,14 @@ async def test_record_deletion_invalid_spec_is_stalled():
     deletion = {"kind": "RecordDeletion", "metadata": {"name": "purge", "namespace": "ns", "generation": 2},
                 "spec": {"clusterRef": {"name": "demo"}, "topic": "t", "before": {"offset": 5}, "interval": "0s"}}
     kube = EventKube([deletion])
-    await handlers.run_record_deletion(memo_for(kube), "ns", "purge", NOW)
+    await deletion_reconciler.run_record_deletion(memo_for(kube), "ns", "purge", NOW)
     stalled = next(c for c in kube.statuses[-1][2]["conditions"] if c["type"] == "Stalled")
     assert (stalled["status"], stalled["reason"]) == ("True", "InvalidSpec")
     assert [(e["type"], e["reason"]) for e in kube.events] == [("Warning", "InvalidSpec")]
 
 
 async def test_paused_client_quota_sends_nothing(monkeypatch):
-    from flotilla_operator import kafka_admin
+    from flotilla_operator.clients import kafka_admin
 
     async def refuse(*a, **k):
         raise AssertionError("a paused ClientQuota must not reach the cluster")
@@ -682,12 +685,12 @@ async def test_a_childs_name_held_by_a_users_object_applies_nothing_and_adds_no_
              "data": {"k": "v"}}
     kube = FakeKube([cluster(), copy.deepcopy(users)])
     with pytest.raises(kopf.PermanentError, match="ConfigMap demo-config exists"):
-        await handlers.reconcile(memo_for(kube), "ns", "demo", why="test")
+        await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="test")
     assert kube.applied == [] and kube.objects[("ConfigMap", "ns", "demo-config")] == users
     ready, stalled = (next(c for c in kube.statuses[-1][2]["conditions"] if c["type"] == t) for t in ("Ready", "Stalled"))
     assert (ready["status"], ready["reason"]) == ("False", "Conflict") and "demo-config" in ready["message"]
     assert stalled["status"] == "True"
     # Once the user's object is gone, the cluster is applied.
     del kube.objects[("ConfigMap", "ns", "demo-config")]
-    await handlers.reconcile(memo_for(kube), "ns", "demo", why="resync")
+    await cluster_reconciler.reconcile(memo_for(kube), "ns", "demo", why="resync")
     assert kube.objects[("ConfigMap", "ns", "demo-config")]["metadata"]["ownerReferences"][0]["kind"] == "KafkaCluster"

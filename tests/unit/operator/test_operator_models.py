@@ -5,17 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from flotilla_operator.models import (
-    ClientQuotaSpec,
-    KafkaClusterSpec,
-    RecordDeletionSpec,
-    describe_errors,
-    parse_spec,
-    KAFKA_CLUSTER,
-    CLIENT_QUOTA,
-    RECORD_DELETION,
-    OPERATOR_OWNED_CONFIG_KEYS,
-)
+from flotilla_operator.api.client_quota import ClientQuotaSpec, CLIENT_QUOTA
+from flotilla_operator.api.common import describe_errors, parse_spec
+from flotilla_operator.api.kafka_cluster import KafkaClusterSpec, KAFKA_CLUSTER, OPERATOR_OWNED_CONFIG_KEYS
+from flotilla_operator.api.record_deletion import RecordDeletionSpec, RECORD_DELETION
 
 
 def errors(model, data) -> str:
@@ -125,7 +118,7 @@ def test_clientquota_crd_schema_matches_the_model():
     """The rendered CRD carries the same rules: CEL for the entity and the rates, an exclusive
     minimum (OpenAPI v3.0's form) for requestPercentage."""
     from flotilla_operator.crd_render import crd
-    from flotilla_operator.models import CLIENT_QUOTA
+    from flotilla_operator.api.client_quota import CLIENT_QUOTA
 
     spec = crd(CLIENT_QUOTA)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["properties"]["requestPercentage"] | {"description": ""} == {

@@ -1,5 +1,5 @@
 from flotilla_operator.builders.configmap import server_properties
-from flotilla_operator.models import KafkaClusterSpec
+from flotilla_operator.api.kafka_cluster import KafkaClusterSpec
 from flotilla_operator.preflight import check_server_properties
 
 

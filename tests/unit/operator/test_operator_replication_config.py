@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from flotilla_operator.builders.configmap import replication_defaults, server_properties
-from flotilla_operator.models import KAFKA_CLUSTER, KafkaClusterSpec, parse_spec
+from flotilla_operator.api.common import parse_spec
+from flotilla_operator.api.kafka_cluster import KAFKA_CLUSTER, KafkaClusterSpec
 from flotilla_operator.preflight import check_server_properties
 
 

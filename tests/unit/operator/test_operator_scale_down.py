@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from flotilla_operator.builders import build_all
 from flotilla_operator.builders.scale_down import ScaleDecision, replica_holders, scale_decision
-from flotilla_operator.models import KafkaClusterSpec
+from flotilla_operator.api.kafka_cluster import KafkaClusterSpec
 from flotilla_operator.status import kafka_cluster_status
 
 NOW = datetime(2026, 11, 23, 12, 0, 0, tzinfo=timezone.utc)

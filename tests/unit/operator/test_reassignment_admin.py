@@ -11,8 +11,8 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from flotilla_operator import reassignment_admin as ra
-from flotilla_operator.rebalancer import view_of
+from flotilla_operator.clients import reassignment_admin as ra
+from flotilla_operator.reconcilers.rebalance import view_of
 
 TOPIC = "__consumer_offsets"
 MOVING = (0, 1, 3, 2)  # target (0, 1, 3) followed by the removing replica 2

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from flotilla_operator.builders import record_deletion as rd
-from flotilla_operator.models import RecordDeletionSpec
+from flotilla_operator.api.record_deletion import RecordDeletionSpec
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
 

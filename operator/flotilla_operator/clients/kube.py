@@ -78,8 +78,28 @@ async def load_api_client() -> client.ApiClient:
     return client.ApiClient(configuration=cfg)
 
 
+def kubeconfig_user_needs_client(path: str | None) -> bool:
+    """True when the current kubeconfig user authenticates with an exec plugin or auth provider,
+    which only the kubernetes client library knows how to run (kopf's login then goes through it)."""
+    import yaml
+
+    paths = [p for p in (path or os.path.expanduser("~/.kube/config")).split(os.pathsep) if p]
+    docs = []
+    for p in paths:
+        try:
+            with open(p) as fh:
+                docs.append(yaml.safe_load(fh) or {})
+        except OSError:
+            continue
+    current = next((d.get("current-context") for d in docs if d.get("current-context")), None)
+    contexts = {c.get("name"): c.get("context") or {} for d in docs for c in d.get("contexts") or []}
+    users = {u.get("name"): u.get("user") or {} for d in docs for u in d.get("users") or []}
+    user = users.get(contexts.get(current, {}).get("user"), {})
+    return bool(user.get("exec") or user.get("auth-provider"))
+
+
 class Kube:
-    """The few API calls the handlers make."""
+    """The few API calls the reconcilers make."""
 
     def __init__(self, api: client.ApiClient, field_manager: str) -> None:
         self.api = api

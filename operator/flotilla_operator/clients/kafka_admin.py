@@ -1,5 +1,7 @@
-"""A small Kafka admin client for the operator, on kio: AlterClientQuotas, DescribeClientQuotas
-and Metadata (to find every broker), one asyncio connection per call.
+"""The operator's Kafka admin requests, on kio: AlterClientQuotas, DescribeClientQuotas, Metadata (to
+find every broker), SCRAM credentials and ACLs, one connection per call through the broker's own
+network client (broker/network/client.py: framing, headers, TLS and SASL as the brokers dial each
+other).
 
 The operator talks to its clusters the way any Kafka admin tool would (the Java AdminClient's
 kafka-configs does the same requests), so what a ClientQuota sets is what `kafka-configs
@@ -8,26 +10,19 @@ kafka-configs does the same requests), so what a ClientQuota sets is what `kafka
 
 from __future__ import annotations
 
-import asyncio
-import io
-import itertools
 import os
 import ssl
 import tempfile
-import struct
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import kio.serial as kser
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
-from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.static.primitive import i8, i16, i32
+from kio.static.primitive import i8, i32
+
+from broker.network.client import ClientError, KafkaConnection
+from broker.security.inter_broker_client import InterBrokerClient
 
 CLIENT_ID = "flotilla-operator"
 TIMEOUT_S = 10.0
-_ids = itertools.count(1)
 
 
 class AdminError(Exception):
@@ -45,22 +40,9 @@ class BrokerAddress:
         return f"{self.host}:{self.port}"
 
 
-def _encode(entity: Any) -> bytes:
-    buf = io.BytesIO()
-    kser.entity_writer(type(entity))(buf, entity)
-    return buf.getvalue()
-
-
-def _response_type(request: Any) -> type:
-    import importlib
-
-    module = importlib.import_module(type(request).__module__.rsplit(".", 1)[0] + ".response")
-    return getattr(module, type(request).__name__.replace("Request", "Response"))
-
-
 @dataclass(frozen=True)
 class AdminAuth:
-    """How the operator authenticates to one cluster (operator_credentials.py builds it): the
+    """How the operator authenticates to one cluster (clients/credentials.py builds it): the
     listener's security protocol and, for SASL_*, SCRAM-SHA-512 as `username`; for *_SSL the CA
     certificates to trust (PEM; None: the system's). The default is PLAINTEXT, no authentication."""
 
@@ -98,57 +80,25 @@ class AdminAuth:
 PLAINTEXT = AdminAuth()
 
 
-async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str, req: Any,
-                    timeout: float) -> Any:
-    """Send one request on an open connection and return the decoded response."""
-    t = type(req)
-    header_type = RequestHeaderV2 if t.__flexible__ else RequestHeaderV1
-    header = header_type(request_api_key=i16(t.__api_key__), request_api_version=i16(t.__version__),
-                         correlation_id=i32(next(_ids)), client_id=CLIENT_ID)
-    payload = _encode(header) + _encode(req)
-    try:
-        writer.write(struct.pack(">i", len(payload)) + payload)
-        await writer.drain()
-        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout))[0]
-        frame = await asyncio.wait_for(reader.readexactly(size), timeout)
-    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
-        raise AdminError(f"{address} did not answer {t.__name__}: {e or type(e).__name__}") from None
-    response_type = _response_type(req)
-    rh = ResponseHeaderV1 if response_type.__flexible__ else ResponseHeaderV0
-    _, offset = kser.entity_reader(rh)(frame, 0)
-    body, _ = kser.entity_reader(response_type)(frame, offset)
-    return body
-
-
-async def _authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str,
-                        auth: AdminAuth, timeout: float) -> None:
-    """SASL as Kafka's clients do it (broker/security/sasl_client.py, shared with the brokers'
-    inter-broker connections); AdminError naming the broker's answer when it refuses."""
-    from broker.security.sasl_client import SaslAuthenticationFailed, authenticate
-
-    try:
-        await authenticate(lambda req: _exchange(reader, writer, address, req, timeout), auth.mechanism,
-                           auth.username, auth.password, address)
-    except SaslAuthenticationFailed as e:
-        raise AdminError(str(e)) from None
+def _dial(auth: AdminAuth) -> InterBrokerClient:
+    """`auth` as the broker's network client takes it (the shape of the brokers' own client side)."""
+    return InterBrokerClient(listener=auth.security_protocol, protocol=auth.security_protocol,
+                             ssl_context=auth.ssl_context() if auth.tls else None, mechanism=auth.mechanism,
+                             username=auth.username, password=auth.password)
 
 
 async def request(address: str, req: Any, timeout: float = TIMEOUT_S, auth: AdminAuth = PLAINTEXT) -> Any:
-    """Send one request to host:port (after TLS and SASL as `auth` says) and return the decoded response."""
+    """Send one request to host:port (after TLS and SASL as `auth` says) on a connection of its own,
+    with the broker's network client; AdminError saying which broker and why when it fails."""
     host, _, port = address.rpartition(":")
-    tls: dict[str, Any] = {}
-    if auth.tls:
-        tls = {"ssl": auth.ssl_context(), "server_hostname": host.strip("[]")}
+    conn = KafkaConnection(host, int(port), CLIENT_ID, _dial(auth))
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port), **tls), timeout)
-    except (OSError, asyncio.TimeoutError) as e:
-        raise AdminError(f"cannot connect to {address} ({auth.security_protocol}): {e or type(e).__name__}") from None
-    try:
-        if auth.sasl:
-            await _authenticate(reader, writer, address, auth, timeout)
-        return await _exchange(reader, writer, address, req, timeout)
+        await conn.connect(timeout)
+        return await conn.request(req, timeout)
+    except ClientError as e:
+        raise AdminError(str(e)) from None
     finally:
-        writer.close()
+        conn.close()
 
 
 async def bootstrap_request(bootstrap: str, req: Any, auth: AdminAuth = PLAINTEXT) -> Any:

@@ -32,13 +32,14 @@ from typing import Any, Mapping
 
 from broker.metadata import kube_objects as ko
 from broker.metadata.kube_document import document_of, object_data
+from broker.metadata.names import broker_credentials_secret_name, operator_credentials_name
 from broker.security.credentials import scram_credential
 from broker.metadata.kube_scram_store import DATA_KEY, secret_name as scram_secret_name
 from broker.security.scram_store import apply_changes, from_doc, to_doc
 
-from .builders import certificates as certs
-from .builders.common import BROKER_USER, OPERATOR_USER, Owner, broker_credentials_secret_name, metadata
-from .builders.configmap import OPERATOR_PRINCIPAL
+from ..builders import certificates as certs
+from ..builders.common import BROKER_USER, OPERATOR_USER, Owner, metadata
+from ..builders.configmap import OPERATOR_PRINCIPAL
 from .kafka_admin import PLAINTEXT, AdminAuth
 
 MECHANISM = "SCRAM-SHA-512"
@@ -47,10 +48,6 @@ CAS_ATTEMPTS = 5
 
 class CredentialsError(Exception):
     """The operator's credential could not be set up; the message says which object and why."""
-
-
-def credentials_secret_name(cluster: str) -> str:
-    return f"{cluster}-operator-credentials"
 
 
 def bootstrap_protocol(kafka_cluster: Mapping[str, Any]) -> str:
@@ -68,7 +65,7 @@ def build_credentials_secret(owner: Owner, password: str, name: str | None = Non
     """A user's password for one cluster (the operator's unless `name`/`user` say otherwise),
     owned by the KafkaCluster (gone with it)."""
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": metadata(owner, name or credentials_secret_name(owner.name)),
+            "metadata": metadata(owner, name or operator_credentials_name(owner.name)),
             "data": {"username": _b64(user), "password": _b64(password)}}
 
 
@@ -111,7 +108,7 @@ async def update_stored_credential(kube: Any, kafka_cluster: Mapping[str, Any], 
     """Make the cluster's stored credentials hold `user`'s credential for `password` (None: remove
     it), compare-and-set against the brokers' own writes. Unchanged when it already does, unless
     `force` (a fresh salt)."""
-    from .apply import ApiError
+    from .kube import ApiError
 
     meta = kafka_cluster["metadata"]
     cluster, ns = meta["name"], meta["namespace"]
@@ -148,7 +145,7 @@ async def _password(kube: Any, kafka_cluster: Mapping[str, Any], name: str | Non
     one (created once)."""
     meta = kafka_cluster["metadata"]
     owner = Owner(name=meta["name"], namespace=meta["namespace"], uid=meta.get("uid") or "")
-    name = name or credentials_secret_name(owner.name)
+    name = name or operator_credentials_name(owner.name)
     secret = await kube.get("Secret", owner.namespace, name)
     if secret is None:
         await kube.create(build_credentials_secret(owner, new_password(), name, user))  # None: another writer won
@@ -165,7 +162,7 @@ async def ensure_admin_auth(kube: Any, kafka_cluster: Mapping[str, Any]) -> Admi
     protocol = bootstrap_protocol(kafka_cluster)
     if protocol == "PLAINTEXT":
         return PLAINTEXT
-    from .apply import ApiError
+    from .kube import ApiError
 
     meta = kafka_cluster["metadata"]
     try:
@@ -191,7 +188,7 @@ async def ensure_broker_credentials(kube: Any, kafka_cluster: Mapping[str, Any])
     credential in the stored credentials, before the brokers start. False: nothing needed."""
     if not bootstrap_protocol(kafka_cluster).startswith("SASL_"):
         return False
-    from .apply import ApiError
+    from .kube import ApiError
 
     meta = kafka_cluster["metadata"]
     try:

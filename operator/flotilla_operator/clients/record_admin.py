@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .builders import record_deletion as rd
+from ..api.record_deletion import RecordDeletionSpec
+from ..builders import record_deletion as rd
 from .kafka_admin import PLAINTEXT, AdminAuth
-from .models import RecordDeletionSpec
 
 CLIENT_ID = "flotilla-operator"
 TIMEOUT_S = 15.0
@@ -34,7 +34,7 @@ class RunResult:
 
 def client_settings(bootstrap: str, auth: AdminAuth = PLAINTEXT) -> dict[str, Any]:
     """librdkafka settings for the cluster: SCRAM as the operator's user when `auth` says SASL
-    (operator_credentials.py), TLS with the cluster's CA when it says SSL."""
+    (clients/credentials.py), TLS with the cluster's CA when it says SSL."""
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": CLIENT_ID,
                             "socket.timeout.ms": int(TIMEOUT_S * 1000), "allow.auto.create.topics": False,
                             "security.protocol": auth.security_protocol}

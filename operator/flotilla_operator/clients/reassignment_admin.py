@@ -1,5 +1,5 @@
-"""The Kafka requests the rebalancer makes (builders/rebalance.py decides, rebalancer.py runs it),
-on kafka_admin's kio connection: the requests `kafka-reassign-partitions.sh` and
+"""The Kafka requests the rebalancer makes (builders/rebalance.py decides, reconcilers/rebalance.py
+runs it), on kafka_admin's kio connection: the requests `kafka-reassign-partitions.sh` and
 `kafka-leader-election.sh` send, so a rebalance looks to the cluster like an admin with Kafka's
 tools at work (and `kafka-reassign-partitions.sh --list` shows what the operator started).
 

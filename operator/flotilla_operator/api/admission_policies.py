@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import GROUP
+from .. import GROUP
 
 CLUSTER_LABEL = f"{GROUP}/cluster"
 LEGACY_CLUSTER_LABEL = "app.kubernetes.io/instance"  # objects written before flotilla.io/cluster

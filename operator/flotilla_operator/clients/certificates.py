@@ -11,11 +11,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from . import pki
-from .builders import cert_manager as cm
-from .builders import certificates as certs
-from .builders.common import Owner, foreign, statefulset_name
-from .models import KafkaClusterSpec
+from .. import pki
+from ..api.kafka_cluster import KafkaClusterSpec
+from ..builders import cert_manager as cm
+from ..builders import certificates as certs
+from ..builders.common import Owner, foreign, statefulset_name
 
 
 class CertificateError(Exception):
@@ -32,7 +32,7 @@ async def ensure_cluster_certificates(kube: Any, owner: Owner, spec: KafkaCluste
                                       ) -> certs.CertificatePlan:
     """Issue what is missing or due and return the plan (its generation goes on the pod template);
     `external_addresses`: each broker's load balancer addresses its certificate must name."""
-    from .apply import ApiError
+    from .kube import ApiError
 
     if not certs.managed_tls(spec):
         return certs.CertificatePlan()
@@ -87,7 +87,7 @@ async def _request_from_cert_manager(kube: Any, owner: Owner, spec: KafkaCluster
                                      ) -> dict[int, dict[str, str]]:
     """Apply every broker's cert-manager Certificate (its names as they are now) and read what
     cert-manager has written so far, by ordinal."""
-    from .apply import ApiError
+    from .kube import ApiError
 
     held = certs.decoded(existing.get(certs.broker_certs_name(owner.name)))
     ordinals = certs.broker_ordinals(held, replicas)
@@ -140,7 +140,7 @@ async def user_certificate_from_cert_manager(kube: Any, body: dict[str, Any], se
     (None, what) once cert-manager has written the user's Secret (tls.crt, tls.key, ca.crt), or
     (the Ready reason, why): Conflict (a Certificate or Secret of that name is someone else's),
     Pending (retried)."""
-    from .apply import ApiError
+    from .kube import ApiError
 
     meta = body["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
