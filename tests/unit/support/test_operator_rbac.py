@@ -3,7 +3,7 @@ in every form the log prints one, and not in a timestamp's milliseconds, a port 
 
 import json
 
-from flotilla_operator.apply import ApiError
+from flotilla_operator.clients.kube import ApiError
 from kubernetes_asyncio.client.exceptions import ApiException
 from tests.support.operator_rbac import refusals
 
