@@ -79,3 +79,25 @@ def missing_and_excess(kube_env: Any, ns: str, account: str) -> tuple[list, list
     missing = [n for n in NEEDED if not can_i(kube_env, ns, account, *n)]
     excess = [n for n in FORBIDDEN if can_i(kube_env, ns, account, *n)]
     return missing, excess
+
+
+# Issue 38: what an operator managing some namespaces must not do in the others (a RoleBinding's
+# rights stop at its namespace); every one of NEEDED is refused there too.
+ELSEWHERE_FORBIDDEN = [
+    ("get", "secrets"), ("list", "secrets"), ("watch", "secrets"), ("create", "secrets"), ("update", "secrets"),
+    ("create", "rolebindings.rbac.authorization.k8s.io"), ("create", "roles.rbac.authorization.k8s.io"),
+    ("bind", "clusterroles.rbac.authorization.k8s.io/flotilla-broker"),
+]
+
+
+def granted_elsewhere(kube_env: Any, ns: str, account: str) -> list:
+    """What the account may do in `ns`, a namespace it does not manage: should be nothing."""
+    checks = ELSEWHERE_FORBIDDEN + [n for n in NEEDED if n not in ELSEWHERE_FORBIDDEN]
+    return [n for n in checks if can_i(kube_env, ns, account, *n)]
+
+
+def can_i_everywhere(kube_env: Any, account: str, verb: str, resource: str) -> bool:
+    """`kubectl auth can-i --all-namespaces`: true only through a cluster-wide grant."""
+    out = kube_env.kubectl("auth", "can-i", verb, resource, "--all-namespaces",
+                           f"--as=system:serviceaccount:{account}", check=False).stdout.strip()
+    return out == "yes"
