@@ -1,7 +1,9 @@
 """The Helm chart against the test control plane: lint and template are clean, `helm install`
 brings the CRDs and the operator's RBAC, the chart's ServiceAccount may do exactly what the
-operator does, and `flotilla operator`, run as a user would (a subprocess, authenticated as that
-ServiceAccount), turns a KafkaCluster into Ready brokers.
+operator does in the release's namespace and nothing in the others (issue 38; watchAllNamespaces
+grants every namespace, and turning it off again takes that away), and `flotilla operator`, run as
+the chart's Deployment runs it (a subprocess, authenticated as that ServiceAccount, watching the
+release's namespace), turns a KafkaCluster into Ready brokers.
 
     pytest -p flotilla.testenv.pytest_plugin -m kube tests/e2e/test_operator_chart.py
 """
@@ -67,6 +69,11 @@ def test_helm_lint_is_clean(helm):
     assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
     namespaced = helm.helm("lint", "--strict", str(CHART), "--set", "watchNamespaces={a,b}", "--set", "podMonitor.enabled=true")
     assert "0 chart(s) failed" in namespaced.stdout
+    everywhere = helm.helm("lint", "--strict", str(CHART), "--set", "watchAllNamespaces=true", "--set", "podMonitor.enabled=true")
+    assert "0 chart(s) failed" in everywhere.stdout
+    both = helm.helm("template", RELEASE, str(CHART), "--set", "watchAllNamespaces=true", "--set", "watchNamespaces={a}",
+                     check=False)
+    assert both.returncode != 0 and "leave watchNamespaces empty" in both.stderr
     bad = helm.helm("lint", str(CHART), "--set", "replicaCount=2", check=False)
     assert bad.returncode != 0 and "replicaCount" in bad.stdout + bad.stderr
 
@@ -76,13 +83,16 @@ def test_helm_template_renders_what_we_expect(helm):
     docs = [d for d in yaml.safe_load_all(out) if d]
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert ("Deployment", "flotilla-operator") in kinds
-    assert ("ClusterRole", "flotilla-operator") in kinds and ("ClusterRoleBinding", "flotilla-operator") in kinds
+    # Issue 38: by default its rights reach the release's namespace only.
+    assert ("ClusterRole", "flotilla-operator") in kinds and ("ClusterRoleBinding", "flotilla-operator") not in kinds
+    assert [d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"] == ["ops"]
     assert sum(1 for k, _ in kinds if k == "CustomResourceDefinition") == 5  # KafkaCluster, ClientQuota, RecordDeletion, KafkaTopic, KafkaUser
     assert not any(k == "PodMonitor" for k, _ in kinds)
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["flotilla", "operator"]
-    assert "--metrics-address=0.0.0.0:9405" in container["args"] and "--all-namespaces" in container["args"]
+    assert "--metrics-address=0.0.0.0:9405" in container["args"] and "--all-namespaces" not in container["args"]
+    assert [a for a in container["args"] if a.startswith("--namespace")] == ["--namespace=ops"]
     assert deployment["spec"]["strategy"]["type"] == "Recreate"
     # Chart CRDs are the rendered ones, byte for byte in content.
     for d in docs:
@@ -97,7 +107,13 @@ def test_helm_template_renders_what_we_expect(helm):
     assert not any(d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "flotilla-operator" for d in scoped_docs)
     assert any(d["kind"] == "PodMonitor" for d in scoped_docs)
     args = next(d for d in scoped_docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--namespace=team-a" in args and "--namespace=team-b" in args
+    assert "--namespace=team-a" in args and "--namespace=team-b" in args and "--namespace=ops" not in args
+    wide = [d for d in yaml.safe_load_all(helm.helm("template", RELEASE, str(CHART), "--namespace", "ops", "--set",
+                                                    "watchAllNamespaces=true").stdout) if d]
+    assert not [d for d in wide if d["kind"] == "RoleBinding"]
+    assert any(d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "flotilla-operator" for d in wide)
+    args = next(d for d in wide if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--all-namespaces" in args and not [a for a in args if a.startswith("--namespace")]
 
 
 def test_install_brings_crds_and_rbac(helm, release):
@@ -116,12 +132,36 @@ def can_i(kube_env, ns: str, sa_ns: str, verb: str, resource: str, subresource: 
 
 def test_service_account_may_do_what_the_operator_does_and_no_more(helm, release, kube_namespace):
     sa_ns, _ = release
-    missing, excess = operator_rbac.missing_and_excess(helm, kube_namespace, f"{sa_ns}:{SERVICE_ACCOUNT}")
+    missing, excess = operator_rbac.missing_and_excess(helm, sa_ns, f"{sa_ns}:{SERVICE_ACCOUNT}")
     assert not missing, f"chart RBAC lacks {missing}"
     assert not excess, f"chart RBAC grants {excess}"
+    # Issue 38: nothing in a namespace it does not watch (Secrets, RoleBindings...).
+    assert operator_rbac.granted_elsewhere(helm, kube_namespace, f"{sa_ns}:{SERVICE_ACCOUNT}") == []
     # Cluster-scoped: it may follow CRDs, not change them.
     assert can_i(helm, kube_namespace, sa_ns, "watch", "customresourcedefinitions.apiextensions.k8s.io")
     assert not can_i(helm, kube_namespace, sa_ns, "delete", "customresourcedefinitions.apiextensions.k8s.io")
+
+
+def _upgrade(helm, ns: str, *values: str) -> None:
+    helm.helm("upgrade", RELEASE, str(CHART), "--namespace", ns, "--set", "image.repository=flotilla",
+              "--set", "image.tag=never-pulled", "--wait=false", *values)
+
+
+def test_watch_all_namespaces_grants_every_namespace_and_turning_it_off_takes_that_away(helm, release, kube_namespace):
+    sa_ns, _ = release
+    account = f"{sa_ns}:{SERVICE_ACCOUNT}"
+    _upgrade(helm, sa_ns, "--set", "watchAllNamespaces=true")
+    try:
+        missing, excess = operator_rbac.missing_and_excess(helm, kube_namespace, account)
+        assert not missing, f"chart RBAC with watchAllNamespaces lacks {missing}"
+        assert not excess, f"chart RBAC with watchAllNamespaces grants {excess}"
+    finally:
+        _upgrade(helm, sa_ns)
+    # Helm removes the ClusterRoleBinding: no Secrets or RoleBindings outside the release's namespace
+    # again, and the RoleBinding in it is back.
+    forbidden = operator_rbac.ELSEWHERE_FORBIDDEN
+    assert operator_rbac.allowed(helm, kube_namespace, account, forbidden) == []
+    assert operator_rbac.allowed(helm, sa_ns, account, forbidden) == forbidden
 
 
 def _service_account_kubeconfig(kube_env, sa_ns: str, path: Path) -> Path:
@@ -138,21 +178,22 @@ def _service_account_kubeconfig(kube_env, sa_ns: str, path: Path) -> Path:
     return path
 
 
-def test_flotilla_operator_runs_with_the_chart_rbac(helm, release, kube_namespace, tmp_path):
+def test_flotilla_operator_runs_with_the_chart_rbac(helm, release, tmp_path):
     sa_ns, _ = release
     kubeconfig = _service_account_kubeconfig(helm, sa_ns, tmp_path / "operator.kubeconfig")
     metrics_port, liveness_port = free_port(), free_port()
     env = dict(helm.env, KUBECONFIG=str(kubeconfig), FLOTILLA_BROKER_IMAGE="flotilla:never-pulled", PYTHONUNBUFFERED="1")
     log = (tmp_path / "operator.log").open("w+")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "flotilla.cli", "operator", "--all-namespaces",
+        # As the chart's Deployment runs it by default: the release's namespace only.
+        [sys.executable, "-m", "flotilla.cli", "operator", f"--namespace={sa_ns}",
          f"--metrics-address=127.0.0.1:{metrics_port}", f"--liveness-address=127.0.0.1:{liveness_port}",
          "--resync-seconds=5"],
         env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
     )
     try:
         cluster = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaCluster",
-                   "metadata": {"name": "chart", "namespace": kube_namespace},
+                   "metadata": {"name": "chart", "namespace": sa_ns},
                    "spec": {"replicas": 2, "storage": {"type": "ephemeral"}}}
         helm.kubectl("apply", "-f", "-", input=json.dumps(cluster))
 
@@ -160,7 +201,7 @@ def test_flotilla_operator_runs_with_the_chart_rbac(helm, release, kube_namespac
             if proc.poll() is not None:
                 log.seek(0)
                 pytest.fail(f"operator exited with {proc.returncode}:\n{log.read()[-4000:]}")
-            kc = json.loads(helm.kubectl("get", "kafkacluster", "chart", "-n", kube_namespace, "-o", "json").stdout)
+            kc = json.loads(helm.kubectl("get", "kafkacluster", "chart", "-n", sa_ns, "-o", "json").stdout)
             conds = {c["type"]: c for c in (kc.get("status") or {}).get("conditions") or []}
             return kc if conds.get("Ready", {}).get("status") == "True" else None
 
@@ -183,7 +224,7 @@ def test_flotilla_operator_runs_with_the_chart_rbac(helm, release, kube_namespac
         log.close()
     # It said where it is and what it watches.
     assert "kube context 'operator'" in output, output[-2000:]
-    assert "watching all namespaces" in output
+    assert f"watching namespaces {sa_ns}" in output
     assert f"metrics http://127.0.0.1:{metrics_port}/metrics" in output
     refused = operator_rbac.refusals(output)
     assert not refused, "the API server refused the operator:\n" + "\n".join(refused[:20])

@@ -1,6 +1,7 @@
-"""The operator as users run it: installed in the cluster from install/flotilla.yaml (the one-command
-install), on the real test node (kubelet, containerd, kube-proxy, CoreDNS), managing a KafkaCluster
-of three broker pods, and running RecordDeletions through its AdminClient over the pod network.
+"""The operator as users run it: installed in the cluster from install/flotilla-all-namespaces.yaml
+(the one-command install that manages every namespace: each test has a namespace of its own), on
+the real test node (kubelet, containerd, kube-proxy, CoreDNS), managing a KafkaCluster of three
+broker pods, and running RecordDeletions through its AdminClient over the pod network.
 
     flock /tmp/flot/node.lock .venv/bin/pytest tests/e2e/test_operator_in_cluster.py -x -q
 
@@ -53,7 +54,8 @@ from flotilla.testenv.waiting import wait_for
 pytestmark = [pytest.mark.kube, pytest.mark.kube_node, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
-MANIFEST = ROOT / "install" / "flotilla.yaml"
+# Not install/flotilla.yaml, which manages only `flotilla`: the tests' fleets each have a namespace.
+MANIFEST = ROOT / "install" / "flotilla-all-namespaces.yaml"
 EXAMPLES = ROOT / "examples"
 OPERATOR_NS = "flotilla"
 NAME = "demo"  # the examples' cluster (examples/kafkacluster-dev.yaml)
@@ -116,7 +118,7 @@ def explained(env, ns: str | None = None):
 
 
 def manifest_for(image: str) -> list[dict]:
-    """install/flotilla.yaml with the operator (and the brokers it creates) on `image`, which only
+    """The install manifest with the operator (and the brokers it creates) on `image`, which only
     the node has: pull policy Never. A resync of 5s instead of 60s keeps the module short."""
     docs = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
     deployment = next(d for d in docs if d["kind"] == "Deployment")

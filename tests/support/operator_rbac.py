@@ -4,6 +4,7 @@ with `kubectl auth can-i --as=...`: shared by the Helm chart's and install/floti
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 # What the operator does, in a namespace it manages (verb, resource[, subresource]).
@@ -71,15 +72,43 @@ def can_i(kube_env: Any, ns: str, account: str, verb: str, resource: str, subres
     return kube_env.kubectl(*args, check=False).stdout.strip() == "yes"
 
 
+def allowed(kube_env: Any, ns: str, account: str, checks: list) -> list:
+    """The checks the account may do in `ns`, one `kubectl auth can-i` each; a few at a time, as a
+    sweep of a hundred questions one after another takes most of a module's time."""
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda check: can_i(kube_env, ns, account, *check), checks))
+    return [check for check, yes in zip(checks, answers) if yes]
+
+
 def missing_and_excess(kube_env: Any, ns: str, account: str) -> tuple[list, list]:
     # `can-i` answers "no" for a resource the API server does not serve: install cert-manager's CRDs,
     # as in a cluster where spec.certificates.issuerRef can be used.
     from flotilla.testenv import cert_manager
 
     cert_manager.install_crds(kube_env.kubectl)
-    missing = [n for n in NEEDED if not can_i(kube_env, ns, account, *n)]
-    excess = [n for n in FORBIDDEN if can_i(kube_env, ns, account, *n)]
-    return missing, excess
+    granted = allowed(kube_env, ns, account, NEEDED + FORBIDDEN)
+    return [n for n in NEEDED if n not in granted], [n for n in FORBIDDEN if n in granted]
+
+
+# Issue 38: what an operator managing some namespaces must not do in the others (a RoleBinding's
+# rights stop at its namespace); every one of NEEDED is refused there too.
+ELSEWHERE_FORBIDDEN = [
+    ("get", "secrets"), ("list", "secrets"), ("watch", "secrets"), ("create", "secrets"), ("update", "secrets"),
+    ("create", "rolebindings.rbac.authorization.k8s.io"), ("create", "roles.rbac.authorization.k8s.io"),
+    ("bind", "clusterroles.rbac.authorization.k8s.io/flotilla-broker"),
+]
+
+
+def granted_elsewhere(kube_env: Any, ns: str, account: str) -> list:
+    """What the account may do in `ns`, a namespace it does not manage: should be nothing."""
+    return allowed(kube_env, ns, account, ELSEWHERE_FORBIDDEN + [n for n in NEEDED if n not in ELSEWHERE_FORBIDDEN])
+
+
+def can_i_everywhere(kube_env: Any, account: str, verb: str, resource: str) -> bool:
+    """`kubectl auth can-i --all-namespaces`: true only through a cluster-wide grant."""
+    out = kube_env.kubectl("auth", "can-i", verb, resource, "--all-namespaces",
+                           f"--as=system:serviceaccount:{account}", check=False).stdout.strip()
+    return out == "yes"
 
 
 # A 403 as the operator's log shows it: the API server's message ("services is forbidden: User ..."),

@@ -75,7 +75,10 @@ def test_chart_monitoring_follows_the_prometheus_operator_api(helm):
     monitors = {d["metadata"]["name"]: d for d in on if d["kind"] == "PodMonitor"}
     assert set(monitors) == {"flotilla-operator", "flotilla-brokers"}
     brokers = monitors["flotilla-brokers"]["spec"]
-    assert brokers["namespaceSelector"] == {"any": True}
+    assert brokers["namespaceSelector"] == {"matchNames": ["ops"]}  # the operator's own, as it manages
+    (everywhere,) = [d for d in template(helm, *MONITORING_API, "--set", "watchAllNamespaces=true")
+                     if d["kind"] == "PodMonitor" and d["metadata"]["name"] == "flotilla-brokers"]
+    assert everywhere["spec"]["namespaceSelector"] == {"any": True}
     assert brokers["selector"]["matchLabels"] == {"app.kubernetes.io/name": "flotilla",
                                                  "app.kubernetes.io/component": "broker"}
     assert {r["targetLabel"] for r in brokers["podMetricsEndpoints"][0]["relabelings"]} == {"kafka_cluster"}

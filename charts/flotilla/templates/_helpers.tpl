@@ -58,3 +58,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 true
 {{- end -}}
 {{- end -}}
+
+{{/* The namespaces the operator manages, as a JSON list: watchNamespaces, or the release's own
+     namespace (Strimzi's default too); not used with watchAllNamespaces. */}}
+{{- define "flotilla.watchedNamespaces" -}}
+{{- if and .Values.watchAllNamespaces .Values.watchNamespaces -}}
+{{- fail "watchAllNamespaces: true manages every namespace; leave watchNamespaces empty" -}}
+{{- end -}}
+{{- default (list .Release.Namespace) .Values.watchNamespaces | toJson -}}
+{{- end -}}
