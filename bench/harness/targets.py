@@ -1,6 +1,6 @@
 """The two brokers under test, started with the same settings, and what we observe from outside.
 
-Both launchers come from tests/support (FlotillaBroker, ApacheKafka); this module only adds what a
+Both launchers come from flotilla/testenv/brokers (FlotillaBroker, ApacheKafka); this module only adds what a
 measurement needs on top of them:
 
 - start-to-ready time: from just before the broker process is spawned until its listener answers
