@@ -86,6 +86,11 @@ async def remove_orphans(memo: kopf.Memo, namespace: str, cluster: str) -> None:
     failed: list[tuple[orph.Owned, str]] = []
     if removals:
         bootstrap, auth, why = await cluster_admin(memo, namespace, cluster, require_ready=False)
+        if bootstrap:  # one wait for a cluster that does not answer, not one per removal
+            try:
+                await kafka_admin.brokers(bootstrap, auth)
+            except kafka_admin.AdminError as exc:
+                bootstrap, why = None, str(exc)
         for r in removals:
             if not bootstrap:
                 failed.append((r.owned, why))

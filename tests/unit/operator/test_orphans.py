@@ -146,8 +146,14 @@ def admin(monkeypatch):
             return [("acl-of", args[0])] if name == "describe_acls" else None
         return call
 
+    async def brokers(bootstrap, auth):
+        if state["fail"]:
+            raise kafka_admin.AdminError("cluster unreachable")
+        return [kafka_admin.BrokerAddress(1, "demo-broker-0", 9092)]
+
     for name in ("alter_scram_credential", "describe_acls", "delete_acls", "alter_client_quota"):
         monkeypatch.setattr(kafka_admin, name, recorder(name))
+    monkeypatch.setattr(kafka_admin, "brokers", brokers)
     return calls, state
 
 
