@@ -51,6 +51,12 @@ def rebalance_plan_name(cluster: str) -> str:
     return f"{cluster}-rebalance-plan"
 
 
+def operator_owned_name(cluster: str) -> str:
+    """The ConfigMap of the KafkaUsers and ClientQuotas whose credentials, ACLs and quotas the
+    operator has applied to the cluster (reconcilers/orphans.py removes those whose owner is gone)."""
+    return f"{cluster}-operator-owned"
+
+
 def cluster_id_name(cluster: str) -> str:
     """The ConfigMap that records the cluster id the brokers' volumes hold."""
     return f"{cluster}-cluster-id"

@@ -35,6 +35,8 @@ APPLY_FAILED = "ApplyFailed"
 REBALANCE_STARTED = "RebalanceStarted"
 REBALANCE_COMPLETED = "RebalanceCompleted"
 REBALANCE_BLOCKED = "RebalanceBlocked"
+ORPHANS_REMOVED = "OrphansRemoved"
+ORPHAN_REMOVAL_FAILED = "OrphanRemovalFailed"
 # ClientQuota
 QUOTA_APPLIED = "QuotaApplied"
 QUOTA_NOT_APPLIED = "QuotaNotApplied"
@@ -179,6 +181,21 @@ def roll_events(cluster: str, live_partition: int | None, partition: int, restar
     if waiting and not was_waiting:
         out.append(Event(NORMAL, ROLL_WAITING, waiting))
     return out
+
+
+def orphan_events(previous: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list[Event]:
+    """About a KafkaCluster's OrphansRemoved condition (builders/orphans.py): OrphansRemoved when a
+    pass removed what gone resources owned; OrphanRemovalFailed (a Warning) when a removal fails,
+    again whenever what fails changes (not at every retry)."""
+    if new is None:
+        return []
+    old = previous or {}
+    if new.get("status") == "False":
+        if old.get("status") != "False" or old.get("message") != new.get("message"):
+            return [Event(WARNING, ORPHAN_REMOVAL_FAILED, new.get("message") or "")]
+    elif new.get("reason") == "Removed":
+        return [Event(NORMAL, ORPHANS_REMOVED, new.get("message") or "")]
+    return []
 
 
 def quota_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]) -> list[Event]:

@@ -208,8 +208,8 @@ async def kafkatopic_event(body: kopf.Body, namespace: str, memo: kopf.Memo, log
 # ClientQuota and KafkaUser: applied on change and by the quota resync; removed when the deletion
 # is seen. No finalizer (a kopf on.delete handler would add one): a finalizer holds the resource,
 # and so a namespace deletion, for as long as the operator is not running or the cluster cannot be
-# reached. The price: one deleted while the operator is down stays in the brokers
-# (docs/operator.md says how to remove it).
+# reached. One deleted while the operator is down, or whose removal failed, is removed by the
+# orphan pass of the quota resync (reconcilers/orphans.py).
 
 
 @kopf.on.resume(GROUP, VERSION, CLIENT_QUOTA.plural)

@@ -12,6 +12,10 @@ Four conditions, shaped like metav1.Condition, each with its observedGeneration:
   (invalid spec or broker configuration, a cluster id other than the volumes'); only a change of
   the spec ends it.
 
+OrphansRemoved is written by the orphan pass alone (builders/orphans.py); every status computed
+here carries it over from the previous status, as the status written is a merge patch that
+replaces the whole list.
+
 While the pause annotation is set (annotations.py), `paused_status` keeps the last status and
 adds ReconciliationPaused (every kind).
 
@@ -33,6 +37,8 @@ RECONCILING = "Reconciling"
 DEGRADED = "Degraded"
 STALLED = "Stalled"
 PAUSED = "ReconciliationPaused"
+#: Written by the orphan pass (reconcilers/orphans.py), kept as is by every other status write.
+ORPHANS_REMOVED = "OrphansRemoved"
 #: Errors that no retry fixes: the spec must change.
 STALLING_REASONS = frozenset({"InvalidSpec", "InvalidConfig", "Invalid", "Conflict"})
 PAUSED_MESSAGE = "the flotilla.io/pause-reconciliation annotation is set: the operator changes nothing"
@@ -178,6 +184,7 @@ def kafka_cluster_status(
     rebalancing = rebalancing_condition(rebalance, generation=gen, now=now, previous=prev_conditions)
     if rebalancing is not None:
         conditions.append(rebalancing)
+    conditions += [c for c in prev_conditions if c.get("type") == ORPHANS_REMOVED]
     status: dict[str, Any] = {
         "observedGeneration": gen,
         "conditions": conditions,

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import copy
 import time
 from datetime import datetime, timezone
+from typing import Any, Iterator
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -58,11 +60,12 @@ def sasl_broker(tmp_path, kube_env, kube_namespace):
         yield b
 
 
-@pytest.fixture
-def user_operator(kube_env, sasl_broker):
+@contextlib.contextmanager
+def running_operator(kube_env) -> Iterator[Any]:
+    """The operator in-process (kopf's KopfRunner) until the block ends: a test can stop it and
+    start it again."""
     from kopf.testing import KopfRunner
 
-    install_crds(kube_env)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KUBECONFIG", str(kube_env.kubeconfig))
         mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", f"127.0.0.1:{free_port()}")
@@ -70,8 +73,15 @@ def user_operator(kube_env, sasl_broker):
         with KopfRunner(["run", "--all-namespaces", "--standalone", "-m", "flotilla_operator.handlers"],
                         timeout=60) as runner:
             yield runner
-    remove_crds(kube_env)
     assert runner.exception is None, runner.output[-4000:]
+
+
+@pytest.fixture
+def user_operator(kube_env, sasl_broker):
+    install_crds(kube_env)
+    with running_operator(kube_env) as runner:
+        yield runner
+    remove_crds(kube_env)
 
 
 def _secret(kube_env, ns: str, name: str) -> dict[str, str]:
@@ -247,6 +257,90 @@ def test_a_kafka_user_and_a_client_quota_of_one_user_do_not_fight(kube_env, kube
              until=lambda message: "authentication" in message.lower() or "invalid credentials" in message.lower(),
              timeout=60)
     assert _holds_throughout(address, operator, "bob", {"producer_byte_rate": 1048576.0}, 3) == []
+
+
+def _condition_met(what: str, check, until, timeout: float, runner, log_file) -> Any:
+    """wait_for, with the operator's log saved to `log_file` and its end printed on a timeout."""
+    try:
+        return wait_for(what, check, until=until, timeout=timeout)
+    except pytest.fail.Exception:
+        log_file.write_text(runner.output)
+        print(f"operator log ({log_file}), last lines:\n{runner.output[-6000:]}")
+        raise
+
+
+@pytest.fixture
+def crds(kube_env):
+    install_crds(kube_env)
+    yield
+    remove_crds(kube_env)
+
+
+def test_a_user_and_a_quota_deleted_while_the_operator_is_down_lose_their_access(kube_env, kube_namespace, sasl_broker,
+                                                                                 crds, tmp_path):
+    """Issue 38, finding 5: no finalizer holds a KafkaUser, so one deleted while the operator is
+    stopped was never removed from the brokers and its client kept logging in. The operator
+    records what it applies (ConfigMap demo-operator-owned) and its orphan pass, at start and
+    every quota resync, removes what gone resources owned; a principal's ACLs it never wrote stay."""
+    from confluent_kafka.admin import AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType
+    from confluent_kafka.admin import ResourceType
+
+    from flotilla_operator.reconcilers.loops import QUOTA_RESYNC_S
+
+    ns, address = kube_namespace, f"127.0.0.1:{sasl_broker.sasl_port}"
+    cluster = stand_in_cluster(CLUSTER, ns, address)
+    cluster["spec"]["listeners"] = [{"name": "SASL_PLAINTEXT", "port": 9092, "protocol": "SASL_PLAINTEXT"}]
+    apply(kube_env, cluster)
+    user = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaUser", "metadata": {"name": "leaver", "namespace": ns},
+            "spec": {"clusterRef": {"name": CLUSTER}, "authentication": {"type": "scram-sha-512"},
+                     "authorization": {"acls": USER_ACLS}}}
+    quota = {"apiVersion": "flotilla.io/v1alpha1", "kind": "ClientQuota", "metadata": {"name": "leaver-q", "namespace": ns},
+             "spec": {"clusterRef": {"name": CLUSTER}, "entity": {"clientId": "leaver-app"}, "producerByteRate": 1048576}}
+    with running_operator(kube_env):
+        apply(kube_env, user)
+        apply(kube_env, quota)
+        _ready(kube_env, "kafkauser", ns, "leaver")
+        _ready(kube_env, "clientquota", ns, "leaver-q")
+    conf = _sasl(address, "leaver", _secret(kube_env, ns, "leaver")["password"])
+    operator = _secret(kube_env, ns, f"{CLUSTER}-operator-credentials")
+    admin = AdminClient(_sasl(address, "flotilla-operator", operator["password"]))
+    # ACLs of a principal no resource owns, written with the admin API (kafka-acls): never touched
+    outsider = AclBinding(ResourceType.TOPIC, "outsider-topic", ResourcePatternType.LITERAL, "User:outsider", "*",
+                          AclOperation.READ, AclPermissionType.ALLOW)
+    for f in admin.create_acls([outsider]).values():
+        f.result(15)
+    auth = kafka_admin.AdminAuth("SASL_PLAINTEXT", operator["username"], operator["password"])
+
+    def held_quota() -> dict[str, float]:
+        return asyncio.run(kafka_admin.describe_client_quota(address, {"client-id": "leaver-app"}, auth))
+
+    assert auth_error(conf) == "" and held_quota() == {"producer_byte_rate": 1048576.0}
+
+    # The operator is stopped; both resources are deleted (nothing holds them: no finalizer).
+    kube_env.kubectl("delete", "kafkauser", "leaver", "-n", ns, "--wait=true", "--timeout=60s")
+    kube_env.kubectl("delete", "clientquota", "leaver-q", "-n", ns, "--wait=true", "--timeout=60s")
+    assert auth_error(conf) == "", "nobody removed the credential yet: the client still logs in"
+
+    with running_operator(kube_env) as runner:
+        # the pass runs at start, then every QUOTA_RESYNC_S: one resync at most, plus the start-up
+        _condition_met("the deleted KafkaUser's login to be refused", lambda: auth_error(conf),
+                       lambda message: "authentication" in message.lower() or "invalid credentials" in message.lower(),
+                       QUOTA_RESYNC_S + 20, runner, tmp_path / "operator.log")
+        _condition_met("the deleted ClientQuota's quota to be removed", held_quota, lambda held: held == {},
+                       QUOTA_RESYNC_S, runner, tmp_path / "operator.log")
+        kc = _condition_met("OrphansRemoved on the KafkaCluster",
+                            lambda: get_json(kube_env, "kafkacluster", CLUSTER, "-n", ns),
+                            lambda kc: condition(kc, "OrphansRemoved").get("status") == "True",
+                            QUOTA_RESYNC_S, runner, tmp_path / "operator.log")
+    removed = condition(kc, "OrphansRemoved")
+    assert "KafkaUser leaver" in removed["message"] and "ClientQuota leaver-q" in removed["message"], removed
+    events = get_json(kube_env, "events", "-n", ns, "--field-selector", f"involvedObject.name={CLUSTER}")["items"]
+    assert any(e["reason"] == "OrphansRemoved" for e in events), [e["reason"] for e in events]
+    record = get_json(kube_env, "configmap", f"{CLUSTER}-operator-owned", "-n", ns)
+    assert record["data"]["owners.json"] == "{}", record["data"]
+    got = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                               AclOperation.ANY, AclPermissionType.ANY)).result(15)
+    assert {b.principal for b in got} == {"User:outsider"}, got  # leaver's ACLs gone, the outsider's kept
 
 
 def test_the_admin_clients_speak_sasl_ssl_with_the_clusters_ca(tmp_path):

@@ -32,6 +32,8 @@ NEEDED = [
     ("list", "leases.coordination.k8s.io"), ("watch", "leases.coordination.k8s.io"),
     ("list", "kafkatopics.flotilla.io"), ("watch", "kafkatopics.flotilla.io"),
     ("create", "events"),
+    # The record of what each KafkaUser and ClientQuota owns (reconcilers/orphans.py): compare-and-set.
+    ("get", "configmaps"), ("update", "configmaps"),
     # Replacing a StatefulSet (pods orphaned, kept) to change its immutable podManagementPolicy;
     # reading the broker pods for the roll gate.
     ("delete", "statefulsets.apps"), ("list", "pods"), ("get", "pods"),

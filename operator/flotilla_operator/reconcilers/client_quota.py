@@ -1,6 +1,6 @@
 """ClientQuota (KIP-13): applied with AlterClientQuotas through the cluster's own bootstrap address,
 its status per broker from DescribeClientQuotas; removed when its deletion is seen (no finalizer:
-nothing holds a namespace deletion). Two resources naming one entity: the oldest wins, the others
+nothing holds a namespace deletion), or by the orphan pass when it was not (reconcilers/orphans.py). Two resources naming one entity: the oldest wins, the others
 report Conflict (builders/client_quota.py decides)."""
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from ..api.client_quota import CLIENT_QUOTA
 from ..api.common import parse_spec
 from ..api.kafka_user import KAFKA_USER
 from ..builders import client_quota as cq
+from ..builders import orphans as orph
 from ..clients import kafka_admin
 from ..clients.kube import Kube
 from ..status import condition, paused_status, same_status, stalled_condition
+from . import orphans
 from .common import cluster_admin, emit, while_unreachable
 
 async def reconcile_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
@@ -50,6 +52,11 @@ async def reconcile_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
             await _quota_status(memo, body, False, "Pending", why, None)
             return
         desired = cq.desired_ops(spec)
+        try:  # recorded before it is applied: the orphan pass removes it if the deletion goes unseen
+            await orphans.record(memo["kube"], meta["namespace"], cluster, orph.quota_entry(body))
+        except orphans.RecordError as exc:
+            await _quota_status(memo, body, False, "Pending", str(exc), None)
+            return
         try:
             await kafka_admin.alter_client_quota(bootstrap, entity, desired, auth)
             brokers = await kafka_admin.brokers(bootstrap, auth)
@@ -78,13 +85,14 @@ async def remove_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
         parse_spec(CLIENT_QUOTA, spec)
     except ValueError:
         return
-    if await quota_owner(memo["kube"], CLIENT_QUOTA.kind, dict(body)) != (CLIENT_QUOTA.kind, meta["name"]):
-        return
-    bootstrap, auth, _ = await cluster_admin(memo, meta["namespace"], spec["clusterRef"]["name"], require_ready=False)
-    if not bootstrap:
-        return  # no cluster to hold it
-    entity = cq.entity_of(spec)
-    await while_unreachable(lambda: kafka_admin.alter_client_quota(bootstrap, entity, cq.removal_ops(), auth))
+    ns, cluster = meta["namespace"], spec["clusterRef"]["name"]
+    if await quota_owner(memo["kube"], CLIENT_QUOTA.kind, dict(body)) == (CLIENT_QUOTA.kind, meta["name"]):
+        bootstrap, auth, _ = await cluster_admin(memo, ns, cluster, require_ready=False)
+        if not bootstrap:
+            return  # no cluster to hold it, or the orphan pass removes it once there is
+        entity = cq.entity_of(spec)
+        await while_unreachable(lambda: kafka_admin.alter_client_quota(bootstrap, entity, cq.removal_ops(), auth))
+    await orphans.forget(memo["kube"], ns, cluster, meta["uid"])
 
 
 async def quota_owner(kube: Kube, kind: str, body: dict[str, Any]) -> tuple[str, str]:

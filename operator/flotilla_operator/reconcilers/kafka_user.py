@@ -1,7 +1,8 @@
 """KafkaUser: a Secret with the password (or a certificate from the cluster's clients CA), the
 SCRAM credential, ACLs diffed against DescribeAcls, and the user entity's quotas (builders/
 kafka_user.py decides); one run at a time per user, on the latest object. Removed from the cluster
-when its deletion is seen (no finalizer, as ClientQuota). On a cluster whose bootstrap listener is
+when its deletion is seen (no finalizer, as ClientQuota), or by the orphan pass when it was not
+(reconcilers/orphans.py: each user is recorded before its first apply). On a cluster whose bootstrap listener is
 SASL every admin request authenticates as the operator's own user (clients/credentials.py)."""
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from ..api.kafka_user import KAFKA_USER
 from ..builders import certificates as certs
 from ..builders import client_quota as cq
 from ..builders import kafka_user as ku
+from ..builders import orphans as orph
 from ..builders.common import OPERATOR_USER
 from ..clients import kafka_admin
 from ..clients.certificates import clients_ca, user_certificate_from_cert_manager
 from ..clients.kube import Kube
 from ..status import condition, paused_status, same_status, stalled_condition
+from . import orphans
 from .client_quota import quota_owner
 from .common import cluster_admin, emit, while_unreachable
 
@@ -157,6 +160,17 @@ async def _reconcile_kafka_user(memo: kopf.Memo, body: dict[str, Any]) -> None:
                 await _user_status(memo, body, False, "Conflict", why)
                 return
         extra: dict[str, Any] = {"secret": ku.secret_name(body)}
+        cluster = spec["clusterRef"]["name"]
+        owner = await quota_owner(kube, KAFKA_USER.kind, body)
+        conflict = None if owner == (KAFKA_USER.kind, user) else (
+            f"quotas not applied: {owner[0]} {owner[1]} already sets the quota of user {user} in cluster "
+            f"{cluster} (the oldest resource owns an entity)")
+        ops = None if conflict else ku.quota_ops(spec, previously_managed=bool(previous.get("quotas")))
+        try:  # recorded before anything is applied: the orphan pass removes it if the user goes unseen
+            await orphans.record(kube, meta["namespace"], cluster, orph.user_entry(body, quota=ops is not None))
+        except orphans.RecordError as exc:
+            await _user_status(memo, body, False, "Pending", str(exc), extra)
+            return
         try:
             held_mechanisms = await kafka_admin.scram_mechanisms(bootstrap, user, auth)
             if tls:
@@ -170,11 +184,6 @@ async def _reconcile_kafka_user(memo: kopf.Memo, body: dict[str, Any]) -> None:
                                                           await kafka_admin.describe_acls(bootstrap, ku.principal(user), auth)))
             await kafka_admin.delete_acls(bootstrap, delete, auth)
             await kafka_admin.create_acls(bootstrap, create, auth)
-            owner = await quota_owner(kube, KAFKA_USER.kind, body)
-            conflict = None if owner == (KAFKA_USER.kind, user) else (
-                f"quotas not applied: {owner[0]} {owner[1]} already sets the quota of user {user} in cluster "
-                f"{spec['clusterRef']['name']} (the oldest resource owns an entity)")
-            ops = None if conflict else ku.quota_ops(spec, previously_managed=bool(previous.get("quotas")))
             if ops is not None:
                 await kafka_admin.alter_client_quota(bootstrap, {"user": user}, ops, auth)
         except kafka_admin.AdminError as exc:
@@ -190,8 +199,9 @@ async def _reconcile_kafka_user(memo: kopf.Memo, body: dict[str, Any]) -> None:
 
 async def remove_kafka_user(memo: kopf.Memo, body: kopf.Body) -> None:
     """A deleted KafkaUser's credential, ACLs and quotas (if it owned them), removed from its
-    cluster; retried while the cluster is briefly unreachable, then the last AdminError (or
-    ApiError) is raised. The garbage collector deletes its Secret."""
+    cluster, then dropped from the cluster's record; retried while the cluster is briefly
+    unreachable, then the last AdminError (or ApiError) is raised and the orphan pass
+    (reconcilers/orphans.py) retries. The garbage collector deletes its Secret."""
     meta, spec = body["metadata"], dict(body.get("spec") or {})
     user = meta["name"]
     try:
@@ -212,5 +222,6 @@ async def remove_kafka_user(memo: kopf.Memo, body: kopf.Body) -> None:
         return held
 
     held = await while_unreachable(remove)
+    await orphans.forget(memo["kube"], meta["namespace"], spec["clusterRef"]["name"], meta["uid"])
     await emit(memo["kube"], dict(body), [ev.Event(ev.NORMAL, ev.USER_REMOVED,
                                                    f"credential, {len(held)} ACL(s) and quotas of {user} removed")])

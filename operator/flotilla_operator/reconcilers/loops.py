@@ -17,9 +17,10 @@ from .client_quota import reconcile_client_quota
 from .common import log
 from .kafka_cluster import reconcile
 from .kafka_user import reconcile_kafka_user
+from .orphans import remove_orphans
 from .rebalance import REBALANCE_POLL_S, rebalance_step
 
-QUOTA_RESYNC_S = 10.0  # every ClientQuota re-applied and re-read (see quota_resync_loop)
+QUOTA_RESYNC_S = 10.0  # every ClientQuota and KafkaUser re-applied, orphans removed (quota_resync_loop)
 
 
 async def for_each(memo: kopf.Memo, kind: str, what: str, act: Callable[[dict[str, Any]], Awaitable[None]],
@@ -54,10 +55,14 @@ async def resync_loop(memo: kopf.Memo) -> None:
 
 
 async def quota_resync_loop(memo: kopf.Memo) -> None:
-    """Every QUOTA_RESYNC_S, re-apply and re-read every ClientQuota (brokers that joined, a
-    conflict's owner that went away, status drift) and every KafkaUser (ACLs or a credential
-    changed behind the operator's back, a cluster that became reachable)."""
+    """At start and every QUOTA_RESYNC_S, remove what gone KafkaUsers and ClientQuotas owned in
+    each cluster (reconcilers/orphans.py: deletions the operator did not see, removals that
+    failed); then every QUOTA_RESYNC_S re-apply and re-read every ClientQuota (brokers that
+    joined, a conflict's owner that went away, status drift) and every KafkaUser (ACLs or a
+    credential changed behind the operator's back, a cluster that became reachable)."""
     while True:
+        await for_each(memo, KAFKA_CLUSTER.kind, "orphan removal", lambda c: remove_orphans(
+            memo, c["metadata"]["namespace"], c["metadata"]["name"]), skip_deleting=True)
         await asyncio.sleep(QUOTA_RESYNC_S)
         await for_each(memo, CLIENT_QUOTA.kind, "resync", lambda q: reconcile_client_quota(memo, q),
                        skip_deleting=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import copy
@@ -185,7 +186,7 @@ async def test_client_quota_is_applied_through_its_clusters_bootstrap(monkeypatc
     wire side runs against a real broker in tests/e2e/test_operator_quotas.py."""
     from flotilla_operator.clients import kafka_admin
 
-    quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1,
+    quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1, "uid": "uid-q",
                                                  "creationTimestamp": "2026-01-01T00:00:00Z"},
              "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": "etl"}, "producerByteRate": 1024}}
     kube = FakeKube([quota, cluster()])
@@ -221,6 +222,11 @@ async def test_client_quota_is_applied_through_its_clusters_bootstrap(monkeypatc
     ready = status["conditions"][0]
     assert (ready["status"], ready["reason"], ready["message"]) == ("True", "Applied", "2 of 2 broker(s) apply it")
     assert status["brokers"] == [{"nodeId": 1, "producerByteRate": 1024}, {"nodeId": 2, "producerByteRate": 1024}]
+    # Recorded as the entity's owner (before it was applied), in a record the KafkaCluster owns.
+    owned = kube.objects[("ConfigMap", "ns", "demo-operator-owned")]
+    assert owned["metadata"]["ownerReferences"][0]["uid"] == cluster()["metadata"]["uid"]
+    assert json.loads(owned["data"]["owners.json"]) == {
+        "uid-q": {"kind": "ClientQuota", "name": "q", "entity": {"client-id": "etl"}}}
 
     # The cluster's own override (an operator outside the cluster) wins, for that cluster only.
     kube.objects[("KafkaCluster", "ns", "demo")]["metadata"]["annotations"] = {
@@ -242,7 +248,7 @@ async def test_client_quota_needs_no_finalizer_and_is_removed_when_its_deletion_
     needing = [h for reg in (registry._changing, registry._spawning) for h in reg._handlers
                if h.requires_finalizer and h.selector is not None and h.selector.check(resource)]
     assert needing == []
-    quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+    quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "uid": "uid-q", "creationTimestamp": "2026-01-01T00:00:00Z"},
              "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": "etl"}, "producerByteRate": 1024}}
     cl = cluster()
     cl["status"] = {"bootstrapServers": "demo-bootstrap.ns.svc:9092"}
@@ -257,9 +263,14 @@ async def test_client_quota_needs_no_finalizer_and_is_removed_when_its_deletion_
     log = logging.getLogger("test")
     await handlers.clientquota_deleted(event={"type": "MODIFIED"}, body=quota, memo=memo, logger=log)
     assert sent == []
+    kube.objects[("ConfigMap", "ns", "demo-operator-owned")] = {
+        "kind": "ConfigMap", "metadata": {"name": "demo-operator-owned", "namespace": "ns"},
+        "data": {"owners.json": json.dumps({"uid-q": {"kind": "ClientQuota", "name": "q", "entity": {"client-id": "etl"}}})}}
     await handlers.clientquota_deleted(event={"type": "DELETED"}, body=quota, memo=memo, logger=log)
     assert sent == [("demo-bootstrap.ns.svc:9092", {"client-id": "etl"},
                      {"producer_byte_rate": None, "consumer_byte_rate": None, "request_percentage": None})]
+    # removed, so dropped from the record: the orphan pass has nothing left to do for it
+    assert json.loads(kube.objects[("ConfigMap", "ns", "demo-operator-owned")]["data"]["owners.json"]) == {}
     del resource
 
 
@@ -273,7 +284,7 @@ async def test_client_quota_on_a_sasl_cluster_authenticates_as_the_operator(monk
     from flotilla_operator.clients.credentials import credential_matches
     from broker.metadata.kube_document import document_of
 
-    quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1,
+    quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1, "uid": "uid-q",
                                                  "creationTimestamp": "2026-01-01T00:00:00Z"},
              "spec": {"clusterRef": {"name": "demo"}, "entity": {"user": "app"}, "producerByteRate": 1024}}
     cl = cluster({"replicas": 1, "listeners": [{"name": "SASL_PLAINTEXT", "port": 9092, "protocol": "SASL_PLAINTEXT"}]})
@@ -627,7 +638,7 @@ async def test_paused_client_quota_sends_nothing(monkeypatch):
         raise AssertionError("a paused ClientQuota must not reach the cluster")
 
     monkeypatch.setattr(kafka_admin, "alter_client_quota", refuse)
-    quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1,
+    quota = {"kind": "ClientQuota", "metadata": {"name": "q", "namespace": "ns", "generation": 1, "uid": "uid-q",
                                                  "annotations": {"flotilla.io/pause-reconciliation": "true"},
                                                  "creationTimestamp": "2026-01-01T00:00:00Z"},
              "spec": {"clusterRef": {"name": "demo"}, "entity": {"clientId": "etl"}, "producerByteRate": 1024}}
