@@ -100,25 +100,35 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
     )
 
 
+CLEANUP_STEP_S = 10.0  # each step of the stop; a step that takes longer is left behind, logged
+
+
 @kopf.on.cleanup()
-async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+async def cleanup(memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    """Stop the loops, the schedules, the metrics endpoint and the API client, each step bounded:
+    a stop must end even when a step hangs (a loop inside a call that does not answer)."""
+    async def bounded(what: str, step) -> None:
+        try:
+            await asyncio.wait_for(step, CLEANUP_STEP_S)
+        except asyncio.TimeoutError:
+            logger.warning(f"stopping: {what} did not end within {CLEANUP_STEP_S:.0f}s; going on")
+        except Exception:  # a loop that failed on its own is stopped all the same
+            pass
+
     for key in ("resync_task", "quota_resync_task", "rebalance_task"):
         task = memo.get(key)
         if task is not None:
             task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await bounded(key, asyncio.gather(task, return_exceptions=True))
     schedules = memo.get("rd_schedules")
     if schedules is not None:
-        await schedules.close(timeout=10.0)
+        await bounded("the record-deletion schedules", schedules.close(timeout=CLEANUP_STEP_S / 2))
     server = memo.get("metrics_server")
     if server is not None:
         server.stop()
     kube = memo.get("kube")
     if kube is not None:
-        await kube.close()
+        await bounded("the Kubernetes client", kube.close())
 
 
 @kopf.on.probe(id="kafkaclusters")

@@ -27,6 +27,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from flotilla_operator.clients import kafka_admin
+from tests.support.kopf_operator import in_process_operator
 from tests.e2e.test_acls import _codes, _consume, _produce
 from tests.e2e.test_operator import apply, condition, free_port, get_json
 from tests.e2e.test_scram_credentials import auth_error
@@ -64,16 +65,10 @@ def sasl_broker(tmp_path, kube_env, kube_namespace):
 def running_operator(kube_env) -> Iterator[Any]:
     """The operator in-process (kopf's KopfRunner) until the block ends: a test can stop it and
     start it again."""
-    from kopf.testing import KopfRunner
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KUBECONFIG", str(kube_env.kubeconfig))
-        mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", f"127.0.0.1:{free_port()}")
-        mp.setenv("FLOTILLA_OPERATOR_LIVENESS_ADDRESS", "off")
-        with KopfRunner(["run", "--all-namespaces", "--standalone", "-m", "flotilla_operator.handlers"],
-                        timeout=60) as runner:
-            yield runner
-    assert runner.exception is None, runner.output[-4000:]
+    with in_process_operator({"KUBECONFIG": str(kube_env.kubeconfig),
+                              "FLOTILLA_OPERATOR_METRICS_ADDRESS": f"127.0.0.1:{free_port()}",
+                              "FLOTILLA_OPERATOR_LIVENESS_ADDRESS": "off"}) as runner:
+        yield runner
 
 
 @pytest.fixture

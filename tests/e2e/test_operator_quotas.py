@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.kopf_operator import in_process_operator
 from tests.e2e.test_operator import CRD_NAMES, apply, condition, free_port, get_json
 from tests.e2e.test_quotas import describe_quotas
 from tests.e2e.test_quotas_fleet import throttle_ms_of_produce
@@ -61,16 +62,10 @@ def secure_broker(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def quota_operator(kube_env, quota_crds, real_broker):
-    from kopf.testing import KopfRunner
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KUBECONFIG", str(kube_env.kubeconfig))
-        mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", f"127.0.0.1:{free_port()}")
-        mp.setenv("FLOTILLA_OPERATOR_LIVENESS_ADDRESS", "off")
-        with KopfRunner(["run", "--all-namespaces", "--standalone", "-m", "flotilla_operator.handlers"],
-                        timeout=60) as runner:
-            yield runner
-    assert runner.exception is None, runner.output[-4000:]
+    with in_process_operator({"KUBECONFIG": str(kube_env.kubeconfig),
+                              "FLOTILLA_OPERATOR_METRICS_ADDRESS": f"127.0.0.1:{free_port()}",
+                              "FLOTILLA_OPERATOR_LIVENESS_ADDRESS": "off"}) as runner:
+        yield runner
 
 
 def quota(name: str, ns: str, client_id: str | None, entity: dict | None = None, **rates) -> dict:

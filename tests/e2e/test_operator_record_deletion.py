@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 import pytest
 from kio.schema.errors import ErrorCode
 
+from tests.support.kopf_operator import in_process_operator
 from tests.e2e.test_operator import apply, condition, free_port, get_json
 from flotilla.testenv import kafka_wire
 from flotilla.testenv.brokers.cluster import BrokerCluster
@@ -52,16 +53,10 @@ def metrics_url():
 
 @pytest.fixture(scope="module")
 def operator(kube_env, fleet, metrics_url):
-    from kopf.testing import KopfRunner
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KUBECONFIG", str(kube_env.kubeconfig))
-        mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", metrics_url.removeprefix("http://").removesuffix("/metrics"))
-        mp.setenv("FLOTILLA_OPERATOR_LIVENESS_ADDRESS", "off")
-        with KopfRunner(["run", "--all-namespaces", "--standalone", "-m", "flotilla_operator.handlers"],
-                        timeout=60) as runner:
-            yield runner
-    assert runner.exception is None, runner.output[-4000:]
+    with in_process_operator({"KUBECONFIG": str(kube_env.kubeconfig),
+                              "FLOTILLA_OPERATOR_METRICS_ADDRESS": metrics_url.removeprefix("http://").removesuffix("/metrics"),
+                              "FLOTILLA_OPERATOR_LIVENESS_ADDRESS": "off"}) as runner:
+        yield runner
 
 
 def make_topic(fleet, prefix: str, partitions: int = 2) -> str:

@@ -18,6 +18,7 @@ import time
 from typing import Iterator
 
 import pytest
+from tests.support.kopf_operator import in_process_operator
 from tests.e2e.test_operator import write_topic
 from flotilla.testenv.brokers.crds import install_crds
 from flotilla.testenv.waiting import wait_for
@@ -70,17 +71,10 @@ def rendered_cluster_id(kube_env, ns: str, name: str) -> str | None:
 
 @contextlib.contextmanager
 def running_operator(kube_env) -> Iterator[object]:
-    from kopf.testing import KopfRunner
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KUBECONFIG", str(kube_env.kubeconfig))
-        mp.setenv("FLOTILLA_OPERATOR_RESYNC_SECONDS", "3")
-        mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", "127.0.0.1:0")
-        mp.setenv("FLOTILLA_BROKER_IMAGE", IMAGE)
-        with KopfRunner(["run", "--all-namespaces", "--standalone", "-m", "flotilla_operator.handlers"],
-                        timeout=60) as runner:
-            yield runner
-    assert runner.exception is None, runner.output[-4000:]
+    with in_process_operator({"KUBECONFIG": str(kube_env.kubeconfig), "FLOTILLA_OPERATOR_RESYNC_SECONDS": "3",
+                              "FLOTILLA_OPERATOR_METRICS_ADDRESS": "127.0.0.1:0",
+                              "FLOTILLA_BROKER_IMAGE": IMAGE}) as runner:
+        yield runner
 
 
 @pytest.fixture(scope="module")
