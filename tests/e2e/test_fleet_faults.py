@@ -28,6 +28,7 @@ from tests.e2e.test_replication import (
     read_all, wait_isr)
 from flotilla.testenv.brokers.cluster import LEASE_SETTINGS, BrokerCluster, ClusterBroker
 from flotilla.testenv.waiting import wait_for
+from tests.support.txn_workload import LogReader
 
 pytestmark = [
     pytest.mark.kube,
@@ -45,37 +46,6 @@ ALL = {1, 2, 3}
 def cluster(tmp_path, kube_env, kube_namespace):
     with BrokerCluster(tmp_path, kube_env, kube_namespace, size=3, overrides=OVERRIDES) as c:
         yield c
-
-
-class Reader(threading.Thread):
-    """A consumer reading every partition from the start for the whole test: (partition, offset) ->
-    value of everything it was ever given."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic = bootstrap, topic
-        self.seen: dict[tuple[int, int], bytes] = {}
-        self.conflicts: list[str] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        from confluent_kafka import Consumer, TopicPartition
-
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "fault-reader-unused",
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                      "topic.metadata.refresh.interval.ms": 1000})
-        try:
-            c.assign([TopicPartition(self.topic, p, 0) for p in range(PARTITIONS)])
-            while not self.stop.is_set():
-                m = c.poll(0.2)
-                if m is None or m.error():
-                    continue
-                key = (m.partition(), m.offset())
-                if key in self.seen and self.seen[key] != m.value():
-                    self.conflicts.append(f"{key}: {self.seen[key]!r} then {m.value()!r}")
-                self.seen[key] = m.value()
-        finally:
-            c.close()
 
 
 class Writer(threading.Thread):
@@ -109,23 +79,23 @@ class Writer(threading.Thread):
         self.unflushed = p.flush(200)
 
 
-def start_load(cluster: BrokerCluster, topic: str) -> tuple[Writer, Reader]:
+def start_load(cluster: BrokerCluster, topic: str) -> tuple[Writer, LogReader]:
     """The idempotent acks=all writer and the reader of every partition, running."""
     bootstrap = ",".join(b.bootstrap for b in cluster.brokers)
-    writer, reader = Writer(bootstrap, topic), Reader(bootstrap, topic)
+    writer, reader = Writer(bootstrap, topic), LogReader(bootstrap, topic, PARTITIONS, isolation="read_uncommitted")
     writer.start()
     reader.start()
     return writer, reader
 
 
-def stop_load(writer: Writer, reader: Reader) -> None:
+def stop_load(writer: Writer, reader: LogReader) -> None:
     writer.stop.set()
     writer.join(240)
     reader.stop.set()
     reader.join(30)
 
 
-def check_load(cluster: BrokerCluster, topic: str, writer: Writer, reader: Reader, at_least: int, after: object,
+def check_load(cluster: BrokerCluster, topic: str, writer: Writer, reader: LogReader, at_least: int, after: object,
                also=()) -> None:
     """The checker, after the load stopped: the writer finished with more than `at_least`
     acknowledged; every acknowledged record at its offset once (none lost, moved or duplicated);

@@ -202,21 +202,23 @@ class TxnCopier(threading.Thread):
                 "errors": self.errors[-4:], "where": stack}
 
 
-class CommittedReader(threading.Thread):
-    """A read_committed reader of every partition of the output from the start: (partition,
-    offset) -> value of everything it was given."""
+class LogReader(threading.Thread):
+    """A reader of every partition from the start for as long as it runs, with `isolation`:
+    (partition, offset) -> value of everything it was given, and every offset it saw hold two
+    different records. The fault tests' reader (read_uncommitted) and the copier's output reader
+    (read_committed) both."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        super().__init__(daemon=True, name=f"read-committed-{topic}")
-        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+    def __init__(self, bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed") -> None:
+        super().__init__(daemon=True, name=f"{isolation}-{topic}")
+        self.bootstrap, self.topic, self.partitions, self.isolation = bootstrap, topic, partitions, isolation
         self.seen: dict[tuple[int, int], bytes] = {}
         self.conflicts: list[str] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "read-committed-unused",
-                      "enable.auto.commit": False, "isolation.level": "read_committed",
-                      "topic.metadata.refresh.interval.ms": 1000})
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "log-reader-unused",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "isolation.level": self.isolation, "topic.metadata.refresh.interval.ms": 1000})
         try:
             c.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
             while not self.stop.is_set():
@@ -294,13 +296,13 @@ class TxnWorkload:
     """The copier, the read_committed reader of its output and the offsets watcher, together."""
 
     copier: TxnCopier
-    reader: CommittedReader
+    reader: LogReader
     watcher: OffsetsWatcher
 
     @classmethod
     def start(cls, bootstrap: str, source: str, sink: str, partitions: int) -> "TxnWorkload":
         group = f"{sink}-copier"
-        w = cls(TxnCopier(bootstrap, source, sink, group, f"{sink}-txn"), CommittedReader(bootstrap, sink, partitions),
+        w = cls(TxnCopier(bootstrap, source, sink, group, f"{sink}-txn"), LogReader(bootstrap, sink, partitions),
                 OffsetsWatcher(bootstrap, group, source, partitions))
         for t in (w.copier, w.reader, w.watcher):
             t.start()
