@@ -44,6 +44,7 @@ from bench.harness.fleets import FLEETS, NEVER_FLUSH, TargetUnavailable, create_
 from bench.harness.report import cores_note, fleet_table, versions_line, with_notes, write_case
 from bench.harness.samples import percentiles, read_samples
 from bench.harness.targets import LABELS
+from bench.commands import omb_curve
 
 GB = 1024 ** 3
 # Kafka fences a broker that stopped heartbeating after broker.session.timeout.ms (default 9 s);
@@ -71,6 +72,8 @@ class Params:
     linger_ms: int = 1
     batch_size: int = 1048576
     cases: tuple[str, ...] = ("omb", "txn", "failover", "controller-failover")
+    #: every case a run may name; `curve` (bench/commands/omb_curve.py) only when asked (--rates)
+    KNOWN = ("omb", "txn", "failover", "controller-failover", "curve")
 
     @classmethod
     def smoke(cls) -> "Params":
@@ -372,9 +375,17 @@ def one_target(cluster: Any, p: Params, rates: dict[str, float], workdir: Path, 
         w = out.pop("warmup", None)
         if w:
             out["warmup"] = {k: w[k] for k in ("produce_records_per_sec", "broker_cpu_s", "acked")}
-    if "omb" in p.cases:
+    if "omb" in p.cases or "curve" in p.cases:
         load("omb-max", 0, seconds=p.max_seconds, **omb)
+        peak = (out.get("omb-max") or {}).get("produce_records_per_sec") or 0
+        if target == "apache" and peak:
+            rates["omb-peak"] = peak
+    if "omb" in p.cases:
         load("omb-rate", p.rate or half_peak("omb", "omb-max"), seconds=p.rate_seconds, **omb)
+    if "curve" in p.cases:  # Kafka's peak when it ran first, else this target's own
+        peak = rates.get("omb-peak") or (out.get("omb-max") or {}).get("produce_records_per_sec") or 0
+        for fraction in omb_curve.FRACTIONS:
+            load(omb_curve.case_name(fraction), peak * fraction, seconds=p.rate_seconds, **omb)
     txn = dict(producers=p.txn_producers, consumers=1, per_txn=p.per_txn, isolation="read_committed",
                seconds=p.txn_seconds)
     if "txn" in p.cases:
@@ -518,6 +529,7 @@ def render(result: dict[str, Any]) -> str:
         lines += ["Fixed rates offered to both: " + ", ".join(
             f"{k} {v:,.0f} records/s" for k, v in rates.items()) + ".", ""]
     lines += fleet_table(result["targets"], rows(result), _num)
+    lines += [""] + omb_curve.table(result, _num)
     notes = []
     for t, entry in result["targets"].items():
         for case in ("failover", "controller-failover"):
@@ -569,15 +581,22 @@ def chart(result: dict[str, Any], path: Path) -> bool:
 
 
 def write(result: dict[str, Any], out: Path, name: str) -> list[Path]:
-    return write_case(result, out, name, rows, render, chart)
+    paths = write_case(result, out, name, rows, render, chart)
+    if omb_curve.chart(result, out / f"{name}-curve.png"):
+        paths.append(out / f"{name}-curve.png")
+    return paths
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench omb", description="Three brokers each side, OMB-shaped load, failover and transactions: Flotilla / Apache Kafka.")
     d = Params()
     ap.add_argument("--targets", default="flotilla,apache")
-    ap.add_argument("--cases", default=",".join(d.cases), help="subset of " + ",".join(d.cases))
+    ap.add_argument("--cases", default=None, help="subset of " + ",".join(Params.KNOWN) + " (default "
+                    + ",".join(d.cases) + ")")
     ap.add_argument("--smoke", action="store_true", help="a few partitions and seconds: checks the harness")
+    ap.add_argument("--rates", action="store_true",
+                    help="the latency curve: omb-max, then 10%%, 25%%, 50%%, 75%% of Kafka's peak in turn "
+                         "(cases omb,curve unless --cases says otherwise)")
     for f in dataclasses.fields(Params):
         if f.name in ("cases",):
             continue
@@ -596,8 +615,9 @@ def main(argv: list[str] | None = None) -> int:
         v = getattr(args, f.name, None)
         if v is not None and f.name != "cases":
             setattr(p, f.name, v)
-    p.cases = tuple(c.strip() for c in args.cases.split(",") if c.strip())
-    bad = [c for c in p.cases if c not in Params.cases]
+    cases = args.cases if args.cases is not None else ("omb,curve" if args.rates else ",".join(Params.cases))
+    p.cases = tuple(c.strip() for c in cases.split(",") if c.strip())
+    bad = [c for c in p.cases if c not in Params.KNOWN]
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     if bad or any(t not in FLEETS for t in targets):
         ap.error(f"unknown case or target: {bad or targets}")

@@ -22,6 +22,9 @@ from broker.protocol import codec
 from broker.security.authz_session import AuthzSession, peer_host
 from broker.security.principal import ANONYMOUS
 from broker.apis.handlers.base import Handler, RequestContext, RequestRefused
+from broker.apis.handlers.fetch import replica_id_of
+from broker.apis.request_stages import RequestStages
+from broker.replica.purgatory import PARKED
 
 if TYPE_CHECKING:
     from broker.network.connection import Connection
@@ -74,10 +77,19 @@ class RequestDispatcher:
         started = time.perf_counter()
         api_metrics = self.metrics.api(api)
         api_metrics.requests.inc()
+        stages = RequestStages(self._stage_metrics(api, api_metrics, body), received_ns)
+        stages.parked.on_park = getattr(conn, "on_park", None)
+        stages.handler_started()
+        parked = PARKED.set(stages.parked)
         try:
             result = await handler.handle(ctx, body)
             if result is None or isinstance(result, Response):
                 self._throttle(ctx)  # hand-encoded answers already carry their throttle time
+                stages.handler_ended()
+                if result is None:
+                    stages.unanswered()
+                else:
+                    result.on_sent = stages.sent
                 return result
             body_bytes = codec.encode_body(header.api_key, header.api_version, self._throttle(ctx, result))
         except RequestRefused as e:
@@ -95,8 +107,17 @@ class RequestDispatcher:
                 return Response([], close_after=True)
             body_bytes = codec.encode_body(header.api_key, header.api_version, self._throttle(ctx, error))
         finally:
+            PARKED.reset(parked)
             api_metrics.latency.observe(time.perf_counter() - started)
-        return Response([codec.frame_response(header, body_bytes)])
+        stages.handler_ended()
+        return Response([codec.frame_response(header, body_bytes)], on_sent=stages.sent)
+
+    def _stage_metrics(self, api: str, api_metrics, body):
+        """The stage histograms: Kafka's RequestMetrics tell a follower's Fetch from a consumer's
+        (FetchFollower, FetchConsumer), whose waits mean different things."""
+        if api != "fetch":
+            return api_metrics.stages
+        return self.metrics.api("fetch_follower" if replica_id_of(body) >= 0 else "fetch_consumer").stages
 
     def error_answer(self, conn: "Connection", header: codec.RequestHeader, body, code: ErrorCode, message: str):
         """The API's own answer carrying `code` (Handler.error_response, Kafka's getErrorResponse), for

@@ -17,7 +17,8 @@ import itertools
 import logging
 import os
 import struct
-from typing import TYPE_CHECKING, Protocol
+import time
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from prometheus_client import Counter, Gauge
 
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 _SIZE = struct.Struct(">i")
 _TLS_PIECE = 256 * 1024
+# Parked Produce requests one connection may have before reading waits for their answers (the
+# Java producer keeps at most 5 in flight, librdkafka's idempotent producer 5).
+MAX_PARKED_PRODUCES = 8
 
 
 class NetworkMetrics(Protocol):
@@ -96,6 +100,11 @@ class Connection:
         self.memory_pool = memory_pool or RequestMemoryPool(-1)
         self.closing = False
         self.busy = False  # a request is being handled or its response sent (or waits for memory)
+        self._pending = 0  # parked Produce requests whose answers are not sent yet
+        self._answering: asyncio.Task | None = None  # sends those answers, in request order
+        self._parked: set[asyncio.Task] = set()  # their handlers, cancelled if the connection ends
+        # Set while a Produce is handled: the dispatcher calls it when the request parks.
+        self.on_park: Callable[[], object] | None = None
         self.in_frame = False  # a frame's length has been read, its body not yet all
         self.last_read = asyncio.get_running_loop().time()
         # Quota throttling (KIP-13) mutes a connection until this loop time.
@@ -128,31 +137,35 @@ class Connection:
     async def serve(self) -> None:
         try:
             while not self.closing:
-                frame = await self._read_frame()
-                if frame is None:
-                    return
-                self.busy = True
-                try:
-                    try:
-                        if self.authenticator is None and self.sasl_session is not None:  # KIP-368
-                            self.authenticator = reauthenticator(self.sasl_session, frame, self.dispatcher.metrics)
-                        if self.authenticator is not None:
-                            response = await self.authenticator.receive(self, frame)
-                        else:
-                            response = await self.dispatcher.dispatch(self, frame)
-                    finally:
-                        self.memory_pool.release(len(frame))
-                    if response is not None:
-                        await self._send(response)
-                finally:
-                    self.busy = False
-                if response is not None and response.close_after:
-                    return
                 # KIP-219: a throttled client's next request waits until its throttle time is over
                 # (also after acks=0 produce requests, which get no response).
                 delay = self.muted_until - asyncio.get_running_loop().time()
                 if delay > 0:
                     await asyncio.sleep(delay)
+                if self._pending >= MAX_PARKED_PRODUCES:
+                    await self._answers_before()
+                frame = await self._read_frame()
+                if frame is None:
+                    return
+                self.busy = True
+                try:
+                    if self._may_pipeline(frame):
+                        response, parked = await self._answer_until_parked(frame)
+                        if parked is not None:  # answered in turn later; read the next request now
+                            self._answering = asyncio.create_task(self._send_in_turn(self._answering, parked))
+                            continue
+                    else:
+                        try:
+                            response = await self._answer(frame)
+                        finally:
+                            self.memory_pool.release(len(frame))
+                    await self._answers_before()
+                    if response is not None:
+                        await self._send_timed(response)
+                finally:
+                    self.busy = False
+                if response is not None and response.close_after:
+                    return
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except codec.MalformedRequest as e:
@@ -165,6 +178,76 @@ class Connection:
             log.exception("closing connection %s from %s after an unexpected error", self.id, self.peer)
         finally:
             await self.close()
+
+    async def _answer(self, frame: bytes) -> Response | None:
+        if self.authenticator is None and self.sasl_session is not None:  # KIP-368
+            self.authenticator = reauthenticator(self.sasl_session, frame, self.dispatcher.metrics)
+        if self.authenticator is not None:
+            return await self.authenticator.receive(self, frame)
+        return await self.dispatcher.dispatch(self, frame)
+
+    # -- produce requests answered in turn while the next is read (pipelining) -----------------
+    # An acks=all Produce spends most of its time parked until the followers have its batches.
+    # Kafka mutes a connection until its answer is sent, so a producer's next requests (up to
+    # max.in.flight of them) queue in the socket behind that wait, one wait after another. Here,
+    # once a Produce has appended and parked, the next request is read and handled; answers still
+    # go out in request order and appends happen in request order (a Produce parks only after all
+    # its appends), which is all the protocol promises ("processed in the order sent").
+    def _may_pipeline(self, frame: bytes) -> bool:
+        return (self.authenticator is None and self.sasl_session is None and len(frame) >= 2
+                and frame[0] == 0 and frame[1] == 0)  # api key 0: Produce
+
+    async def _answer_until_parked(self, frame: bytes) -> tuple[Response | None, asyncio.Task | None]:
+        """(response, None) if answered before parking; (None, the task still answering) if parked."""
+        loop = asyncio.get_running_loop()
+        parked = loop.create_future()
+        self.on_park = lambda: parked.done() or parked.set_result(None)
+        task = loop.create_task(self._answer_releasing(frame))
+        try:
+            await asyncio.wait((task, parked), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            self.on_park = None
+        if task.done():
+            return task.result(), None
+        self._pending += 1
+        self._parked.add(task)
+        task.add_done_callback(self._parked.discard)
+        return None, task
+
+    async def _answer_releasing(self, frame: bytes) -> Response | None:
+        try:
+            return await self._answer(frame)
+        finally:
+            self.memory_pool.release(len(frame))
+
+    async def _send_in_turn(self, before: asyncio.Task | None, answering: asyncio.Task) -> None:
+        """Sends a parked request's answer once every earlier answer is out."""
+        try:
+            if before is not None:
+                await before
+            response = await answering
+            if response is not None:
+                await self._send_timed(response)
+                if response.close_after:
+                    await self.close()
+        finally:
+            self._pending -= 1
+
+    async def _answers_before(self) -> None:
+        """Waits until the answers of parked earlier requests are sent (an error there ends the
+        connection as it would have inline)."""
+        if self._answering is not None:
+            answering, self._answering = self._answering, None
+            await answering
+
+    async def _send_timed(self, response: Response) -> None:
+        send_started = time.perf_counter_ns()
+        await self._send(response)
+        if response.on_sent is not None:
+            response.on_sent(send_started, time.perf_counter_ns())
 
     async def _read_frame(self) -> bytes | None:
         try:
@@ -207,7 +290,7 @@ class Connection:
     def idle_for(self, now: float) -> float:
         """Seconds since bytes last arrived, or 0 while a request is in hand or waits for memory; a
         connection muted by a quota throttle (KIP-219) counts as idle only from the end of its mute."""
-        return 0.0 if self.busy or self.closing else now - max(self.last_read, self.muted_until)
+        return 0.0 if self.busy or self._pending or self.closing else now - max(self.last_read, self.muted_until)
 
     async def _send(self, response: Response) -> None:
         loop = asyncio.get_running_loop()
@@ -238,6 +321,9 @@ class Connection:
 
     async def close(self) -> None:
         self.closing = True
+        for task in list(self._parked) + ([self._answering] if self._answering is not None else []):
+            if task is not asyncio.current_task():
+                task.cancel()
         try:
             self.writer.close()
             # TLS waits for the peer's close_notify, which an idle or vanished client never sends:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Callable, Optional, Union
 
 from broker.protocol.file_region import FileRegion
 
@@ -16,6 +16,9 @@ class Response:
 
     chunks: list[Chunk] = field(default_factory=list)
     close_after: bool = False
+    # Called by the connection once the answer is written and drained, with when sending started
+    # and ended (perf_counter_ns): the request's stage times (broker/apis/request_stages.py).
+    on_sent: Optional[Callable[[int, int], None]] = None
 
     @property
     def size(self) -> int:

@@ -44,6 +44,7 @@ from broker.server.metrics_http import start_metrics_server
 from broker.server.readiness import NOT_STARTED, Readiness, replica_readiness
 from broker.replica.partition_writer import PartitionWriter
 from broker.replica.purgatory import Purgatory
+from broker.server.loop_lag import watch_loop_lag
 from broker.replica.replica_fetcher import ReplicaFetcherManager
 from broker.replica.reassignment_metrics import ReassignmentCollector
 from broker.replica.replication_metrics import ReplicationCollector
@@ -300,6 +301,9 @@ class Broker:
         task.add_done_callback(_report_stopped_task)
         self._tasks.append(task)
         task = asyncio.create_task(self.replicas.isr_expiration_loop(), name="isr-expiration")
+        task.add_done_callback(_report_stopped_task)
+        self._tasks.append(task)
+        task = asyncio.create_task(watch_loop_lag(self.metrics.loop_lag), name="loop-lag")
         task.add_done_callback(_report_stopped_task)
         self._tasks.append(task)
         if self.config["log.cleaner.enable"]:

@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from broker.apis.fetch_session import EVICTION_REASONS
+from broker.apis.request_stages import STAGES, StageHistograms
 from broker.replica.log_dirs import disk_space  # noqa: F401 (the log-dir gauges read it)
 
 if TYPE_CHECKING:
@@ -22,6 +23,22 @@ if TYPE_CHECKING:
     from broker.replica.replica_manager import ReplicaManager
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+LOOP_LAG_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+STAGE_NAMES = {
+    "queue": "flotilla_request_queue_time_seconds", "local": "flotilla_request_local_time_seconds",
+    "remote": "flotilla_request_remote_time_seconds", "response_queue": "flotilla_response_queue_time_seconds",
+    "send": "flotilla_response_send_time_seconds", "total": "flotilla_request_total_time_seconds",
+}
+STAGE_HELP = {
+    "queue": "From the request read to its handler's start, per API (Kafka: RequestQueueTimeMs)",
+    "local": "The handler's own work, waits excluded, per API (Kafka: LocalTimeMs)",
+    "remote": "Parked in a purgatory until the event that completes it, per API: followers for an acks=all "
+              "produce, an append or max_wait for a fetch (Kafka: RemoteTimeMs)",
+    "response_queue": "From the completing event, or the handler's end, until the answer starts out: the event "
+                      "loop busy with others, per API (Kafka: ResponseQueueTimeMs)",
+    "send": "Writing the answer until the socket drained it, per API (Kafka: ResponseSendTimeMs)",
+    "total": "From the request read to its answer sent, per API (Kafka: TotalTimeMs)",
+}
 
 
 class _LogCollector(Collector):
@@ -83,6 +100,7 @@ class ApiMetrics:
     requests: Any
     errors: Any
     latency: Any
+    stages: StageHistograms
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +117,12 @@ class BrokerMetrics:
         self.request_errors = Counter("flotilla_request_errors", "Requests that raised inside a handler, per API", ["api"], registry=r)
         self.request_latency = Histogram("flotilla_request_latency_seconds", "Time from request parsed to response ready, per API",
                                          ["api"], buckets=LATENCY_BUCKETS, registry=r)
+        # Kafka's RequestMetrics (RequestQueueTimeMs ... TotalTimeMs): broker/apis/request_stages.py
+        self.request_stages = {stage: Histogram(
+            STAGE_NAMES[stage], STAGE_HELP[stage], ["api"], buckets=LATENCY_BUCKETS, registry=r) for stage in STAGES}
+        self.loop_lag = Histogram("flotilla_event_loop_lag_seconds",
+                                  "How late a timer of the event loop fires (every 100 ms): the time every request "
+                                  "ready to run waits for the loop", buckets=LOOP_LAG_BUCKETS, registry=r)
         self.bytes_in = Counter("flotilla_topic_bytes_in", "Record bytes appended, per topic", ["topic"], registry=r)
         self.bytes_out = Counter("flotilla_topic_bytes_out", "Record bytes sent to fetchers, per topic", ["topic"], registry=r)
         self.messages_in = Counter("flotilla_topic_messages_in", "Records appended, per topic", ["topic"], registry=r)
@@ -143,8 +167,9 @@ class BrokerMetrics:
     def api(self, name: str) -> "ApiMetrics":
         m = self._per_api.get(name)
         if m is None:
+            stages = StageHistograms(**{stage: h.labels(name) for stage, h in self.request_stages.items()})
             m = self._per_api[name] = ApiMetrics(self.requests.labels(name), self.request_errors.labels(name),
-                                                 self.request_latency.labels(name))
+                                                 self.request_latency.labels(name), stages)
         return m
 
     def topic(self, name: str) -> "TopicMetrics":

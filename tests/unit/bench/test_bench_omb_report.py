@@ -48,3 +48,21 @@ def test_a_side_that_cannot_run_says_why():
     assert "killed broker 2" in md and "10 read back (0 duplicates), 0 lost" in md
     line = next(x for x in md.splitlines() if "produce throughput, max" in x)
     assert "| 30.00 | – | – |" in line
+
+
+def test_the_curve_is_a_row_per_offered_rate_with_both_brokers_and_their_ratio(tmp_path):
+    from bench.commands import omb_curve
+
+    def point(rate, p50):
+        return {"offered_rate": rate, "produce_p50_ms": p50, "produce_p99_ms": 4 * p50, "produce_p999_ms": 9 * p50,
+                "e2e_p50_ms": p50 + 50, "e2e_p99_ms": 4 * p50 + 50, "e2e_p999_ms": 9 * p50 + 50}
+
+    result = _result({"cases": {"curve-10": point(6700.0, 200.0), "curve-75": point(50250.0, 400.0)},
+                      "unavailable": None, "errors": []})
+    result["targets"]["flotilla"]["cases"].update({"curve-10": point(6700.0, 100.0), "curve-75": point(50250.0, 600.0)})
+    md = render(result)
+    rows_md = [x for x in md.splitlines() if x.startswith("| 10%") or x.startswith("| 75%")]
+    assert rows_md[0].startswith("| 10% | 6,700 | 100 / 200 (0.50×) |")
+    assert rows_md[1].startswith("| 75% | 50,250 | 600 / 400 (1.50×) |")
+    assert [c for _, c in omb_curve.cases(result)] == ["curve-10", "curve-75"]
+    assert omb_curve.chart(result, tmp_path / "curve.png") and (tmp_path / "curve.png").stat().st_size > 0
