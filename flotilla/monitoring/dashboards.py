@@ -15,6 +15,18 @@ INCREMENTAL_SHARE = (rate("flotilla_fetch_requests_total", "kind", extra='kind="
                      + f" / ignoring(kind) sum(rate(flotilla_fetch_requests_total{{{SEL}}}[{RATE}]))")
 
 
+#: Kafka's RequestMetrics stages (broker/apis/request_stages.py): (histogram, legend)
+STAGES = (("flotilla_request_queue_time_seconds", "queue"), ("flotilla_request_local_time_seconds", "local"),
+          ("flotilla_request_remote_time_seconds", "remote"), ("flotilla_response_queue_time_seconds", "response queue"),
+          ("flotilla_response_send_time_seconds", "send"))
+
+
+def stage_mean(metric: str, api: str) -> str:
+    """Mean seconds per request of one stage for one API, over the selected brokers."""
+    sel = f'{SEL}, api="{api}"'
+    return (f"sum(rate({metric}_sum{{{sel}}}[{RATE}])) / sum(rate({metric}_count{{{sel}}}[{RATE}]))")
+
+
 def cluster() -> dict[str, Any]:
     overview = Row("Overview", [
         Panel("Brokers Ready / desired", [T(f"sum(flotilla_operator_ready_brokers{{{OP_SEL}}})", "ready"),
@@ -45,6 +57,15 @@ def cluster() -> dict[str, Any]:
         Panel("Requests per API", [T(rate("flotilla_requests_total", "api"), "{{api}}")], unit="reqps", stack=True),
         Panel("p99 latency per API", [T(p99("api"), "{{api}}")], unit="s",
               description="From request parsed to response ready (flotilla_request_latency_seconds)."),
+        Panel("Produce time by stage (mean)", [T(stage_mean(metric, "produce"), label) for metric, label in STAGES],
+              unit="s", stack=True,
+              description="Where an average Produce's time goes, as Kafka's RequestMetrics split it: remote is the "
+                          "wait for the followers (acks=all), response queue the event loop busy with others "
+                          "(docs/architecture.md, 'Where a produce's time goes')."),
+        Panel("Event loop lag p99 per broker",
+              [T(f"histogram_quantile(0.99, sum by (pod, le) (rate(flotilla_event_loop_lag_seconds_bucket{{{SEL}}}"
+                 f"[{RATE}])))", "{{pod}}")], unit="s",
+              description="How late the broker's event loop runs what is ready: every request waits this long."),
         Panel("Handler errors per API", [T(rate("flotilla_request_errors_total", "api"), "{{api}}")], unit="reqps"),
         Panel("Request memory held / malformed frames",
               [T(f"sum by (pod) (flotilla_request_memory_used_bytes{{{SEL}}})", "memory {{pod}}"),
