@@ -37,6 +37,8 @@ REBALANCE_COMPLETED = "RebalanceCompleted"
 REBALANCE_BLOCKED = "RebalanceBlocked"
 ORPHANS_REMOVED = "OrphansRemoved"
 ORPHAN_REMOVAL_FAILED = "OrphanRemovalFailed"
+# A pod-level cause (builders/pod_problems.py) appearing: a Warning whose reason is the cause's own
+# (ImagePullFailed, Unschedulable, ClaimPending, CrashLoop).
 # ClientQuota
 QUOTA_APPLIED = "QuotaApplied"
 QUOTA_NOT_APPLIED = "QuotaNotApplied"
@@ -248,6 +250,12 @@ def deletion_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any
         if old.get("reason") != new.get("reason") or gen_changed:
             out.append(Event(WARNING, DELETION_FAILED, f"{new.get('reason')}: {new.get('message') or ''}"))
     return out
+
+
+def pod_problem_events(seen: set[tuple[str, str]] | None, problems: list[Any]) -> list[Event]:
+    """A Warning per pod problem (builders/pod_problems.py PodProblem) not in `seen` (the keys of
+    the problems the last run found): raised when a cause appears, not at every run it lasts."""
+    return [Event(WARNING, p.reason, p.message) for p in problems if p.key not in (seen or set())]
 
 
 def event_object(involved: Mapping[str, Any], event: Event, *, component: str, timestamp: str) -> dict[str, Any]:

@@ -85,7 +85,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
     # be created here, or each copy would grow its own.
     for key in ("scale_blocked", "roll_waiting", "rolling"):
         memo[key] = set()
-    for key in ("progress", "lease_holders", "rd_failures"):
+    for key in ("progress", "lease_holders", "rd_failures", "pod_problems"):
         memo[key] = {}
     if op.metrics_port >= 0:
         server = metrics.MetricsServer(op.metrics_host, op.metrics_port)
