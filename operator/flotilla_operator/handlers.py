@@ -41,7 +41,7 @@ from .reconcilers.kafka_cluster import (lease_holder_changed, new_load_balancer_
                                         refresh_status, waits_for_topics)
 from .reconcilers.kafka_user import reconcile_kafka_user, remove_kafka_user
 from .reconcilers.record_deletion import record_deletion_seen
-from .reconcilers.startup import check_kube_version, mark_unlabelled, migrate_topic_labels
+from .reconcilers.startup import check_kube_version, migrate_topic_labels, topic_without_cluster
 from .schedules import Schedules
 from .settings import Settings
 
@@ -88,7 +88,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
     # kopf hands each resource object a shallow copy of this memo: state shared between the
     # handlers of different objects (a KafkaCluster's, its StatefulSet's, its KafkaTopics') must
     # be created here, or each copy would grow its own.
-    for key in ("scale_blocked", "roll_waiting", "rolling"):
+    for key in ("scale_blocked", "roll_waiting", "rolling", "unlabelled_topics"):
         memo[key] = set()
     for key in ("progress", "lease_holders", "rd_failures", "pod_problems"):
         memo[key] = {}
@@ -216,7 +216,7 @@ async def kafkatopic_event(event: dict[str, Any], body: kopf.Body, namespace: st
         return
     cluster = cluster_of(body)
     if not cluster and event.get("type") != "DELETED":
-        await mark_unlabelled(memo["kube"], dict(body))
+        await topic_without_cluster(memo["kube"], dict(body), memo.setdefault("unlabelled_topics", set()))
     if not cluster or not waits_for_topics(memo, namespace, cluster):
         return
     try:

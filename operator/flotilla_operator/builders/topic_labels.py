@@ -9,7 +9,10 @@ flotilla.io/cluster, app.kubernetes.io/instance naming a KafkaCluster of its nam
 already taken in by that cluster's brokers: status.topicId set) is labelled flotilla.io/cluster
 with that name, and the operator logs each. Any other KafkaTopic without flotilla.io/cluster
 belongs to no cluster: its status gets a Ready=False condition, reason ClusterLabelMissing,
-saying which label to add (`missing_label_status`), rather than nothing at all.
+saying which label to add (`missing_label_status`), rather than nothing at all. Unless brokers
+serve it already (status.topicId: the status is theirs, and the brokers still read the old label
+until the next release): writing over their status would start a tug of war, so the operator
+only warns (`served_without_label`).
 """
 
 from __future__ import annotations
@@ -72,10 +75,18 @@ def missing_label_message(topic: Mapping[str, Any]) -> str:
     return message
 
 
+def served_without_label(topic: Mapping[str, Any]) -> str | None:
+    """The cluster whose brokers serve a KafkaTopic without flotilla.io/cluster through the old
+    label (its status has the brokers' topic id), or None."""
+    if not needs_label(topic) or not (topic.get("status") or {}).get("topicId"):
+        return None
+    return _labels(topic).get(LEGACY_CLUSTER_LABEL) or None
+
+
 def missing_label_status(topic: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
-    """The status patch for a KafkaTopic that names no cluster, or None when it has the label or
-    its status already says so (the message unchanged)."""
-    if not needs_label(topic):
+    """The status patch for a KafkaTopic that names no cluster, or None when it has the label, its
+    status already says so (the message unchanged), or brokers serve it (the status is theirs)."""
+    if not needs_label(topic) or (topic.get("status") or {}).get("topicId"):
         return None
     message = missing_label_message(topic)
     generation = int(_meta(topic).get("generation") or 1)

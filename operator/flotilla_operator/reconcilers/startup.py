@@ -4,7 +4,8 @@
 - one release's migration of KafkaTopic labels (builders/topic_labels.py decides): KafkaTopics
   that named their cluster by app.kubernetes.io/instance alone are labelled flotilla.io/cluster,
   each logged; any other KafkaTopic without the label gets a status condition saying it is missing
-  (`mark_unlabelled`, also called for each KafkaTopic event).
+  (`topic_without_cluster`, also called for each KafkaTopic event), or, when brokers serve it
+  through the old label anyway, a warning (once per topic and operator run).
 
 Neither stops the operator: a failure is logged and the operator starts all the same.
 """
@@ -71,11 +72,30 @@ async def migrate_topic_labels(kube: Kube, namespaces: Iterable[str]) -> list[tl
                     tl.LEGACY_CLUSTER_LABEL, tl.CLUSTER_LABEL, change.cluster)
         done.append(change)
     labelled = {(c.namespace, c.name) for c in done}
+    warned: set[tuple[str, str]] = set()
     for topic in topics:
         meta = topic.get("metadata") or {}
         if (meta.get("namespace"), meta.get("name")) not in labelled:
-            await mark_unlabelled(kube, topic)
+            await topic_without_cluster(kube, topic, warned)
     return done
+
+
+async def topic_without_cluster(kube: Kube, topic: dict[str, Any], warned: set[tuple[str, str]]) -> None:
+    """A KafkaTopic without flotilla.io/cluster: the ClusterLabelMissing condition, or, when brokers
+    serve it through the old label (their status), a warning the first time (`warned` remembers)."""
+    if not tl.needs_label(topic):
+        return
+    meta = topic.get("metadata") or {}
+    served_by = tl.served_without_label(topic)
+    if served_by is None:
+        await mark_unlabelled(kube, topic)
+        return
+    key = (meta.get("namespace", ""), meta.get("name", ""))
+    if key not in warned:
+        warned.add(key)
+        log.warning("KafkaTopic %s/%s has no %s label; the brokers of cluster %s serve it through %s=%s, "
+                    "which the next release no longer reads: label it %s=%s", key[0], key[1], tl.CLUSTER_LABEL,
+                    served_by, tl.LEGACY_CLUSTER_LABEL, served_by, tl.CLUSTER_LABEL, served_by)
 
 
 async def mark_unlabelled(kube: Kube, topic: dict[str, Any]) -> bool:

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from flotilla_operator.builders import topic_labels as tl
 from flotilla_operator.builders.common import cluster_of
 from flotilla_operator.reconcilers.common import cluster_objects
-from flotilla_operator.reconcilers.startup import mark_unlabelled, migrate_topic_labels
+from flotilla_operator.reconcilers.startup import mark_unlabelled, migrate_topic_labels, topic_without_cluster
 
 from tests.unit.operator.test_operator_handlers import FakeKube
 
@@ -70,6 +70,16 @@ def test_missing_label_condition_says_which_label_and_is_written_once():
     assert tl.missing_label_status(topic("ok", {CLUSTER: "demo"}), NOW) is None
 
 
+def test_a_topic_brokers_serve_through_the_old_label_keeps_their_status():
+    """Brokers (which read app.kubernetes.io/instance until the next release) wrote its status:
+    writing over it would start a tug of war with them, so the operator only warns."""
+    served = topic("late", {INSTANCE: "demo"})
+    assert tl.served_without_label(served) == "demo"
+    assert tl.missing_label_status(served, NOW) is None
+    assert tl.served_without_label(topic("late", {INSTANCE: "demo"}, topic_id=None)) is None
+    assert tl.served_without_label(topic("ok", {INSTANCE: "demo", CLUSTER: "demo"})) is None
+
+
 class PatchKube(FakeKube):
     def __init__(self, objects):
         super().__init__(objects)
@@ -105,3 +115,14 @@ async def test_an_unlabelled_topics_event_marks_it():
     assert await mark_unlabelled(kube, obj) is True
     assert kube.objects[("KafkaTopic", "ns", "bare")]["status"]["conditions"][0]["reason"] == "ClusterLabelMissing"
     assert await mark_unlabelled(kube, topic("t", {CLUSTER: "demo"})) is False
+
+
+async def test_a_served_unlabelled_topic_is_warned_about_once_and_its_status_left(caplog):
+    served = topic("late", {INSTANCE: "demo"})
+    kube = PatchKube([copy.deepcopy(served)])
+    warned = set()
+    await topic_without_cluster(kube, served, warned)
+    await topic_without_cluster(kube, served, warned)
+    assert kube.statuses == [] and kube.patches == []
+    lines = [r.getMessage() for r in caplog.records if "KafkaTopic ns/late has no flotilla.io/cluster" in r.getMessage()]
+    assert len(lines) == 1 and "label it flotilla.io/cluster=demo" in lines[0]
