@@ -29,7 +29,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from .builders.common import CONFIG_HASH_ANNOTATION, Owner, bootstrap_address, selector_string
+from .builders.common import CONFIG_HASH_ANNOTATION, Owner, bootstrap_address, parse_time, selector_string
 from .builders.pod_problems import PodProblem, summary
 from .builders.roll import RollDecision
 from .builders import rebalance as rb
@@ -280,15 +280,6 @@ def is_paused(status: dict[str, Any] | None) -> bool:
     return any(c.get("type") == PAUSED and c.get("status") == "True" for c in (status or {}).get("conditions") or ())
 
 
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def metadata_status(leases: list[dict[str, Any]], now: datetime | None = None) -> dict[str, Any]:
     """registeredBrokers and controller from the cluster's Leases (broker/metadata/kube_objects.py):
     a Lease counts while its holder renewed it within leaseDurationSeconds (by this clock; the
@@ -298,7 +289,7 @@ def metadata_status(leases: list[dict[str, Any]], now: datetime | None = None) -
     for lease in leases:
         spec = lease.get("spec") or {}
         role = ((lease.get("metadata") or {}).get("labels") or {}).get("flotilla.io/lease")
-        renewed = _parse_time(spec.get("renewTime"))
+        renewed = parse_time(spec.get("renewTime"))
         holder = spec.get("holderIdentity")
         if not holder or renewed is None:
             continue

@@ -20,9 +20,9 @@ import json
 import uuid
 
 import pytest
-from flotilla.testenv.brokers.crds import install_crds
 from flotilla.testenv.waiting import wait_for
 from tests.e2e.test_operator_pods import condition, get_json
+from tests.e2e.test_operator_pods import operator  # noqa: F401 - the module's operator on the host (a fixture)
 
 pytestmark = [pytest.mark.kube, pytest.mark.kube_node, pytest.mark.timeout(600)]
 
@@ -30,23 +30,6 @@ MISSING_IMAGE = "127.0.0.1:1/flotilla/missing:0"  # nothing listens on port 1: t
 BAD_IMAGE, TOO_BIG = "badimage", "toobig"
 #: The diagnosis' claim grace (builders/pod_problems.py CLAIM_GRACE_S, 60 s) plus a few resyncs.
 TIMEOUT = 180
-
-
-@pytest.fixture(scope="module")
-def operator(kube_node_env):
-    from kopf.testing import KopfRunner
-
-    env = kube_node_env
-    install_crds(env)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KUBECONFIG", str(env.kubeconfig))
-        mp.setenv("FLOTILLA_OPERATOR_RESYNC_SECONDS", "3")
-        mp.setenv("FLOTILLA_OPERATOR_METRICS_ADDRESS", "127.0.0.1:0")
-        mp.setenv("FLOTILLA_BROKER_IMAGE", env.image)
-        with KopfRunner(["run", "--all-namespaces", "--standalone", "-m", "flotilla_operator.handlers"],
-                        timeout=60) as runner:
-            yield runner
-    assert runner.exception is None, runner.output[-4000:]
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from broker.metadata import names
@@ -114,6 +115,16 @@ def cluster_of(obj: Any) -> str | None:
 def cluster_selector(cluster: str, extra: str | None = None) -> str:
     """The label selector of a cluster's KafkaTopics or Leases (`extra`: more terms)."""
     return ",".join(term for term in (f"{CLUSTER_LABEL}={cluster}", extra) if term)
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An API timestamp (2026-12-07T12:00:00Z, with or without fractions); None if absent or unreadable."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def labels(owner: Owner) -> dict[str, str]:

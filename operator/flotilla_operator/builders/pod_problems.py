@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
+from .common import parse_time
+
 IMAGE_PULL_FAILED = "ImagePullFailed"
 UNSCHEDULABLE = "Unschedulable"
 CLAIM_PENDING = "ClaimPending"
@@ -75,15 +77,6 @@ def _spec_image(pod: Mapping[str, Any], container: str) -> str | None:
 
 def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
-
-
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def _running(pod: Mapping[str, Any] | None) -> bool:
@@ -150,7 +143,7 @@ def claim_pending(claim: Mapping[str, Any], pod: Mapping[str, Any] | None, now: 
     """A claim Pending for CLAIM_GRACE_S or more while its pod does not run."""
     if ((claim.get("status") or {}).get("phase")) != "Pending" or _running(pod):
         return None
-    created = _parse_time((claim.get("metadata") or {}).get("creationTimestamp"))
+    created = parse_time((claim.get("metadata") or {}).get("creationTimestamp"))
     if created is None or (now - created).total_seconds() < CLAIM_GRACE_S:
         return None
     spec = claim.get("spec") or {}
