@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from broker.metadata.names import broker_pod_name
 
+from .builders.pod_problems import REASONS as POD_PROBLEM_REASONS
 from .status import PAUSED, READY, RECONCILING, STALLED
 
 NORMAL, WARNING = "Normal", "Warning"
@@ -130,8 +131,10 @@ def cluster_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]
     if new_ready.get("status") == "True" and old_ready.get("status") != "True":
         out.append(Event(NORMAL, CLUSTER_READY, new_ready.get("message") or ""))
     elif (old_ready.get("status") == "True" and new_ready.get("status") == "False"
-          and new_ready.get("reason") == "BrokersNotReady"):
-        # Not while a roll or a scale moves: those announce themselves.
+          and (new_ready.get("reason") == "BrokersNotReady"
+               or (new_ready.get("reason") in POD_PROBLEM_REASONS and new_reason is None))):
+        # Not while a roll or a scale moves: those announce themselves. A pod-level cause
+        # (builders/pod_problems.py) names itself in Ready's reason, and has its own Event too.
         out.append(Event(WARNING, CLUSTER_NOT_READY, new_ready.get("message") or ""))
     if new_ready.get("reason") == APPLY_FAILED and (old_ready.get("reason") != APPLY_FAILED
                                                     or old_ready.get("message") != new_ready.get("message")):

@@ -39,8 +39,8 @@ async def read_pod_problems(kube: Kube, owner: Owner) -> list[PodProblem]:
         name = pod["metadata"]["name"]
         try:
             tails[name] = await kube.pod_log_tail(owner.namespace, name, container)
-        except ApiError as err:  # e.g. no right to pods/log: the problem is reported without it
-            log.debug("reading the log of %s/%s: %s", owner.namespace, name, err.reason)
+        except Exception as exc:  # a courtesy (no right to pods/log, ...): reported without the line
+            log.debug("reading the log of %s/%s: %s", owner.namespace, name, exc)
     return diagnose(pods, claims, now=datetime.now(timezone.utc), log_tails=tails)
 
 

@@ -169,6 +169,18 @@ def test_an_apply_error_wins_over_pod_problems():
     assert conditions(status)["Ready"]["reason"] == "ApplyFailed"
 
 
+def test_a_ready_cluster_losing_a_broker_to_a_crash_loop_says_cluster_not_ready_too():
+    ready_sts = {**STS, "status": {**STS["status"], "readyReplicas": 3}}
+    was = kafka_cluster_status(OWNER, replicas=3, port=9092, config_hash=None, statefulset=ready_sts, now=NOW)
+    last = {"exitCode": 1, "reason": "Error", "message": "fatal\n"}
+    crashing = pp.diagnose([pod(phase="Running", statuses=[waiting("CrashLoopBackOff", "back-off", restarts=1,
+                                                                      last=last)])], [], now=NOW)
+    now = kafka_cluster_status(OWNER, replicas=3, port=9092, config_hash=None, now=NOW, pod_problems=crashing,
+                               statefulset={**STS, "status": {**STS["status"], "readyReplicas": 2}})
+    found = {e.reason: e for e in ev.cluster_events(was, now)}
+    assert found["ClusterNotReady"].message.startswith("2/3 brokers ready: pod demo-broker-0: container broker is")
+
+
 def test_an_event_per_problem_that_appears():
     first = pp.diagnose([pod(conditions=[UNSCHEDULED])], [], now=NOW)
     (event,) = ev.pod_problem_events(set(), first)
