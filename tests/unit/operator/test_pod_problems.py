@@ -228,3 +228,24 @@ async def test_refresh_status_reads_a_crash_loops_log_when_the_kubelet_kept_no_m
     assert ready["reason"] == "CrashLoop"
     assert "last exit code 1 (Error); last output: broker: fatal: cannot open /var/lib/flotilla/data" in ready["message"]
     assert ("demo-broker-0", "broker") in kube.logs_read
+
+
+async def test_the_kubelets_log_unavailable_answer_is_no_log_line():
+    """Just after a restart the kubelet answered `unable to retrieve container logs for
+    containerd://...` with 200 (the real node, tests/e2e/test_operator_pod_problems.py): no
+    "last output" is made of it."""
+    from flotilla_operator.clients.kube import Kube
+
+    answers = ["unable to retrieve container logs for containerd://7557e76c28cc", "starting\nthe last words\n"]
+    calls = []
+
+    class Answering(Kube):
+        async def _call(self, method, path, **kw):
+            calls.append((method, path, dict(kw["query"])))
+            return answers.pop(0)
+
+    kube = Answering(api=None, field_manager="test")
+    assert await kube.pod_log_tail("ns", "demo-broker-0", "broker") == ""
+    assert await kube.pod_log_tail("ns", "demo-broker-0", "broker") == "starting\nthe last words\n"
+    assert calls[0][:2] == ("GET", "/api/v1/namespaces/ns/pods/demo-broker-0/log")
+    assert calls[0][2] == {"container": "broker", "previous": "true", "tailLines": "5"}
