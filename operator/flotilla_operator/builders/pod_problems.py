@@ -126,8 +126,9 @@ def crash_loops(pod: Mapping[str, Any], log_tail: str | None = None) -> list[Pod
     for cs in _crash_looping(pod):
         terminated = (cs.get("lastState") or {}).get("terminated") or {}
         code = terminated.get("exitCode")
+        restarts = int(cs.get("restartCount") or 0)
         message = (f"pod {_name(pod)}: container {cs.get('name')} is crash-looping "
-                   f"(restarted {int(cs.get('restartCount') or 0)} times)")
+                   f"(restarted {restarts} time{'' if restarts == 1 else 's'})")
         if code is not None:
             message += f", last exit code {code}"
             if terminated.get("reason"):

@@ -100,7 +100,7 @@ def test_crash_loop_without_termination_message_takes_the_log_tail_the_caller_re
     crashing = pod(phase="Running", statuses=[waiting("CrashLoopBackOff", "back-off 10s", restarts=1, last=last)])
     assert pp.needs_log_tail(crashing) == "broker"
     (without,) = pp.diagnose([crashing], [], now=NOW)
-    assert without.message.endswith("last exit code 137 (OOMKilled)")
+    assert without.message.endswith("(restarted 1 time), last exit code 137 (OOMKilled)")
     (with_log,) = pp.diagnose([crashing], [], now=NOW, log_tails={"demo-broker-0": "loading 3 logs\nopened 12\n"})
     assert with_log.message.endswith("last exit code 137 (OOMKilled); last output: opened 12")
 
