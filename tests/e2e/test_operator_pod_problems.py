@@ -28,7 +28,9 @@ from flotilla.testenv.waiting import wait_for
 from tests.e2e.test_operator_pods import condition, get_json
 from tests.e2e.test_operator_pods import operator  # noqa: F401 - the module's operator on the host (a fixture)
 
-pytestmark = [pytest.mark.kube, pytest.mark.kube_node, pytest.mark.timeout(600)]
+# 900 s as test_operator_pods: the first test may wait up to node.LOCK_TIMEOUT (900 s) for a real node
+# another session holds, and then fail saying so rather than on this timeout.
+pytestmark = [pytest.mark.kube, pytest.mark.kube_node, pytest.mark.timeout(900)]
 
 MISSING_IMAGE = "127.0.0.1:1/flotilla/missing:0"  # nothing listens on port 1: the pull fails at once
 BAD_IMAGE, TOO_BIG, TOO_SMALL = "badimage", "toobig", "toosmall"
