@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from broker.metadata.names import broker_pod_name
 
+from .builders.pod_problems import REASONS as POD_PROBLEM_REASONS
 from .status import PAUSED, READY, RECONCILING, STALLED
 
 NORMAL, WARNING = "Normal", "Warning"
@@ -37,6 +38,8 @@ REBALANCE_COMPLETED = "RebalanceCompleted"
 REBALANCE_BLOCKED = "RebalanceBlocked"
 ORPHANS_REMOVED = "OrphansRemoved"
 ORPHAN_REMOVAL_FAILED = "OrphanRemovalFailed"
+# A pod-level cause (builders/pod_problems.py) appearing: a Warning whose reason is the cause's own
+# (ImagePullFailed, Unschedulable, ClaimPending, CrashLoop).
 # ClientQuota
 QUOTA_APPLIED = "QuotaApplied"
 QUOTA_NOT_APPLIED = "QuotaNotApplied"
@@ -128,8 +131,10 @@ def cluster_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any]
     if new_ready.get("status") == "True" and old_ready.get("status") != "True":
         out.append(Event(NORMAL, CLUSTER_READY, new_ready.get("message") or ""))
     elif (old_ready.get("status") == "True" and new_ready.get("status") == "False"
-          and new_ready.get("reason") == "BrokersNotReady"):
-        # Not while a roll or a scale moves: those announce themselves.
+          and (new_ready.get("reason") == "BrokersNotReady"
+               or (new_ready.get("reason") in POD_PROBLEM_REASONS and new_reason is None))):
+        # Not while a roll or a scale moves: those announce themselves. A pod-level cause
+        # (builders/pod_problems.py) names itself in Ready's reason, and has its own Event too.
         out.append(Event(WARNING, CLUSTER_NOT_READY, new_ready.get("message") or ""))
     if new_ready.get("reason") == APPLY_FAILED and (old_ready.get("reason") != APPLY_FAILED
                                                     or old_ready.get("message") != new_ready.get("message")):
@@ -248,6 +253,12 @@ def deletion_events(previous: Mapping[str, Any] | None, status: Mapping[str, Any
         if old.get("reason") != new.get("reason") or gen_changed:
             out.append(Event(WARNING, DELETION_FAILED, f"{new.get('reason')}: {new.get('message') or ''}"))
     return out
+
+
+def pod_problem_events(seen: set[tuple[str, str]] | None, problems: list[Any]) -> list[Event]:
+    """A Warning per pod problem (builders/pod_problems.py PodProblem) not in `seen` (the keys of
+    the problems the last run found): raised when a cause appears, not at every run it lasts."""
+    return [Event(WARNING, p.reason, p.message) for p in problems if p.key not in (seen or set())]
 
 
 def event_object(involved: Mapping[str, Any], event: Event, *, component: str, timestamp: str) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from .reconcilers.kafka_cluster import (lease_holder_changed, new_load_balancer_
                                         refresh_status, waits_for_topics)
 from .reconcilers.kafka_user import reconcile_kafka_user, remove_kafka_user
 from .reconcilers.record_deletion import record_deletion_seen
+from .reconcilers.startup import check_kube_version, migrate_topic_labels, topic_without_cluster
 from .schedules import Schedules
 from .settings import Settings
 
@@ -78,14 +79,18 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
     # The API client logs whole response bodies at DEBUG: too much even for --verbose.
     logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)
     memo["kube"] = Kube(await load_api_client(), op.field_manager)
+    # Logged, never fatal: which Kubernetes Flotilla needs (1.30) and what is off below it; then one
+    # release's migration of KafkaTopics that named their cluster by app.kubernetes.io/instance.
+    await check_kube_version(memo["kube"])
+    await migrate_topic_labels(memo["kube"], op.namespaces)
     memo["locks"] = {}
     memo["rd_schedules"] = Schedules(RECORD_DELETION.kind)
     # kopf hands each resource object a shallow copy of this memo: state shared between the
     # handlers of different objects (a KafkaCluster's, its StatefulSet's, its KafkaTopics') must
     # be created here, or each copy would grow its own.
-    for key in ("scale_blocked", "roll_waiting", "rolling"):
+    for key in ("scale_blocked", "roll_waiting", "rolling", "unlabelled_topics"):
         memo[key] = set()
-    for key in ("progress", "lease_holders", "rd_failures"):
+    for key in ("progress", "lease_holders", "rd_failures", "pod_problems"):
         memo[key] = {}
     if op.metrics_port >= 0:
         server = metrics.MetricsServer(op.metrics_host, op.metrics_port)
@@ -201,12 +206,18 @@ async def lease_event(event: dict[str, Any], body: kopf.Body, namespace: str, me
 
 
 @kopf.on.event(GROUP, VERSION, "kafkatopics")
-async def kafkatopic_event(body: kopf.Body, namespace: str, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+async def kafkatopic_event(event: dict[str, Any], body: kopf.Body, namespace: str, memo: kopf.Memo,
+                           logger: logging.Logger, **_: Any) -> None:
     """While a cluster's scale-down is blocked, a change of its KafkaTopics (partitions moved off
     the brokers to remove, a topic deleted) re-checks it at once; other clusters' topics, and
-    this one's when nothing is blocked, are ignored (ISR changes are frequent)."""
+    this one's when nothing is blocked, are ignored (ISR changes are frequent). A KafkaTopic
+    without flotilla.io/cluster gets a condition saying so (reconcilers/startup.py)."""
+    if "kube" not in memo:
+        return
     cluster = cluster_of(body)
-    if not cluster or "kube" not in memo or not waits_for_topics(memo, namespace, cluster):
+    if not cluster and event.get("type") != "DELETED":
+        await topic_without_cluster(memo["kube"], dict(body), memo.setdefault("unlabelled_topics", set()))
+    if not cluster or not waits_for_topics(memo, namespace, cluster):
         return
     try:
         await reconcile(memo, namespace, cluster, why="kafkatopic changed while a scale-down or a roll waits")

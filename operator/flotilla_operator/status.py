@@ -7,7 +7,9 @@ Four conditions, shaped like metav1.Condition, each with its observedGeneration:
 - Reconciling: the operator (or the StatefulSet controller) is still moving towards the spec:
   creating, scaling, or rolling brokers one at a time.
 - Degraded: something is wrong that waiting will not fix by itself: an error while applying the
-  objects, an invalid spec, or a broker not ready although nothing is rolling.
+  objects, an invalid spec, a broker not ready although nothing is rolling, or a pod-level cause
+  (builders/pod_problems.py: an image that cannot be pulled, an unschedulable pod, a claim left
+  Pending, a crash loop), which Ready names too instead of only "0/3 brokers ready".
 - Stalled (kstatus' convention, so Flux fails fast): the spec cannot be reconciled as written
   (invalid spec or broker configuration, a cluster id other than the volumes'); only a change of
   the spec ends it.
@@ -27,7 +29,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from .builders.common import CONFIG_HASH_ANNOTATION, Owner, bootstrap_address, selector_string
+from .builders.common import CONFIG_HASH_ANNOTATION, Owner, bootstrap_address, parse_time, selector_string
+from .builders.pod_problems import PodProblem, summary
 from .builders.roll import RollDecision
 from .builders import rebalance as rb
 from .builders.scale_down import BLOCKED_REASON, SCALE_DOWN_BLOCKED, ScaleDecision
@@ -89,11 +92,13 @@ def kafka_cluster_status(
     scale: ScaleDecision | None = None,
     cluster_id: str | None = None,
     roll: RollDecision | None = None,
+    pod_problems: list[PodProblem] | None = None,
 ) -> dict[str, Any]:
     """The whole .status of a KafkaCluster (status.rebalance, written by the rebalancer, is read
     from `previous` and kept) (with `leases`, also who is registered and controller;
     with a blocked `scale`, a ScaleDownBlocked condition, which is absent otherwise; with a held
-    `roll`, why the next broker waits)."""
+    `roll`, why the next broker waits; with `pod_problems` (builders/pod_problems.py) while not
+    every broker is ready, Ready=False and Degraded=True name the first one's reason and list them)."""
     now = now or datetime.now(timezone.utc)
     prev_conditions = (previous or {}).get("conditions") or []
     rebalance = (previous or {}).get("rebalance")
@@ -138,8 +143,14 @@ def kafka_cluster_status(
     else:
         progress, progress_msg = None, ""
 
+    problems = [] if error or all_ready else list(pod_problems or ())
+    problem_msg = f"{ready}/{replicas} brokers ready: {summary(problems)}" if problems else ""
+
     if error:
         ready_c = condition(READY, False, error_reason, error, generation=gen, now=now, previous=prev_conditions)
+    elif problems:
+        ready_c = condition(READY, False, problems[0].reason, problem_msg, generation=gen, now=now,
+                            previous=prev_conditions)
     elif progress is None and all_ready:
         ready_c = condition(
             READY, True, "BrokersReady", f"{ready}/{replicas} brokers ready", generation=gen, now=now, previous=prev_conditions
@@ -161,6 +172,9 @@ def kafka_cluster_status(
 
     if error:
         degraded_c = condition(DEGRADED, True, error_reason, error, generation=gen, now=now, previous=prev_conditions)
+    elif problems:
+        degraded_c = condition(DEGRADED, True, problems[0].reason, problem_msg, generation=gen, now=now,
+                               previous=prev_conditions)
     elif progress is None and not all_ready:
         degraded_c = condition(
             DEGRADED,
@@ -266,15 +280,6 @@ def is_paused(status: dict[str, Any] | None) -> bool:
     return any(c.get("type") == PAUSED and c.get("status") == "True" for c in (status or {}).get("conditions") or ())
 
 
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def metadata_status(leases: list[dict[str, Any]], now: datetime | None = None) -> dict[str, Any]:
     """registeredBrokers and controller from the cluster's Leases (broker/metadata/kube_objects.py):
     a Lease counts while its holder renewed it within leaseDurationSeconds (by this clock; the
@@ -284,7 +289,7 @@ def metadata_status(leases: list[dict[str, Any]], now: datetime | None = None) -
     for lease in leases:
         spec = lease.get("spec") or {}
         role = ((lease.get("metadata") or {}).get("labels") or {}).get("flotilla.io/lease")
-        renewed = _parse_time(spec.get("renewTime"))
+        renewed = parse_time(spec.get("renewTime"))
         holder = spec.get("holderIdentity")
         if not holder or renewed is None:
             continue

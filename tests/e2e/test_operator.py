@@ -575,7 +575,7 @@ def kafkatopic(cluster: str, name: str, replicas: list[list[int]]) -> dict:
     """A KafkaTopic with its status, as the brokers write it (no status subresource: one object)."""
     return {
         "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/instance": cluster}},
+        "metadata": {"name": name, "labels": {"flotilla.io/cluster": cluster}},
         "spec": {"topicName": name, "partitions": len(replicas), "replicas": len(replicas[0])},
         "status": {"topicId": "AAAAAAAAAAAAAAAAAAAAAQ",
                    "assignment": [{"leader": r[0], "leaderEpoch": 0, "replicas": r, "isr": r} for r in replicas]},

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from flotilla import install_render
 from flotilla.testenv.ports import free_port
 from tests.support import operator_rbac
 from flotilla.testenv.brokers.crds import remove_crds
@@ -64,22 +65,26 @@ def release(helm, tmp_path_factory):
 
 
 def test_helm_lint_is_clean(helm):
-    proc = helm.helm("lint", "--strict", str(CHART))
+    # --kube-version: the test environment's helm, built from source, assumes Kubernetes 1.20.
+    kube = ("--kube-version", install_render.KUBE_VERSION)
+    proc = helm.helm("lint", "--strict", str(CHART), *kube)
     assert "1 chart(s) linted, 0 chart(s) failed" in proc.stdout, proc.stdout
     assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
-    namespaced = helm.helm("lint", "--strict", str(CHART), "--set", "watchNamespaces={a,b}", "--set", "podMonitor.enabled=true")
+    namespaced = helm.helm("lint", "--strict", str(CHART), *kube, "--set", "watchNamespaces={a,b}", "--set", "podMonitor.enabled=true")
     assert "0 chart(s) failed" in namespaced.stdout
-    everywhere = helm.helm("lint", "--strict", str(CHART), "--set", "watchAllNamespaces=true", "--set", "podMonitor.enabled=true")
+    everywhere = helm.helm("lint", "--strict", str(CHART), *kube, "--set", "watchAllNamespaces=true", "--set", "podMonitor.enabled=true")
     assert "0 chart(s) failed" in everywhere.stdout
-    both = helm.helm("template", RELEASE, str(CHART), "--set", "watchAllNamespaces=true", "--set", "watchNamespaces={a}",
+    both = helm.helm("template", RELEASE, str(CHART), *kube, "--set", "watchAllNamespaces=true", "--set", "watchNamespaces={a}",
                      check=False)
     assert both.returncode != 0 and "leave watchNamespaces empty" in both.stderr
-    bad = helm.helm("lint", str(CHART), "--set", "replicaCount=2", check=False)
+    bad = helm.helm("lint", str(CHART), *kube, "--set", "replicaCount=2", check=False)
+    too_old = helm.helm("template", RELEASE, str(CHART), "--kube-version", "1.29.9", check=False)
+    assert too_old.returncode != 0 and ">=1.30.0-0" in too_old.stderr, too_old.stderr
     assert bad.returncode != 0 and "replicaCount" in bad.stdout + bad.stderr
 
 
 def test_helm_template_renders_what_we_expect(helm):
-    out = helm.helm("template", RELEASE, str(CHART), "--namespace", "ops", "--include-crds").stdout
+    out = helm.helm("template", RELEASE, str(CHART), "--kube-version", install_render.KUBE_VERSION, "--namespace", "ops", "--include-crds").stdout
     docs = [d for d in yaml.safe_load_all(out) if d]
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert ("Deployment", "flotilla-operator") in kinds
@@ -99,7 +104,7 @@ def test_helm_template_renders_what_we_expect(helm):
         if d["kind"] == "CustomResourceDefinition":
             plural = d["spec"]["names"]["plural"]
             assert d == yaml.safe_load((ROOT / "crds" / f"flotilla.io_{plural}.yaml").read_text())
-    scoped = helm.helm("template", RELEASE, str(CHART), "--namespace", "ops", "--set", "watchNamespaces={team-a,team-b}",
+    scoped = helm.helm("template", RELEASE, str(CHART), "--kube-version", install_render.KUBE_VERSION, "--namespace", "ops", "--set", "watchNamespaces={team-a,team-b}",
                        "--set", "podMonitor.enabled=true").stdout
     scoped_docs = [d for d in yaml.safe_load_all(scoped) if d]
     bindings = sorted(d["metadata"]["namespace"] for d in scoped_docs if d["kind"] == "RoleBinding")
@@ -108,7 +113,7 @@ def test_helm_template_renders_what_we_expect(helm):
     assert any(d["kind"] == "PodMonitor" for d in scoped_docs)
     args = next(d for d in scoped_docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args and "--namespace=ops" not in args
-    wide = [d for d in yaml.safe_load_all(helm.helm("template", RELEASE, str(CHART), "--namespace", "ops", "--set",
+    wide = [d for d in yaml.safe_load_all(helm.helm("template", RELEASE, str(CHART), "--kube-version", install_render.KUBE_VERSION, "--namespace", "ops", "--set",
                                                     "watchAllNamespaces=true").stdout) if d]
     assert not [d for d in wide if d["kind"] == "RoleBinding"]
     assert any(d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "flotilla-operator" for d in wide)

@@ -430,7 +430,7 @@ def test_with_deletion_disabled_a_kafkatopic_deletion_is_refused_and_a_detached_
         env, "lease", lease, "-n", ns)["metadata"].get("annotations") or {}).get(
         ko.DELETE_TOPIC_ENABLE_ANNOTATION) == "false", timeout=60)
     manifest = {"apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
-                "metadata": {"name": "clicks", "labels": {ko.INSTANCE_LABEL: NAME}},
+                "metadata": {"name": "clicks", "labels": {ko.CLUSTER_LABEL: NAME}},
                 "spec": {"partitions": 3, "replicas": 3}}
     env.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest))
     obj = wait_for("clicks assigned, with its id", lambda: (lambda o: o if o and (o.get("status") or {}).get(

@@ -178,7 +178,7 @@ def kafkatopic(cluster: str, name: str, isr: list[list[int]]) -> dict:
     """A KafkaTopic with its status as the brokers write it: three replicas per partition."""
     return {
         "apiVersion": "flotilla.io/v1alpha1", "kind": "KafkaTopic",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/instance": cluster}},
+        "metadata": {"name": name, "labels": {"flotilla.io/cluster": cluster}},
         "spec": {"topicName": name, "partitions": len(isr), "replicas": 3},
         "status": {"topicId": "AAAAAAAAAAAAAAAAAAAAAQ", "assignment": [
             {"leader": i[0], "leaderEpoch": 0, "replicas": [0, 1, 2], "isr": i} for i in isr]},

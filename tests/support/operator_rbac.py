@@ -31,12 +31,18 @@ NEEDED = [
     ("bind", "clusterroles.rbac.authorization.k8s.io/flotilla-broker"),
     ("list", "leases.coordination.k8s.io"), ("watch", "leases.coordination.k8s.io"),
     ("list", "kafkatopics.flotilla.io"), ("watch", "kafkatopics.flotilla.io"),
+    # Issue 41: labelling KafkaTopics that named their cluster by app.kubernetes.io/instance alone,
+    # and the status of one naming no cluster (ClusterLabelMissing).
+    ("patch", "kafkatopics.flotilla.io"), ("patch", "kafkatopics.flotilla.io", "status"),
     ("create", "events"),
     # The record of what each KafkaUser and ClientQuota owns (reconcilers/orphans.py): compare-and-set.
     ("get", "configmaps"), ("update", "configmaps"),
     # Replacing a StatefulSet (pods orphaned, kept) to change its immutable podManagementPolicy;
     # reading the broker pods for the roll gate.
     ("delete", "statefulsets.apps"), ("list", "pods"), ("get", "pods"),
+    # Pod-level causes in the status (builders/pod_problems.py): the brokers' claims, and the last
+    # log line of a crash-looping broker.
+    ("list", "persistentvolumeclaims"), ("get", "persistentvolumeclaims"), ("get", "pods", "log"),
     # To grant the brokers their SCRAM credentials' Secret (Kubernetes refuses to let it grant what
     # it does not hold), and for its own password per SASL cluster and each KafkaUser's Secret:
     # created once, then compare-and-set (update).
@@ -58,10 +64,12 @@ FORBIDDEN = [
     ("delete", "kafkausers.flotilla.io"), ("update", "kafkausers.flotilla.io"),
     ("get", "kafkaclusters.flotilla.io", "status"),  # status is only ever patched
     ("update", "kafkaclusters.flotilla.io"),  # kopf patches; nothing replaces a user's object
-    # Issue 23: no write access to Leases (kube-system's leader elections) or KafkaTopics.
+    # Issue 23: no write access to Leases (kube-system's leader elections); KafkaTopics: patch only
+    # (issue 41), never create, replace or delete.
     ("create", "leases.coordination.k8s.io"), ("update", "leases.coordination.k8s.io"),
     ("delete", "leases.coordination.k8s.io"), ("create", "kafkatopics.flotilla.io"),
     ("delete", "kafkatopics.flotilla.io"), ("update", "kafkatopics.flotilla.io", "status"),
+    ("update", "kafkatopics.flotilla.io"), ("patch", "persistentvolumeclaims"), ("delete", "persistentvolumeclaims"),
     ("bind", "clusterroles.rbac.authorization.k8s.io/admin"),
 ]
 

@@ -38,7 +38,8 @@ def helm() -> str:
 
 
 def template(helm: str, *args: str) -> list[dict]:
-    proc = subprocess.run([helm, "template", "flotilla", str(CHART), "--namespace", "ops", *args],
+    proc = subprocess.run([helm, "template", "flotilla", str(CHART), "--namespace", "ops",
+                           "--kube-version", install_render.KUBE_VERSION, *args],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return [d for d in yaml.safe_load_all(proc.stdout) if d]

@@ -5,7 +5,7 @@ Deleting a KafkaTopic deletes its topic (every broker removes the partitions onc
 gone), so the API server refuses, before anything happens, the deletions a broker would refuse to
 DeleteTopics:
 - internal topics (`__consumer_offsets`, later `__transaction_state`): never through the resource
-  (`kubectl delete kafkatopics --all`, a GitOps prune), as Kafka keeps them for its coordinators
+  (`kubectl delete kafkatopics.flotilla.io --all`, a GitOps prune), as Kafka keeps them for its coordinators
   (DeleteTopics may, as in Kafka: the broker serving it marks the object flotilla.io/delete-topics);
 - any topic while the cluster's controller runs with delete.topic.enable=false: the controller
   publishes its setting as an annotation of the controller Lease, the policy's parameter.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from broker.metadata import names
@@ -11,9 +12,10 @@ from .. import API_VERSION
 
 MANAGED_BY = "flotilla-operator"
 # The cluster an object belongs to (the brokers' Leases and KafkaTopics, users' KafkaTopics, the
-# operator's children). Ours: Helm and Argo CD's label tracking overwrite app.kubernetes.io/instance,
-# which objects written before this label carry and which is still read (`cluster_of`).
+# operator's children). Ours: Helm and Argo CD's label tracking overwrite app.kubernetes.io/instance.
 CLUSTER_LABEL = "flotilla.io/cluster"
+# What named the cluster before flotilla.io/cluster. No longer read (issue 41), but by the one
+# release's migration that labels the KafkaTopics that relied on it (builders/topic_labels.py).
 LEGACY_CLUSTER_LABEL = "app.kubernetes.io/instance"
 CONFIG_HASH_ANNOTATION = "flotilla.io/config-hash"
 DATA_DIR = "/var/lib/flotilla/data"
@@ -104,9 +106,25 @@ def selector_labels(owner: Owner) -> dict[str, str]:
 
 
 def cluster_of(obj: Any) -> str | None:
-    """The cluster a KafkaTopic or Lease belongs to: flotilla.io/cluster, else the older label."""
+    """The cluster a KafkaTopic or Lease belongs to: its flotilla.io/cluster label, and nothing else
+    (app.kubernetes.io/instance, which Helm and Argo CD set, no longer names one: issue 41)."""
     found = ((obj or {}).get("metadata") or {}).get("labels") or {}
-    return found.get(CLUSTER_LABEL) or found.get(LEGACY_CLUSTER_LABEL) or None
+    return found.get(CLUSTER_LABEL) or None
+
+
+def cluster_selector(cluster: str, extra: str | None = None) -> str:
+    """The label selector of a cluster's KafkaTopics or Leases (`extra`: more terms)."""
+    return ",".join(term for term in (f"{CLUSTER_LABEL}={cluster}", extra) if term)
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An API timestamp (2026-12-07T12:00:00Z, with or without fractions); None if absent or unreadable."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def labels(owner: Owner) -> dict[str, str]:

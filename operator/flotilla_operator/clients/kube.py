@@ -24,7 +24,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
     "StatefulSet": ("apps/v1", "statefulsets"),
-    "Pod": ("v1", "pods"),  # read only: the roll gate (builders/roll.py)
+    "Pod": ("v1", "pods"),  # read only: the roll gate (builders/roll.py), pod problems (builders/pod_problems.py)
+    "PersistentVolumeClaim": ("v1", "persistentvolumeclaims"),  # read only: pod problems
     "Lease": ("coordination.k8s.io/v1", "leases"),
     "KafkaCluster": ("flotilla.io/v1alpha1", "kafkaclusters"),
     "ClientQuota": ("flotilla.io/v1alpha1", "clientquotas"),
@@ -32,6 +33,10 @@ KINDS: dict[str, tuple[str, str]] = {
     "KafkaTopic": ("flotilla.io/v1alpha1", "kafkatopics"),
     "KafkaUser": ("flotilla.io/v1alpha1", "kafkausers"),
 }
+
+
+#: How a kubelet answers for a container log it cannot read (yet): with 200 and this as the text.
+LOG_UNAVAILABLE = "unable to retrieve container logs for "
 
 
 def object_path(kind: str, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
@@ -105,8 +110,9 @@ class Kube:
         self.api = api
         self.field_manager = field_manager
 
-    async def _call(self, method: str, path: str, *, body: Any = None, query: list | None = None, content_type: str | None = None) -> Any:
-        headers = {"Accept": "application/json"}
+    async def _call(self, method: str, path: str, *, body: Any = None, query: list | None = None,
+                    content_type: str | None = None, accept: str = "application/json", returns: str = "object") -> Any:
+        headers = {"Accept": accept}
         if content_type:
             headers["Content-Type"] = content_type
         try:
@@ -116,7 +122,7 @@ class Kube:
                 query_params=query or [],
                 header_params=headers,
                 body=body,
-                response_types_map={200: "object", 201: "object"},
+                response_types_map={200: returns, 201: returns},
                 auth_settings=["BearerToken"],
                 _return_http_data_only=True,
             )
@@ -208,6 +214,25 @@ class Kube:
             if err.status == 404:
                 return None
             raise
+
+    async def pod_log_tail(self, namespace: str, name: str, container: str, *, lines: int = 5) -> str:
+        """The last `lines` lines of the previous run of `container` (a crash-looping one's last
+        words); "" when there is none. Just after a restart the kubelet may answer, as the log
+        itself, that it cannot read it yet (seen on the real test node): that is none too."""
+        try:
+            text = await self._call("GET", object_path("Pod", namespace, name, "log"), accept="*/*", returns="str",
+                                    query=[("container", container), ("previous", "true"), ("tailLines", str(lines))])
+        except ApiError as err:
+            if err.status in (400, 404):  # no previous container (yet), or the pod is gone
+                return ""
+            raise
+        if not isinstance(text, str) or text.startswith(LOG_UNAVAILABLE):
+            return ""
+        return text
+
+    async def version(self) -> dict[str, Any]:
+        """The API server's /version (gitVersion, major, minor, ...): readable by anyone."""
+        return await self._call("GET", "/version") or {}
 
     async def post_event(self, event: dict[str, Any]) -> None:
         """Create one core/v1 Event (events.event_object)."""

@@ -13,7 +13,7 @@ import kopf
 from .. import events as ev
 from ..admin_address import admin_address
 from ..api.kafka_cluster import KAFKA_CLUSTER
-from ..builders.common import cluster_of
+from ..builders.common import cluster_selector
 from ..clients import kafka_admin
 from ..clients.credentials import CredentialsError, ensure_admin_auth
 from ..clients.kube import Kube
@@ -50,9 +50,9 @@ async def emit(kube: Kube, involved: dict[str, Any], events: list[ev.Event]) -> 
 
 async def cluster_objects(kube: Kube, kind: str, namespace: str, cluster: str,
                           label_selector: str | None = None) -> list[dict[str, Any]]:
-    """A cluster's Leases or KafkaTopics: named by flotilla.io/cluster or, written before it, by
-    app.kubernetes.io/instance; a selector cannot say "either", so the namespace's are filtered."""
-    return [o for o in await kube.list(kind, namespace, label_selector=label_selector) if cluster_of(o) == cluster]
+    """A cluster's Leases or KafkaTopics: labelled flotilla.io/cluster=<cluster> (the API server
+    filters; app.kubernetes.io/instance is no longer read, builders/topic_labels.py)."""
+    return await kube.list(kind, namespace, label_selector=cluster_selector(cluster, label_selector))
 
 
 async def cluster_admin(memo: kopf.Memo, namespace: str, cluster: str, *,

@@ -3,8 +3,8 @@
 `reconcile` runs `KafkaClusterReconciler.reconcile`: read the object, then each step in turn
 (parse the spec, choose the cluster id, decide the scale, issue certificates, render and check
 the configuration, record the cluster id, replace an immutable StatefulSet, open the roll gate,
-refuse foreign children, ensure broker credentials, apply, acknowledge a restart) and write the
-status. A step either records what it found for the next or stops the run: with a status saying
+refuse foreign children, ensure broker credentials, apply, acknowledge a restart, diagnose the
+pods) and write the status. A step either records what it found for the next or stops the run: with a status saying
 why and an exception kopf retries (TemporaryError) or not (PermanentError). Builders decide;
 clients/ sends. `refresh_status` recomputes the status alone, from a StatefulSet or Lease event.
 """
@@ -27,6 +27,7 @@ from ..builders import cluster_id as cid
 from ..builders.common import Owner, foreign, selector_string, statefulset_name
 from ..builders.external_addresses import (broker_addresses, certificate_addresses, ingress_address,
                                            load_balancer_listeners, pending_brokers)
+from ..builders.pod_problems import PodProblem
 from ..builders.roll import TEMPLATE_HASH_ANNOTATION, RollDecision, roll_partition, roll_state
 from ..builders.scale_down import ScaleDecision, scale_decision
 from ..builders.services import EXTERNAL_LABEL, stale_external_services
@@ -38,6 +39,8 @@ from ..preflight import check_server_properties
 from ..settings import Settings
 from ..status import is_paused, kafka_cluster_status, paused_status, same_status
 from .common import LEASE_ROLE_LABEL, RETRY_DELAY, cluster_objects, emit, lock, log
+from .pod_problems import forget as forget_pod_problems
+from .pod_problems import new_problem_events, read_pod_problems
 
 
 async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> dict[str, Any] | None:
@@ -48,6 +51,7 @@ async def reconcile(memo: kopf.Memo, namespace: str, name: str, *, why: str) -> 
             body = await kube.get(KAFKA_CLUSTER.kind, namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 metrics.forget_cluster(namespace, name)
+                forget_pod_problems(memo, namespace, name)
                 return None
             return await KafkaClusterReconciler(memo, body).reconcile(why)
 
@@ -80,6 +84,7 @@ class KafkaClusterReconciler:
         self.roll: RollDecision
         self.desired: Desired
         self.applied: dict[str, Any] | None = None  # the StatefulSet as applied
+        self.pod_problems: list[PodProblem] = []
 
     async def reconcile(self, why: str) -> dict[str, Any]:
         """The chain of steps, in order; returns the status written."""
@@ -100,6 +105,7 @@ class KafkaClusterReconciler:
         await self.ensure_broker_credentials()
         await self.apply_children()
         await self.acknowledge_restart()
+        await self.diagnose_pods()
         return await self.write_status(why)
 
     # -- the steps ----------------------------------------------------------------------------
@@ -253,17 +259,24 @@ class KafkaClusterReconciler:
             await self.emit([ev.Event(ev.NORMAL, ev.ROLLING_RESTART_REQUESTED, (
                 f"restarting every broker one at a time (pod template {self.token}); annotation removed"))])
 
+    async def diagnose_pods(self) -> None:
+        """Why brokers do not run, from their pods and claims (builders/pod_problems.py): an image
+        that cannot be pulled, an unschedulable pod, a claim left Pending, a crash loop."""
+        self.pod_problems = await read_pod_problems(self.kube, self.owner)
+
     async def write_status(self, why: str) -> dict[str, Any]:
-        """The status from what the StatefulSet and the Leases report, the roll's Events, metrics."""
+        """The status from what the StatefulSet, the Leases and the pods report, the roll's and the
+        pod problems' Events, metrics."""
         spec, namespace, name = self.spec, self.namespace, self.name
         status = kafka_cluster_status(
             self.owner, replicas=spec.replicas, port=spec.listeners[0].port,
             config_hash=self.desired.config_hash, statefulset=self.applied, previous=self.previous,
             leases=await _leases(self.kube, namespace, name), scale=self.scale,
-            cluster_id=self.identity.cluster_id, roll=self.roll,
+            cluster_id=self.identity.cluster_id, roll=self.roll, pod_problems=self.pod_problems,
         )
         if not same_status(self.previous, status):
             await self.kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+        await self.emit(new_problem_events(self.memo, namespace, name, self.pod_problems))
         if self.applied is not None:
             await self.emit(self.roll_started + ev.roll_events(
                 name, self.live_partition, self.roll.partition, self.roll.restarting, self.roll.waiting,
@@ -308,6 +321,7 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
         body = await kube.get(KAFKA_CLUSTER.kind, namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             metrics.forget_cluster(namespace, name)
+            forget_pod_problems(memo, namespace, name)
             return
         try:
             spec = parse_spec(KAFKA_CLUSTER, body.get("spec") or {})
@@ -330,14 +344,16 @@ async def refresh_status(memo: kopf.Memo, namespace: str, name: str, statefulset
                             restart_token=live_restart_token(statefulset),
                             certificate_generation=certs.live_generation(statefulset))
         roll = await _roll(kube, memo, owner, statefulset, desired, scale.replicas)
+        problems = await read_pod_problems(kube, owner)
         status = kafka_cluster_status(
             owner, replicas=spec.replicas, port=spec.listeners[0].port,
             config_hash=desired.config_hash, statefulset=statefulset, previous=previous,
             leases=await _leases(kube, namespace, name), scale=scale,
-            cluster_id=identity.cluster_id, roll=roll,
+            cluster_id=identity.cluster_id, roll=roll, pod_problems=problems,
         )
         if not same_status(previous, status):
             await kube.patch_status(KAFKA_CLUSTER.kind, namespace, name, status)
+        await emit(kube, body, new_problem_events(memo, namespace, name, problems))
         await emit(kube, body, cluster_events(memo, namespace, name, previous, status))
         metrics.observe_cluster(namespace, name, spec.replicas, status, previous.get("rebalance"))
 

@@ -25,7 +25,7 @@ def helm():
 
 
 def render(helm, *sets: str, check: bool = True) -> subprocess.CompletedProcess:
-    args = [helm, "template", "rel", str(CHART), "--namespace", "kafka"]
+    args = [helm, "template", "rel", str(CHART), "--namespace", "kafka", "--kube-version", install_render.KUBE_VERSION]
     for s in sets:
         args += ["--set", s]
     return subprocess.run(args, capture_output=True, text=True, check=check)

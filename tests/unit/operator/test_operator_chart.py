@@ -60,17 +60,20 @@ def test_rbac_covers_what_the_operator_does():
     rules = _cluster_role_rules()
     for kind, (api_version, plural) in KINDS.items():
         group = api_version.rpartition("/")[0]
-        if plural == "kafkatopics":  # read only: the brokers write them
-            for verb in ("get", "list", "watch"):
+        if plural == "kafkatopics":  # the brokers write them; the operator labels and marks unlabelled ones
+            for verb in ("get", "list", "watch", "patch"):
                 assert _allowed(rules, group, plural, verb), (plural, verb)
+            assert _allowed(rules, group, "kafkatopics/status", "patch")
+            assert not _allowed(rules, group, plural, "create") and not _allowed(rules, group, plural, "delete")
         elif group == "flotilla.io":
             for verb in ("get", "list", "watch", "patch"):
                 assert _allowed(rules, group, plural, verb), (plural, verb)
             if next(r for r in RESOURCES if r.plural == plural).status_subresource:
                 assert _allowed(rules, group, f"{plural}/status", "patch")
-        elif plural == "pods":  # read only: the roll gate
+        elif plural in ("pods", "persistentvolumeclaims"):  # read only: the roll gate, pod problems
             for verb in ("get", "list"):
                 assert _allowed(rules, group, plural, verb), (plural, verb)
+            assert not _allowed(rules, group, plural, "patch")
         elif plural == "secrets":  # created once and compare-and-set, never applied nor deleted
             for verb in ("get", "create", "update"):
                 assert _allowed(rules, group, plural, verb), (plural, verb)
@@ -84,6 +87,7 @@ def test_rbac_covers_what_the_operator_does():
     for verb in ("get", "list", "watch", "delete"):  # delete: replacing it to change podManagementPolicy
         assert _allowed(rules, "apps", "statefulsets", verb)
     assert _allowed(rules, "", "events", "create")
+    assert _allowed(rules, "", "pods/log", "get")  # a crash-looping broker's last line
 
 
 def test_rbac_holds_what_brokers_are_granted():
@@ -112,10 +116,13 @@ def test_rbac_grants_no_wildcards_or_deletes_beyond_broker_needs():
 
 def test_the_operator_cannot_write_leases_or_kafkatopics():
     """Issue 23: no write access to every Lease of the cluster (kube-system's leader elections, node
-    heartbeats); the brokers get theirs through the flotilla-broker ClusterRole it binds."""
+    heartbeats); the brokers get theirs through the flotilla-broker ClusterRole it binds. KafkaTopics:
+    patch only (issue 41: labelling those that named their cluster by app.kubernetes.io/instance, and
+    the status of one naming no cluster), never create, update or delete."""
     rules = _cluster_role_rules()
-    for group, resource in (("coordination.k8s.io", "leases"), ("flotilla.io", "kafkatopics"),
-                            ("flotilla.io", "kafkatopics/status")):
-        for verb in ("create", "update", "patch", "delete"):
+    for group, resource, verbs in (("coordination.k8s.io", "leases", ("create", "update", "patch", "delete")),
+                                   ("flotilla.io", "kafkatopics", ("create", "update", "delete")),
+                                   ("flotilla.io", "kafkatopics/status", ("create", "update", "delete"))):
+        for verb in verbs:
             assert not _allowed(rules, group, resource, verb), (resource, verb)
     assert all("bind" not in r["verbs"] or r.get("resourceNames") == [BROKER_CLUSTER_ROLE] for r in rules)

@@ -342,7 +342,7 @@ def lease(name, role, holder, cluster_name="demo", age_s=1.0, duration=15):
 
     renewed = (datetime.now(timezone.utc) - timedelta(seconds=age_s)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return {"kind": "Lease", "metadata": {"name": name, "namespace": "ns", "labels": {
-                "app.kubernetes.io/instance": cluster_name, "flotilla.io/lease": role}},
+                "flotilla.io/cluster": cluster_name, "flotilla.io/lease": role}},
             "spec": {"holderIdentity": holder, "renewTime": renewed, "leaseDurationSeconds": duration}}
 
 
