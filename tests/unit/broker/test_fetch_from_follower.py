@@ -103,6 +103,9 @@ async def test_a_follower_serves_consumers_up_to_its_high_watermark(tmp_path):
     results, _, _, _ = handler.read([CachedPartition("t", None, 0, 0, 1 << 20, -1, 4)], False, 1 << 20,
                                     any_replica=True)
     assert results[0][1].error_code == ErrorCode.fenced_leader_epoch
+    # READ ACLs apply at the follower as at the leader
+    pr, total, _ = read_one(handler, 0, any_replica=True, may_read=lambda topic: False)
+    assert (pr.error_code, total) == (ErrorCode.topic_authorization_failed, 0)
     # read_committed reads to the last stable offset (the HW here: no transaction)
     pr, total, _ = read_one(handler, 0, any_replica=True, read_committed=True)
     assert pr.error_code == 0 and pr.last_stable_offset == 2 and total > 0
