@@ -6,6 +6,7 @@ with `replica.selector.class` = Kafka's RackAwareReplicaSelector (issue 40, item
   in is served by the leader itself; the follower serves a Fetch v11+ up to its high watermark,
   answers OFFSET_OUT_OF_RANGE past its log end and NOT_LEADER_OR_FOLLOWER to a Fetch v10 (only
   v11+ may read from a follower); a KIP-227 session with the follower as target reads everything;
+  a client's fetch quota throttles it at the follower;
 - real clients with client.rack = r2, the Java consumer and librdkafka, read every record, and on
   Flotilla the follower in r2 served the bytes (its flotilla_follower_fetch_bytes_out_total).
 
@@ -29,6 +30,7 @@ from kio.schema.errors import ErrorCode
 from flotilla.testenv import kafka_wire
 from flotilla.testenv.fetch_client import SessionFetcher, exchange, fetch_request
 from flotilla.testenv.waiting import wait_for
+from tests.e2e.test_quotas import alter_quotas
 from tests.e2e.test_replication import offsets_and_values, records_batch, wait_isr
 from tests.support import java_client
 from tests.support.fleet import fleet_cluster
@@ -133,6 +135,18 @@ def test_the_leader_names_the_follower_in_the_consumers_rack_and_the_follower_se
         assert fetcher.kinds.get("incremental", 0) >= 1 and int(ex.response.session_id) == fetcher.session_id, \
             (fetcher.kinds, ex.response)
         assert time.monotonic() - started < 8, "the follower answered only at max_wait"
+
+    # a client's fetch quota (KIP-13) holds at the follower as at the leader: 100 B/s for this client id
+    [(code, message)] = alter_quotas(cluster.broker(1).bootstrap,
+                                     [({"client-id": "kip392-quota"}, {"consumer_byte_rate": 100})])
+    assert code == 0, message
+
+    def throttle_ms() -> int:
+        with kafka_wire.KafkaConnection(cluster.broker(2).bootstrap, client_id="kip392-quota") as conn:
+            request = fetch_request(12, 0, -1, {topic: {0: 0}}, rack_id="r2")
+            return int(exchange(conn, request).response.throttle_time.total_seconds() * 1000)
+    wait_for("a throttled fetch at the follower for client kip392-quota", throttle_ms, timeout=60,
+             until=lambda ms: ms > 0)
 
 
 def scrape(broker) -> str:
