@@ -8,7 +8,9 @@ with `replica.selector.class` = Kafka's RackAwareReplicaSelector (issue 40, item
   v11+ may read from a follower); a KIP-227 session with the follower as target reads everything;
   a client's fetch quota throttles it at the follower;
 - real clients with client.rack = r2, the Java consumer and librdkafka, read every record, and on
-  Flotilla the follower in r2 served the bytes (its flotilla_follower_fetch_bytes_out_total).
+  Flotilla the follower in r2 served the bytes (its flotilla_follower_fetch_bytes_out_total);
+- the Java consumer reading from the follower in r2 goes back to the leader when that follower is
+  killed (kill -9), and reads every record written after.
 
 The same tests run against three KRaft Kafka nodes configured alike (`make interop-apache`); there
 only what the clients and the wire show is checked (Kafka's metrics are JMX).
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import threading
 import time
 
 import pytest
@@ -177,6 +180,13 @@ def log_size(cluster, topic: str) -> float:
     return sample(scrape(cluster.broker(1)), "flotilla_log_size_bytes", f'partition="0",topic="{topic}"')
 
 
+def rack_r2_config(cluster) -> str:
+    """A Java client properties file putting the client in rack r2."""
+    path = cluster.workdir / "client-r2.properties"
+    path.write_text("client.rack=r2\n")
+    return str(path)
+
+
 def check_served_by_follower_2(cluster, kafka_target, topic: str, before) -> None:
     after = served_from_followers(cluster, kafka_target)
     if after is None:
@@ -186,16 +196,13 @@ def check_served_by_follower_2(cluster, kafka_target, topic: str, before) -> Non
     assert delta[2] >= log_size(cluster, topic) > 0, (delta, log_size(cluster, topic))
 
 
-def test_java_and_librdkafka_consumers_in_rack_r2_read_everything_from_the_follower_in_r2(
-        cluster, kafka_target, tmp_path):
+def test_java_and_librdkafka_consumers_in_rack_r2_read_everything_from_the_follower_in_r2(cluster, kafka_target):
     java_client.require()
     topic = led_by_1(cluster, "kip392-java")
     before = served_from_followers(cluster, kafka_target)
-    config = tmp_path / "client.properties"
-    config.write_text("client.rack=r2\n")
     proc = subprocess.run(java_client.command("consume", "--bootstrap", cluster.bootstrap, "--topic", topic,
                                               "--offset-reset", "earliest", "--max", str(RECORDS),
-                                              "--timeout-ms", "60000", "--config", str(config)),
+                                              "--timeout-ms", "60000", "--config", str(rack_r2_config(cluster))),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     got = [json.loads(line)["value"] for line in proc.stdout.splitlines()
            if line.startswith("{") and json.loads(line).get("event") == "record"]
@@ -221,3 +228,43 @@ def test_java_and_librdkafka_consumers_in_rack_r2_read_everything_from_the_follo
     assert got == [f"v{i}".encode() for i in range(RECORDS)], len(got)
     check_served_by_follower_2(cluster, kafka_target, topic, before)
 
+
+
+def test_java_consumer_goes_back_to_the_leader_when_its_follower_dies(cluster, kafka_target):
+    """Kafka's Java consumer drops its preferred replica when a fetch from it fails; the leader stops
+    naming the follower once it is out of the ISR (Flotilla: its Lease expired; Kafka: fenced), so
+    the consumer reads the rest from the leader."""
+    java_client.require()
+    topic = led_by_1(cluster, "kip392-failover")
+    proc = subprocess.Popen(java_client.command("consume", "--bootstrap", cluster.broker(1).bootstrap, "--topic", topic,
+                                                "--offset-reset", "earliest", "--max", str(2 * RECORDS),
+                                                "--timeout-ms", "150000", "--config", str(rack_r2_config(cluster))),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    got: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("{"):
+                event = json.loads(line)
+                if event.get("event") == "record":
+                    got.append(event["value"])
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        wait_for(f"the Java consumer in r2 to read the first {RECORDS} records", lambda: len(got), timeout=60,
+                 until=lambda n: n >= RECORDS)
+        served = served_from_followers(cluster, kafka_target)
+        assert served is None or served[2] >= log_size(cluster, topic) > 0, served  # read from the follower so far
+        cluster.broker(2).kill9()
+        with kafka_wire.connect(cluster.broker(1).bootstrap) as conn:
+            for b in range(RECORDS // 10, 2 * RECORDS // 10):
+                conn.produce_when_led(topic, 0, records_batch([f"v{b * 10 + i}".encode() for i in range(10)]), acks=1)
+        wait_for(f"the Java consumer to read all {2 * RECORDS} records from the leader", lambda: len(got),
+                 timeout=120, until=lambda n: n >= 2 * RECORDS)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(30)
+        reader.join(10)
+    assert got == [f"v{i}" for i in range(2 * RECORDS)], (len(got), proc.stderr.read()[-2000:] if proc.stderr else "")
