@@ -7,6 +7,7 @@ replica fetcher moves its high watermark."""
 from __future__ import annotations
 
 import asyncio
+import os
 import types
 
 from kio.schema.errors import ErrorCode
@@ -129,5 +130,46 @@ async def test_a_follower_serves_consumers_up_to_its_high_watermark(tmp_path):
     follower.apply_image(store.image)
     pr, _, _ = read_one(handler, 0, any_replica=True)
     assert pr.error_code == ErrorCode.not_leader_or_follower and pr.current_leader == (1, 6)
+    leader.close()
+    follower.close()
+
+
+def copy_to_follower(lpart, fpart, follower) -> None:
+    """The leader's batches the follower lacks, appended as the replica fetcher does."""
+    lpart.log.flush()
+    region = lpart.log.read(fpart.log.log_end_offset, 1 << 20, upper_bound=lpart.log.log_end_offset, min_one=True)
+    follower.append_as_follower(fpart, os.pread(region.fd, region.length, region.position))
+
+
+async def test_read_committed_at_a_follower_stops_at_its_last_stable_offset_and_names_aborted_transactions(tmp_path):
+    from broker.protocol import records as record_headers
+    from flotilla.testenv import kafka_wire
+
+    store = ImageStore(topic(PartitionState(1, 5, (1, 2, 3), (1, 2, 3))))
+    with_racks(store)
+    leader = manager(tmp_path / "leader", store, node_id=1)
+    leader.apply_image(store.image)
+    lpart = leader.get("t", 0)
+    follower = manager(tmp_path / "follower", store, node_id=2)
+    follower.apply_image(store.image)
+    fpart = follower.follower("t", 0, 5)
+    txn = kafka_wire.build_batch([kafka_wire.Msg(None, b"in-txn")], producer_id=7, producer_epoch=0, base_sequence=0,
+                                 transactional=True)
+    leader.append(lpart, *batch(1))  # offset 0
+    leader.append(lpart, txn, record_headers.validate_batches(txn, 1 << 20))  # offset 1, transaction open
+    leader.append(lpart, *batch(1))  # offset 2
+    copy_to_follower(lpart, fpart, follower)
+    fpart.log.high_watermark = 3
+    handler = handler_for(follower, store)
+    pr, total, _ = read_one(handler, 0, any_replica=True, read_committed=True)
+    assert (pr.error_code, pr.high_watermark, pr.last_stable_offset) == (0, 3, 1) and total > 0
+    assert pr.records.length < read_one(handler, 0, any_replica=True)[0].records.length  # stops below offset 1
+    pr, total, _ = read_one(handler, 1, any_replica=True, read_committed=True)
+    assert (pr.error_code, total) == (0, 0)  # at the last stable offset: nothing yet
+    lpart.log.append_marker(7, 0, commit=False, coordinator_epoch=0, leader_epoch=5)  # offset 3: ABORT
+    copy_to_follower(lpart, fpart, follower)
+    fpart.log.high_watermark = 4
+    pr, total, _ = read_one(handler, 0, any_replica=True, read_committed=True)
+    assert (pr.last_stable_offset, pr.aborted_transactions) == (4, [(7, 1)]) and total > 0
     leader.close()
     follower.close()
