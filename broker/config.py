@@ -181,6 +181,19 @@ def _cluster_name(value: str) -> str:
     return v
 
 
+REPLICA_SELECTORS = ("org.apache.kafka.common.replica.RackAwareReplicaSelector",
+                     "org.apache.kafka.common.replica.LeaderSelector")  # broker/replica/replica_selector.py
+
+
+def _replica_selector(value: str) -> str:
+    """replica.selector.class: empty (none, Kafka's default) or one of Kafka's own selector classes."""
+    v = value.strip()
+    if v and v not in REPLICA_SELECTORS:
+        raise ValueError(f"unknown replica selector class; Flotilla serves {' and '.join(REPLICA_SELECTORS)} "
+                         "(or empty: consumers always read from the leader)")
+    return v
+
+
 def _optional_positive(whole: bool) -> Callable[[str], float | None]:
     def parse(value: str) -> float | None:
         if not value.strip():
@@ -323,6 +336,12 @@ KEYS: tuple[Key, ...] = (
         "Bytes a follower asks for in one fetch over all its partitions."),
     Key("replica.fetch.backoff.ms", "1000", _int_at_least(0),
         "How long a replica fetcher waits after its leader could not be reached or answered an error."),
+    Key("replica.selector.class", "", _replica_selector,
+        "KIP-392: how a partition's leader picks the replica a consumer (Fetch v11+) should read from. "
+        "org.apache.kafka.common.replica.RackAwareReplicaSelector: an in-sync replica in the consumer's "
+        "client.rack when the leader is not in it; org.apache.kafka.common.replica.LeaderSelector or "
+        "empty (the default): the leader. Followers serve consumer fetches up to their high watermark "
+        "whatever this says (docs/replication.md)."),
     Key("auto.leader.rebalance.enable", "true", _parse_bool,
         "Every leader.imbalance.check.interval.seconds the controller moves leadership back to the "
         "preferred replica (the first of each partition) wherever that replica is live and in the ISR."),

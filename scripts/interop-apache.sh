@@ -26,6 +26,7 @@ suites=(
   tests/e2e/test_manual_assignment.py
   tests/e2e/test_stray_logs.py
   tests/e2e/test_replication_throttle.py
+  tests/e2e/test_fetch_from_follower.py
   tests/e2e/test_transactions_end_to_end.py
   tests/e2e/test_transactions_clients.py
   tests/e2e/test_transactions_system.py

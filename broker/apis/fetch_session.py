@@ -105,7 +105,8 @@ class CachedPartition:
     def must_respond(self, result: PartitionResult, update: bool) -> bool:
         """Whether `result` tells the fetcher something new (records, moved offsets, an error);
         with `update`, remember the offsets as sent."""
-        respond = result.records_size > 0
+        # New records, and a preferred read replica (KIP-392), are always sent.
+        respond = result.records_size > 0 or result.preferred_read_replica >= 0
         if result.error_code != 0:
             # Errors are always sent; forgetting the watermark makes the partition be sent again
             # once the error goes away.

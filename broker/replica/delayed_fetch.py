@@ -5,6 +5,9 @@ them checks that partition only. The bytes each partition could return are kept 
 recomputed, for the partition whose key fired, from its fetch offset and high watermark (nothing
 to read while the watermark has not passed the fetch offset), so a session of 10,000 idle
 partitions costs nothing per append to one of them.
+
+A consumer's fetch of a partition this broker follows (KIP-392) waits the same way: the replica
+fetcher checks the partition's key whenever the follower's high watermark or log start moves.
 """
 
 from __future__ import annotations
@@ -24,8 +27,12 @@ class DelayedFetch(DelayedOperation):
 
     def __init__(self, replicas: "ReplicaManager", lookup: Callable[[tuple[str, int]], "CachedPartition | None"],
                  available: dict[tuple[str, int], int], min_bytes: int, replica: bool = False,
-                 read_committed: bool = False, held_back: Callable[[tuple[str, int]], bool] | None = None) -> None:
+                 read_committed: bool = False, held_back: Callable[[tuple[str, int]], bool] | None = None,
+                 any_replica: bool = False) -> None:
         super().__init__()
+        # A consumer's Fetch v11+ (KIP-392): a partition this broker follows is read up to its high
+        # watermark, and the fetch keeps waiting when a partition led here becomes a follower.
+        self.any_replica = any_replica
         # A follower's partition the leader's replication throttle holds back counts no bytes (KIP-73).
         self.held_back = held_back
         self.read_committed = read_committed  # readable up to the last stable offset (KIP-98)
@@ -45,9 +52,9 @@ class DelayedFetch(DelayedOperation):
 
     def _update(self, key: tuple[str, int], cp: "CachedPartition") -> bool:
         """Recompute what `key` can return; True if the fetch must answer now (an error)."""
-        part = self.replicas.get(*key)
-        if part is None:
-            return True
+        part = self.replicas.partitions.get(key) if self.any_replica else self.replicas.get(*key)
+        if part is None or (0 <= cp.current_leader_epoch != part.leader_epoch):
+            return True  # no longer a replica here, or the consumer's epoch is fenced / unknown now
         log = part.log
         if cp.fetch_offset < log.log_start_offset or cp.fetch_offset > log.log_end_offset:
             return True

@@ -17,7 +17,8 @@ registration). It speaks the protocol any Kafka broker would:
   no longer followed from this leader.
 - The leader's batches are appended as they are (`Log.append_as_follower`, offsets and epochs
   kept); the follower's high watermark becomes min(the leader's, its own log end) and its log
-  start follows the leader's (DeleteRecords, retention).
+  start follows the leader's (DeleteRecords, retention); consumers' fetches parked here (KIP-392,
+  fetch from follower) are checked when either moves.
 - A fenced or unknown epoch, or NOT_LEADER_OR_FOLLOWER, means the image has moved or is about to:
   the partition is retried after a back-off and re-planned when the image changes.
 """
@@ -417,10 +418,15 @@ class ReplicaFetcher:
                     f.retry_at = time.monotonic() + RETRY_PARTITION_S
                     self.sent.pop(tp, None)
                     return
+        before = (lg.high_watermark, lg.log_start_offset)
         lg.high_watermark = min(int(p.high_watermark), lg.log_end_offset)
         leader_start = int(p.log_start_offset)
         if leader_start > lg.log_start_offset:  # KIP-107: the leader's DeleteRecords or retention
             lg.advance_log_start_offset(min(leader_start, lg.high_watermark))
+        if (lg.high_watermark, lg.log_start_offset) != before:
+            # Consumers fetching from this follower (KIP-392) wait for its high watermark, as
+            # Kafka's ReplicaFetcherThread completes delayed fetches of partitions whose moved.
+            rm.fetch_purgatory.check_and_complete(tp)
 
 
 class ReplicaFetcherManager:

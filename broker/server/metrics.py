@@ -125,6 +125,10 @@ class BrokerMetrics:
                                   "ready to run waits for the loop", buckets=LOOP_LAG_BUCKETS, registry=r)
         self.bytes_in = Counter("flotilla_topic_bytes_in", "Record bytes appended, per topic", ["topic"], registry=r)
         self.bytes_out = Counter("flotilla_topic_bytes_out", "Record bytes sent to fetchers, per topic", ["topic"], registry=r)
+        self.follower_fetch_bytes = Counter(
+            "flotilla_follower_fetch_bytes_out",
+            "Record bytes sent to consumers from partitions this broker follows (KIP-392 fetch from follower), "
+            "per client rack (\"\" when the consumer names none)", ["client_rack"], registry=r)
         self.messages_in = Counter("flotilla_topic_messages_in", "Records appended, per topic", ["topic"], registry=r)
         self.sendfile_bytes = Counter("flotilla_sendfile_bytes", "Record bytes sent from segment files with sendfile()", registry=r)
         self.connections = Gauge("flotilla_connections", "Open client connections", registry=r)

@@ -23,6 +23,7 @@ from flotilla.testenv import kafka_wire
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
+FIRST_RACK_ID_VERSION = 11
 FIRST_TOPIC_ID_VERSION = 13
 FIRST_REPLICA_STATE_VERSION = 15
 
@@ -43,9 +44,10 @@ def fetch_request(
     min_bytes: int = 1,
     partition_max_bytes: int = 1 << 20,
     max_bytes: int = 50 << 20,
+    rack_id: str = "",
 ) -> Any:
     """A FetchRequest; topics are keyed by name below v13 and by topic id (uuid) from v13 on:
-    {topic: {partition: fetch offset}}."""
+    {topic: {partition: fetch offset}}; `rack_id` (v11+, KIP-392) is the client's rack."""
     m = _module(version, "request")
     uses_ids = version >= FIRST_TOPIC_ID_VERSION
 
@@ -66,6 +68,10 @@ def fetch_request(
         forgotten_topics_data=tuple(
             m.ForgottenTopic(**topic_kw(t), partitions=tuple(ps)) for t, ps in (forgotten or {}).items()),
     )
+    if version >= FIRST_RACK_ID_VERSION:
+        kw["rack_id"] = rack_id
+    elif rack_id:
+        raise ValueError(f"Fetch v{version} has no rack_id (v{FIRST_RACK_ID_VERSION}+)")
     if version >= FIRST_REPLICA_STATE_VERSION:
         kw["replica_state"] = m.ReplicaState(replica_id=replica_id)
     else:
@@ -134,6 +140,7 @@ class SessionFetcher:
     max_wait_ms: int = 0
     min_bytes: int = 1
     partition_max_bytes: int = 1 << 20
+    rack_id: str = ""  # v11+: the client's rack (KIP-392)
     wanted: dict[tuple[Hashable, int], int] = field(default_factory=dict)  # (topic, p) -> fetch offset
     session_id: int = 0
     epoch: int = INITIAL_EPOCH
@@ -168,7 +175,7 @@ class SessionFetcher:
     def _request(self, topics, forgotten) -> Any:
         return fetch_request(self.version, self.session_id, self.epoch, topics, forgotten, replica_id=self.replica_id,
                              max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
-                             partition_max_bytes=self.partition_max_bytes)
+                             partition_max_bytes=self.partition_max_bytes, rack_id=self.rack_id)
 
     def fetch(self) -> Exchange:
         request, kind = self.build()

@@ -8,6 +8,11 @@ A partition led by another broker answers NOT_LEADER_OR_FOLLOWER with the leader
 and endpoint in the tagged fields (KIP-951), as Kafka does. A consumer's current_leader_epoch
 older than the partition's epoch here is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH
 (KIP-320, broker/replica/leader_epoch_check.py): it must not read from a leader it does not know.
+
+KIP-392: a consumer's Fetch v11+ may be served by a follower (Kafka's FetchParams.fetchOnlyFromLeader
+is false for it), up to the follower's high watermark (read_committed: its last stable offset);
+with `replica.selector.class` set, the leader answers a partition with a preferred read replica
+(broker/apis/preferred_replica.py) and no records instead of serving it.
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ from broker.security.acl import AclOperation, ResourceType
 from broker.metadata import cluster_view
 from broker.replica import follower_identity, reassignment_metrics
 from broker.replica.delayed_fetch import DelayedFetch
+from broker.apis.preferred_replica import preferred_read_replica_of
 from broker.apis.fetch_session import CachedPartition, FetchContext, IncrementalFetchContext, PartitionKey, topic_key
 from broker.apis.handlers.base import Handler, RequestContext
 from broker.replica.leader_epoch_check import check_current_leader_epoch
 
 ALL_BYTES = 2**31 - 1
 READ_COMMITTED = 1  # isolation_level (v4+): read only below the last stable offset
+FIRST_RACK_AWARE = 11  # Fetch v11 (KIP-392): rack_id; consumers may fetch from followers
 REFUSAL_LOG_INTERVAL_S = 60.0
 
 log = logging.getLogger(__name__)
@@ -116,7 +123,8 @@ class FetchHandler(Handler):
     # -- reading ------------------------------------------------------------------------------
 
     def read(self, partitions: Iterable[CachedPartition], skip_unchanged: bool, max_bytes: int, replica_id: int = -1,
-             refused: bool = False, read_committed: bool = False, may_read: Callable[[str], bool] | None = None):
+             refused: bool = False, read_committed: bool = False, may_read: Callable[[str], bool] | None = None,
+             any_replica: bool = False, prefer: Callable[[object, int], int] | None = None):
         """Read each partition from its fetch offset. Returns ([(partition, result)], record bytes,
         any error?, {(topic, index): bytes readable} for the partitions that had some).
 
@@ -137,6 +145,14 @@ class FetchHandler(Handler):
         With an authorizer, `may_read(topic)` says whether the fetcher may read the topic; a
         partition of a topic it may not answers TOPIC_AUTHORIZATION_FAILED (after an unknown
         topic id, which Kafka reports first).
+
+        KIP-392, consumers only: with `any_replica` (Fetch v11+) a partition this broker follows is
+        read as on the leader but up to the follower's own high watermark (an offset between it
+        and the log end reads nothing, one past the log end is OFFSET_OUT_OF_RANGE, as Kafka's
+        Partition.fetchRecords on a follower). With `prefer(partition, fetch_offset)`, a led
+        partition whose preferred read replica is another broker answers that replica, the
+        offsets and no records; such an answer, like an error, makes the fetch answer at once
+        (the third value returned).
         """
         rm = self.broker.replicas
         held = rm.partitions
@@ -155,8 +171,8 @@ class FetchHandler(Handler):
                 errors = True
                 continue
             part = held.get(cp.tp)
-            if part is None or not part.is_leader or (cp.topic_id is not None and part.topic_id is not cp.topic_id
-                                                      and part.topic_id != cp.topic_id):
+            if part is None or (not part.is_leader and not (any_replica and replica_id < 0)) or (
+                    cp.topic_id is not None and part.topic_id is not cp.topic_id and part.topic_id != cp.topic_id):
                 results.append((cp, self.error_result(cp)))
                 errors = True
                 continue
@@ -180,6 +196,12 @@ class FetchHandler(Handler):
                 upper = lg.high_watermark
             hw, log_start = lg.high_watermark, lg.log_start_offset
             lso = lg.last_stable_offset
+            if prefer is not None and replica_id < 0 and part.is_leader:
+                preferred = prefer(part, cp.fetch_offset)
+                if preferred >= 0:  # Kafka's readFromLog: the offsets, no read
+                    results.append((cp, PartitionResult(cp.partition, 0, hw, lso, log_start, None, preferred, b"")))
+                    errors = True
+                    continue
             if read_committed and replica_id < 0:
                 upper = lso
             if (skip_unchanged and cp.fetch_offset == upper and hw == cp.high_watermark
@@ -321,19 +343,23 @@ class FetchHandler(Handler):
                 max_bytes = max(1, min(max_bytes, int(quota_bytes)))
         partitions = context.partitions()
         read_committed = int(getattr(request, "isolation_level", 0)) == READ_COMMITTED
+        any_replica = replica_id < 0 and ctx.api_version >= FIRST_RACK_AWARE  # KIP-392
+        prefer = self.preferred_rule(ctx, request) if any_replica else None
         results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes, replica_id,
-                                                      refused, read_committed, may_read)
+                                                      refused, read_committed, may_read, any_replica, prefer)
         max_wait_s = request.max_wait.total_seconds()
         if total < request.min_bytes and not errors and max_wait_s > 0 and context.kind != "session_error":
             keys, lookup = self.watcher(context, partitions)
             if keys:
                 op = DelayedFetch(self.broker.replicas, lookup, available, request.min_bytes, replica=follower,
-                                  read_committed=read_committed, held_back=self.held_back(replica_id) if follower else None)
+                                  read_committed=read_committed, held_back=self.held_back(replica_id) if follower else None,
+                                  any_replica=any_replica)
                 parked = time.perf_counter_ns()
                 await self.broker.fetch_purgatory.wait(op, keys, max_wait_s)
                 ctx.waited_ns += time.perf_counter_ns() - parked  # not handler time (request quota)
                 results, total, errors, available = self.read(partitions, context.skip_unchanged, max_bytes,
-                                                              replica_id, refused, read_committed, may_read)
+                                                              replica_id, refused, read_committed, may_read,
+                                                              any_replica, prefer)
         if not follower and (quotas.fetch.enabled or quotas.request.enabled):
             throttled = self.throttled_response(ctx, context, results)
             if throttled is not None:
@@ -350,10 +376,40 @@ class FetchHandler(Handler):
                 size = sum(p.records_size for p in tr.partitions)
                 if size:
                     self.broker.metrics.bytes_out.labels(tr.name).inc(size)
+        if any_replica:
+            self.count_follower_bytes(sent, getattr(request, "rack_id", "") or "")
         chunks = fetch_response.encode_fetch_response(
             ctx.api_version, ctx.header.correlation_id, throttle_time_ms=ctx.throttle_ms, error_code=error_code,
             session_id=session_id, topics=topics, node_endpoints=self.leader_endpoints(ctx, topics))
         return Response(chunks)
+
+    def preferred_rule(self, ctx: RequestContext, request) -> Callable[[object, int], int] | None:
+        """KIP-392: (led partition, fetch offset) -> the preferred read replica for this consumer,
+        or None when no replica.selector.class is set or the client names no rack."""
+        selector = self.broker.config["replica.selector.class"]
+        client_rack = getattr(request, "rack_id", "") or ""
+        if not selector or not client_rack:
+            return None
+        image = self.broker.store.image
+        listener = cluster_view.listener_of(ctx)
+        return lambda part, offset: preferred_read_replica_of(part, image, listener, selector, client_rack, offset)
+
+    def count_follower_bytes(self, sent, client_rack: str) -> None:
+        """Record bytes this broker served to a consumer from partitions it follows (KIP-392),
+        by the client's rack: "" when it names none, "other" when no broker is in it (a client
+        chooses its rack id: the label never takes a value no broker has)."""
+        held = self.broker.replicas.partitions
+        size = 0
+        for cp, pr in sent:
+            n = pr.records_size
+            if n:
+                part = held.get(cp.tp)
+                if part is not None and not part.is_leader:
+                    size += n
+        if size:
+            if client_rack and all(reg.rack != client_rack for reg in self.broker.store.image.brokers.values()):
+                client_rack = "other"
+            self.broker.metrics.follower_fetch_bytes.labels(client_rack).inc(size)
 
     def held_back(self, replica_id: int) -> Callable[[tuple[str, int]], bool] | None:
         """For a parked follower fetch: whether the leader throttle holds a partition back now."""

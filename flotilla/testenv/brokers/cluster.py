@@ -54,7 +54,10 @@ class ClusterBroker(FlotillaBroker):
 
 class BrokerCluster(Fleet):
     def __init__(self, workdir: Path, kube_env: Any, namespace: str, size: int = 3,
-                 name: str = "fleet", overrides: dict[str, str] | None = None) -> None:
+                 name: str = "fleet", overrides: dict[str, str] | None = None,
+                 node_overrides: dict[int, dict[str, str]] | None = None) -> None:
+        """`overrides` apply to every broker, `node_overrides` (node id -> keys) to one each
+        (broker.rack per broker), winning over `overrides`."""
         self.workdir = Path(workdir)
         self.kube_env = kube_env
         self.namespace = namespace
@@ -73,7 +76,7 @@ class BrokerCluster(Fleet):
         }
         self.brokers: list[ClusterBroker] = [
             ClusterBroker(self.workdir / f"broker-{n}", kubeconfig=kube_env.kubeconfig, node_id=n,
-                          port=free_port(), overrides=dict(common))
+                          port=free_port(), overrides={**common, **(node_overrides or {}).get(n, {})})
             for n in range(1, size + 1)]
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -61,16 +61,18 @@ class KraftNode(ApacheKafka):
 
 
 class ApacheCluster(Fleet):
-    """`size` KRaft nodes, ids 1..size; `overrides` apply to every node (they win over defaults)."""
+    """`size` KRaft nodes, ids 1..size; `overrides` apply to every node (they win over defaults),
+    `node_overrides` (node id -> keys) to one each (broker.rack per node), winning over `overrides`."""
 
     def __init__(self, workdir: Path, size: int = 3, overrides: dict[str, str] | None = None,
-                 jvm_opts: Sequence[str] | None = None) -> None:
+                 jvm_opts: Sequence[str] | None = None,
+                 node_overrides: dict[int, dict[str, str]] | None = None) -> None:
         self.workdir = Path(workdir)
         ports = {n: free_port() for n in range(1, size + 1)}
         voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in ports.items())
         self.brokers: list[KraftNode] = [
             KraftNode(self.workdir / f"kafka-{n}", node_id=n, voters=voters, controller_port=ports[n], size=size,
-                      jvm_opts=jvm_opts, overrides=dict(overrides or {}))
+                      jvm_opts=jvm_opts, overrides={**(overrides or {}), **(node_overrides or {}).get(n, {})})
             for n in ports]
 
     def start(self, timeout: float = 180.0) -> "ApacheCluster":
