@@ -87,7 +87,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
         memo[key] = set()
     for key in ("progress", "lease_holders", "rd_failures"):
         memo[key] = {}
-    if op.metrics_port >= 0:
+    if op.metrics_port >= 0 and memo.get("metrics_server") is None:  # under --leader-elect: already up
         server = metrics.MetricsServer(op.metrics_host, op.metrics_port)
         memo["metrics_server"] = server
         logger.info(f"metrics: {server.start()}")

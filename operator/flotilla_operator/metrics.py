@@ -66,6 +66,17 @@ REBALANCE_PHASE = Gauge(
 _CLUSTER_GAUGES = (READY_BROKERS, DESIRED_BROKERS, REGISTERED_BROKERS, CONTROLLER, REBALANCE_MOVING,
                    REBALANCE_REMAINING)
 
+LEADER = Gauge(
+    "flotilla_operator_leader",
+    "1 while this replica holds the operator's election Lease and reconciles, 0 while it stands by "
+    "(only with --leader-elect).",
+)
+READY = Gauge(
+    "flotilla_operator_ready",
+    "1 while this replica's /readyz answers 200: the leader with kopf started and its Lease renewed, "
+    "or a standby that reads the Lease (only with --leader-elect).",
+)
+
 RECORDS_DELETED = Counter(
     "flotilla_operator_records_deleted",
     "Records deleted by a RecordDeletion (its runs' DeleteRecords), by resource.",
