@@ -74,7 +74,7 @@ def test_helm_lint_is_clean(helm):
     both = helm.helm("template", RELEASE, str(CHART), "--set", "watchAllNamespaces=true", "--set", "watchNamespaces={a}",
                      check=False)
     assert both.returncode != 0 and "leave watchNamespaces empty" in both.stderr
-    bad = helm.helm("lint", str(CHART), "--set", "replicaCount=2", check=False)
+    bad = helm.helm("lint", str(CHART), "--set", "replicaCount=2", "--set", "leaderElection.enabled=false", check=False)
     assert bad.returncode != 0 and "replicaCount" in bad.stdout + bad.stderr
 
 
@@ -93,7 +93,21 @@ def test_helm_template_renders_what_we_expect(helm):
     assert container["command"] == ["flotilla", "operator"]
     assert "--metrics-address=0.0.0.0:9405" in container["args"] and "--all-namespaces" not in container["args"]
     assert [a for a in container["args"] if a.startswith("--namespace")] == ["--namespace=ops"]
-    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    # Two replicas electing a leader (election.yaml): rolled one at a time, probed, one kept by a PDB.
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    assert "--leader-elect" in container["args"] and "--lease-name=flotilla-operator" in container["args"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "health"}
+    (pdb,) = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"]["minAvailable"] == 1 and pdb["spec"]["selector"]["matchLabels"] == \
+        deployment["spec"]["selector"]["matchLabels"]
+    assert ("Lease", "flotilla-operator") in kinds
+    single = [d for d in yaml.safe_load_all(helm.helm("template", RELEASE, str(CHART), "--set", "replicaCount=1",
+                                                      "--set", "leaderElection.enabled=false").stdout) if d]
+    assert next(d for d in single if d["kind"] == "Deployment")["spec"]["strategy"]["type"] == "Recreate"
+    assert not [d for d in single if d["kind"] in {"Lease", "PodDisruptionBudget"}]
     # Chart CRDs are the rendered ones, byte for byte in content.
     for d in docs:
         if d["kind"] == "CustomResourceDefinition":

@@ -46,6 +46,8 @@ NEEDED = [
     ("get", "roles.rbac.authorization.k8s.io"), ("get", "rolebindings.rbac.authorization.k8s.io"),
     # A removed broker's or listener's external (NodePort) Services: listed by label, deleted.
     ("list", "services"), ("delete", "services"),
+    # Leader election between replicas: the one Lease the chart creates, by name (never any other).
+    ("get", "leases.coordination.k8s.io/flotilla-operator"), ("update", "leases.coordination.k8s.io/flotilla-operator"),
 ]
 # What it must not do.
 FORBIDDEN = [
@@ -63,6 +65,7 @@ FORBIDDEN = [
     ("delete", "leases.coordination.k8s.io"), ("create", "kafkatopics.flotilla.io"),
     ("delete", "kafkatopics.flotilla.io"), ("update", "kafkatopics.flotilla.io", "status"),
     ("bind", "clusterroles.rbac.authorization.k8s.io/admin"),
+    ("update", "leases.coordination.k8s.io/kube-controller-manager"),
 ]
 
 
