@@ -74,7 +74,9 @@ def test_helm_lint_is_clean(helm):
     both = helm.helm("template", RELEASE, str(CHART), "--set", "watchAllNamespaces=true", "--set", "watchNamespaces={a}",
                      check=False)
     assert both.returncode != 0 and "leave watchNamespaces empty" in both.stderr
-    bad = helm.helm("lint", str(CHART), "--set", "replicaCount=2", "--set", "leaderElection.enabled=false", check=False)
+    # Two replicas without a leader would both reconcile (helm lint reports a template's fail only as INFO).
+    bad = helm.helm("template", RELEASE, str(CHART), "--set", "replicaCount=2", "--set", "leaderElection.enabled=false",
+                    check=False)
     assert bad.returncode != 0 and "replicaCount" in bad.stdout + bad.stderr
 
 
@@ -85,7 +87,7 @@ def test_helm_template_renders_what_we_expect(helm):
     assert ("Deployment", "flotilla-operator") in kinds
     # Issue 38: by default its rights reach the release's namespace only.
     assert ("ClusterRole", "flotilla-operator") in kinds and ("ClusterRoleBinding", "flotilla-operator") not in kinds
-    assert [d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"] == ["ops"]
+    assert [d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"] == ["ops", "ops"]  # + election
     assert sum(1 for k, _ in kinds if k == "CustomResourceDefinition") == 5  # KafkaCluster, ClientQuota, RecordDeletion, KafkaTopic, KafkaUser
     assert not any(k == "PodMonitor" for k, _ in kinds)
     deployment = next(d for d in docs if d["kind"] == "Deployment")
@@ -117,14 +119,14 @@ def test_helm_template_renders_what_we_expect(helm):
                        "--set", "podMonitor.enabled=true").stdout
     scoped_docs = [d for d in yaml.safe_load_all(scoped) if d]
     bindings = sorted(d["metadata"]["namespace"] for d in scoped_docs if d["kind"] == "RoleBinding")
-    assert bindings == ["team-a", "team-b"]
+    assert bindings == ["ops", "team-a", "team-b"]  # the election Lease's stays in the release's namespace
     assert not any(d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "flotilla-operator" for d in scoped_docs)
     assert any(d["kind"] == "PodMonitor" for d in scoped_docs)
     args = next(d for d in scoped_docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args and "--namespace=ops" not in args
     wide = [d for d in yaml.safe_load_all(helm.helm("template", RELEASE, str(CHART), "--namespace", "ops", "--set",
                                                     "watchAllNamespaces=true").stdout) if d]
-    assert not [d for d in wide if d["kind"] == "RoleBinding"]
+    assert [d["metadata"]["name"] for d in wide if d["kind"] == "RoleBinding"] == ["flotilla-operator-election"]
     assert any(d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "flotilla-operator" for d in wide)
     args = next(d for d in wide if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--all-namespaces" in args and not [a for a in args if a.startswith("--namespace")]
@@ -146,7 +148,8 @@ def can_i(kube_env, ns: str, sa_ns: str, verb: str, resource: str, subresource: 
 
 def test_service_account_may_do_what_the_operator_does_and_no_more(helm, release, kube_namespace):
     sa_ns, _ = release
-    missing, excess = operator_rbac.missing_and_excess(helm, sa_ns, f"{sa_ns}:{SERVICE_ACCOUNT}")
+    missing, excess = operator_rbac.missing_and_excess(helm, sa_ns, f"{sa_ns}:{SERVICE_ACCOUNT}",
+                                                       operator_rbac.NEEDED + operator_rbac.ELECTION)
     assert not missing, f"chart RBAC lacks {missing}"
     assert not excess, f"chart RBAC grants {excess}"
     # Issue 38: nothing in a namespace it does not watch (Secrets, RoleBindings...).
