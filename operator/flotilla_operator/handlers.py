@@ -77,7 +77,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
     settings.watching.label_selectors["coordination.k8s.io", "leases"] = LEASE_ROLE_LABEL
     # The API client logs whole response bodies at DEBUG: too much even for --verbose.
     logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)
-    memo["kube"] = Kube(await load_api_client(), op.field_manager)
+    memo["kube"] = Kube(await load_api_client(), op.field_manager, on_status=metrics.observe_conditions)
     memo["locks"] = {}
     memo["rd_schedules"] = Schedules(RECORD_DELETION.kind)
     # kopf hands each resource object a shallow copy of this memo: state shared between the

@@ -30,8 +30,9 @@ class Health:
         self.kopf_ready: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
         self.port = 0
-        metrics.LEADER.set_function(lambda: 1.0 if self.elector.leading else 0.0)
-        metrics.READY.set_function(lambda: 1.0 if self.ready() else 0.0)
+        leader, ready = metrics.election_gauges()
+        leader.set_function(lambda: 1.0 if self.elector.leading else 0.0)
+        ready.set_function(lambda: 1.0 if self.ready() else 0.0)
 
     def ready(self) -> bool:
         e, now = self.elector, self._now()
