@@ -23,6 +23,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.test_operator import CHILDREN, IMAGE, condition, get_json, kafkacluster
 from flotilla.testenv.brokers.broker_process import REPO_ROOT
@@ -65,6 +66,14 @@ class Replica:
         except urllib.error.HTTPError as err:
             return err.code, json.loads(err.read())
 
+    def metric(self, name: str) -> float | None:
+        """One unlabelled sample of this replica's /metrics (None: not exported)."""
+        # The last one: `flotilla operator` first prints the address asked for (port 0).
+        url = re.findall(r"metrics (http://127\.0\.0\.1:\d+/metrics)", self.output())[-1]
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+        return next((s.value for f in text_string_to_metric_families(text) for s in f.samples
+                     if s.name == name and not s.labels), None)
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -102,6 +111,10 @@ def test_the_standby_takes_over_when_the_leader_is_killed_mid_reconcile(kube_env
     wait_for("replica a ready as the leader", lambda: a.health()[0] == 200 and a.health()[1]["role"] == "leader",
              timeout=60)
 
+    # The election gauges the operator alerts read (monitoring/prometheus-rules.yaml).
+    assert (a.metric("flotilla_operator_leader"), b.metric("flotilla_operator_leader")) == (1, 0), logs(a, b)
+    assert (a.metric("flotilla_operator_ready"), b.metric("flotilla_operator_ready")) == (1, 1), logs(a, b)
+
     kube_env.kubectl("apply", "-f", "-", input=json.dumps(kafkacluster(name, ns, replicas=3)))
     wait_for("the leader to start reconciling", lambda: get_json(kube_env, "serviceaccount", f"{name}-broker",
                                                                  "-n", ns, check=False), timeout=60, interval=0.1)
@@ -137,6 +150,7 @@ def test_the_standby_takes_over_when_the_leader_is_killed_mid_reconcile(kube_env
         wait_for("the deleted ConfigMap re-created", lambda: get_json(kube_env, "configmap", f"{name}-config",
                                                                       "-n", ns, check=False), timeout=60)
         assert b.health()[0] == 200 and b.health()[1]["role"] == "leader"
+        assert b.metric("flotilla_operator_leader") == 1
     except BaseException:
         print(logs(a, b))
         raise
