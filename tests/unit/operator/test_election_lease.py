@@ -207,3 +207,23 @@ async def test_ready_is_a_leader_with_kopf_started_or_a_standby_that_reads_the_l
                                          "ready": True}
     clock.t += 10  # neither renewed nor read for the renew deadline
     assert not ha.ready() and not hb.ready()
+
+
+async def test_losing_the_lease_exits_the_process_at_once_and_a_clean_stop_does_not(monkeypatch):
+    from flotilla_operator.election import process
+
+    exits = []
+    monkeypatch.setattr(process.os, "_exit", exits.append)
+
+    async def lost():
+        return "b holds the Lease now"
+
+    task = asyncio.create_task(lost())
+    await task
+    process._on_keeper_done(task)
+    assert exits == [process.EXIT_LOST]
+    cancelled = asyncio.create_task(asyncio.sleep(10))
+    cancelled.cancel()
+    await asyncio.gather(cancelled, return_exceptions=True)
+    process._on_keeper_done(cancelled)
+    assert exits == [process.EXIT_LOST]  # a clean stop cancels the keeper: no exit
