@@ -106,6 +106,9 @@ def test_helm_template_renders_what_we_expect(helm):
     assert pdb["spec"]["minAvailable"] == 1 and pdb["spec"]["selector"]["matchLabels"] == \
         deployment["spec"]["selector"]["matchLabels"]
     assert ("Lease", "flotilla-operator") in kinds
+    (spread,) = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]
+    assert spread["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     single = [d for d in yaml.safe_load_all(helm.helm("template", RELEASE, str(CHART), "--set", "replicaCount=1",
                                                       "--set", "leaderElection.enabled=false").stdout) if d]
     assert next(d for d in single if d["kind"] == "Deployment")["spec"]["strategy"]["type"] == "Recreate"
