@@ -3,7 +3,8 @@ control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok pods), 
 the Deployment runs it: one leads and reconciles, the other stands by and touches nothing; the
 leader killed with SIGKILL while a KafkaCluster is being brought up, the standby takes the Lease
 and the KafkaCluster converges (Ready, every child present, a deleted child re-created); a clean
-stop (SIGTERM) releases the Lease.
+stop (SIGTERM) releases the Lease. A leader cut off the API server (tests/support/api_cut.py) exits
+at its renew deadline, before the standby takes the Lease: never two reconciling at once.
 
     pytest -p flotilla.testenv.pytest_plugin -m kube tests/e2e/test_operator_failover.py
 
@@ -20,12 +21,15 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from flotilla_operator.election.process import EXIT_LOST
 from tests.e2e.test_operator import CHILDREN, IMAGE, condition, get_json, kafkacluster
+from tests.support.api_cut import ApiCut
 from flotilla.testenv.brokers.broker_process import REPO_ROOT
 from flotilla.testenv.brokers.crds import install_crds
 from flotilla.testenv.waiting import wait_for
@@ -38,9 +42,9 @@ LEASE_DURATION_S, RENEW_DEADLINE_S, RETRY_PERIOD_S = 4, 3, 0.5
 
 
 class Replica:
-    def __init__(self, name: str, kube_env, namespace: str, log_dir: Path) -> None:
+    def __init__(self, name: str, kube_env, namespace: str, log_dir: Path, kubeconfig: Path | None = None) -> None:
         self.name, self.log = name, log_dir / f"operator-{name}.log"
-        env = dict(kube_env.env, KUBECONFIG=str(kube_env.kubeconfig), FLOTILLA_BROKER_IMAGE=IMAGE,
+        env = dict(kube_env.env, KUBECONFIG=str(kubeconfig or kube_env.kubeconfig), FLOTILLA_BROKER_IMAGE=IMAGE,
                    PYTHONUNBUFFERED="1", POD_NAME=f"replica-{name}")
         with self.log.open("w") as out:
             self.proc = subprocess.Popen(
@@ -84,7 +88,8 @@ class Replica:
 def replicas(kube_env, kube_namespace, tmp_path):
     install_crds(kube_env)
     started: list[Replica] = []
-    yield lambda name: started.append(Replica(name, kube_env, kube_namespace, tmp_path)) or started[-1]
+    yield lambda name, kubeconfig=None: (started.append(Replica(name, kube_env, kube_namespace, tmp_path, kubeconfig))
+                                         or started[-1])
     for r in started:
         r.stop()
     for r in started:  # pytest shows a teardown's output with a failure
@@ -160,3 +165,36 @@ def test_the_standby_takes_over_when_the_leader_is_killed_mid_reconcile(kube_env
     assert b.proc.wait(60) == 0, logs(b)
     assert "released Lease" in b.output(), logs(b)
     assert not holder(kube_env, ns).get("holderIdentity"), holder(kube_env, ns)
+
+
+def logged_at(line: str) -> datetime:
+    """The time of a log line of the operator ("[2026-12-07 17:28:52,695] ...", local time)."""
+    stamp = re.match(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]", line).group(1)
+    return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").astimezone(timezone.utc)
+
+
+@pytest.mark.timeout(300)
+def test_a_leader_cut_off_the_api_server_exits_before_the_standby_takes_over(kube_env, kube_namespace, replicas,
+                                                                            tmp_path):
+    ns = kube_namespace
+    cut = ApiCut(kube_env.kubeconfig, tmp_path / "api-a")
+    try:
+        a = replicas("a", kubeconfig=cut.kubeconfig)
+        wait_for("replica a to lead", lambda: holder(kube_env, ns).get("holderIdentity") == a.identity
+                 and "leads; starting the operator" in a.output(), timeout=60)
+        b = replicas("b")
+        wait_for("replica b to stand by", lambda: "standing by" in b.output(), timeout=60)
+        cut.cut()  # a can neither renew nor read; b sees no renewal
+        wait_for("replica b to take the Lease", lambda: holder(kube_env, ns).get("holderIdentity") == b.identity,
+                 timeout=60)
+        assert a.proc.wait(30) == EXIT_LOST, logs(a, b)
+        (lost,) = [line for line in a.output().splitlines() if "lost the leader election Lease" in line]
+        assert "renew deadline" in lost, lost
+        acquired = datetime.strptime(holder(kube_env, ns)["acquireTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+            tzinfo=timezone.utc)
+        # a stopped reconciling (exited) before b started: the deadline (3 s) is shorter than the
+        # duration (4 s) that b waits from the last renewal it saw.
+        assert logged_at(lost) < acquired, (lost, acquired, logs(a, b))
+        wait_for("replica b ready as the leader", lambda: b.health()[1]["role"] == "leader", timeout=60)
+    finally:
+        cut.close()

@@ -33,8 +33,12 @@ logger = logging.getLogger("flotilla.election")
 
 
 def _exit_lost(why: str) -> None:
-    print(f"flotilla operator: lost the leader election Lease ({why}); exiting", file=sys.stderr, flush=True)
+    """Exit now, without the graceful stop (whose reconciles would overlap the next leader's)."""
+    logger.error(f"election: lost the leader election Lease ({why}); exiting")  # timestamped
+    for handler in logging.getLogger().handlers:
+        handler.flush()
     sys.stdout.flush()
+    sys.stderr.flush()
     os._exit(EXIT_LOST)
 
 
