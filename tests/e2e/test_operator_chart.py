@@ -78,6 +78,8 @@ def test_helm_lint_is_clean(helm):
     bad = helm.helm("template", RELEASE, str(CHART), "--set", "replicaCount=2", "--set", "leaderElection.enabled=false",
                     check=False)
     assert bad.returncode != 0 and "replicaCount" in bad.stdout + bad.stderr
+    slow = helm.helm("template", RELEASE, str(CHART), "--set", "leaderElection.renewDeadlineSeconds=20", check=False)
+    assert slow.returncode != 0 and "renewDeadlineSeconds < leaseDurationSeconds" in slow.stderr
 
 
 def test_helm_template_renders_what_we_expect(helm):
