@@ -29,6 +29,11 @@ def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]
     return host, number
 
 
+def _identity(pod_name: str | None) -> str:
+    """Unique per process, even for two on one host (client-go: host name and a UUID)."""
+    return f"{pod_name or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
 @dataclass(frozen=True)
 class LeaderElection:
     """`--leader-elect`: which Lease the replicas campaign for, how fast, and where /readyz is."""
@@ -43,7 +48,7 @@ class LeaderElection:
     name: str = "flotilla-operator"
     """The Lease's name. FLOTILLA_OPERATOR_LEASE_NAME."""
 
-    identity: str = ""
+    identity: str = field(default_factory=lambda: _identity(None))
     """This replica's holderIdentity: $POD_NAME (or the host name) and a random suffix."""
 
     lease_duration_s: float = 15.0
@@ -65,7 +70,7 @@ class LeaderElection:
         e = cls(enabled=env.get("FLOTILLA_OPERATOR_LEADER_ELECT", "").lower() in ("1", "true", "yes"),
                 namespace=env.get("FLOTILLA_OPERATOR_LEASE_NAMESPACE") or env.get("POD_NAMESPACE") or "",
                 name=env.get("FLOTILLA_OPERATOR_LEASE_NAME") or cls.name,
-                identity=f"{env.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}")
+                identity=_identity(env.get("POD_NAME")))
         if env.get("FLOTILLA_OPERATOR_HEALTH_ADDRESS"):
             e = e.with_health(env["FLOTILLA_OPERATOR_HEALTH_ADDRESS"])
         return e

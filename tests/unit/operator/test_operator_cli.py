@@ -71,3 +71,10 @@ def test_leader_election_is_off_unless_asked_and_takes_its_flags_and_env(tmp_pat
         assert "--lease-namespace" in str(exc)
     else:
         raise AssertionError("no namespace and no service account: refused")
+
+
+def test_every_election_setting_has_a_unique_identity_even_unconfigured():
+    from flotilla_operator.settings import LeaderElection
+
+    a, b = LeaderElection(), LeaderElection()
+    assert a.identity and b.identity and a.identity != b.identity
