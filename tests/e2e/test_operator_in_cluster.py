@@ -12,7 +12,8 @@ manifest is applied as shipped except for the image (the test image, imagePullPo
 is no registry) and a shorter resync; the module removes the operator again at its end (the next
 module may run its own operator on the host) and leaves the CRDs, which every module re-applies.
 
-What it shows: the Deployment's ServiceAccount may do what the operator does (the development
+What it shows: the Deployment's two replicas both Ready by the kubelet's probes, one holding the
+election Lease (test_operator_rollout.py rolls them); its ServiceAccount may do what the operator does (the development
 example, examples/kafkacluster-dev.yaml applied as written, goes Ready; RecordDeletions get their
 status); a `consumedBy` RecordDeletion on `interval: 30s` keeps a
 topic that one client produces to and consumes from continuously (committing as it goes) bounded,
