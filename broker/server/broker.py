@@ -39,6 +39,7 @@ from broker.apis.fetch_session import FetchSessionCache
 from broker.apis.handlers import all_handlers
 from broker.server.loop_errors import RateLimitedExceptionHandler
 from broker.server.metadata_backends import open_broker_config_store, open_quota_store, open_scram_store
+from broker.security.serving_certificates import serving_certificates
 from broker.server.metrics import BrokerMetrics
 from broker.server.metrics_http import start_metrics_server
 from broker.server.readiness import NOT_STARTED, Readiness, replica_readiness
@@ -86,6 +87,7 @@ class Broker:
             Path(d).mkdir(parents=True, exist_ok=True)
         self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config["cluster.id"] or None)
         self.metrics = BrokerMetrics()
+        self.metrics.watch_certificates(serving_certificates(config))
         self.store = open_store(config, self.cluster_id, first_dir)
         self.incarnation = str(uuid.uuid4())
         self.fetch_purgatory = Purgatory("fetch")

@@ -21,6 +21,7 @@ from broker.replica.log_dirs import disk_space  # noqa: F401 (the log-dir gauges
 if TYPE_CHECKING:
     from broker.apis.fetch_session import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
+    from broker.security.serving_certificates import ServingCertificate
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 LOOP_LAG_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
@@ -187,6 +188,19 @@ class BrokerMetrics:
 
     def watch_logs(self, replicas: "ReplicaManager") -> None:
         self._replicas = replicas
+
+    def watch_certificates(self, certificates: "Iterable[ServingCertificate]") -> None:
+        """The validity of each TLS listener's served certificate (broker/security/serving_certificates.py),
+        so that an expiry alert fires from the brokers themselves, with or without the operator."""
+        expiry = Gauge("flotilla_broker_certificate_expiry_timestamp_seconds",
+                       "When the certificate a TLS listener serves expires (notAfter, Unix time)",
+                       ["listener"], registry=self.registry)
+        start = Gauge("flotilla_broker_certificate_not_before_timestamp_seconds",
+                      "When the certificate a TLS listener serves became valid (notBefore, Unix time); with the "
+                      "expiry, its lifetime", ["listener"], registry=self.registry)
+        for cert in certificates:
+            expiry.labels(cert.listener).set(cert.not_after)
+            start.labels(cert.listener).set(cert.not_before)
 
     def watch_fetch_sessions(self, cache: "FetchSessionCache") -> None:
         """Session gauges read the cache at scrape time; evictions are counted as they happen."""

@@ -100,6 +100,12 @@ def cluster() -> dict[str, Any]:
         Panel("Operator reconcile p99", [T("histogram_quantile(0.99, sum by (kind, le) "
                                            "(rate(flotilla_operator_reconcile_duration_seconds_bucket[$__rate_interval])))",
                                            "{{kind}}")], unit="s"),
+        Panel("Served certificates: time left", [T(f"min by (pod, listener) (flotilla_broker_certificate_expiry_timestamp_seconds"
+                                                   f"{{{SEL}}} - time())", "{{pod}} {{listener}}")],
+              unit="s", description="What each TLS listener serves, from the brokers (FlotillaCertificateExpiring)."),
+        Panel("Stalled resources", [T("sum by (kind) (flotilla_operator_resource_stalled{namespace=~\"$namespace\"})",
+                                      "{{kind}}")],
+              description="Resources whose spec cannot be reconciled as written (FlotillaResourceStalled)."),
     ])
     storage = Row("Storage", [
         Panel("Log dir usable space", [T(f"min by (pod, dir) (flotilla_log_dir_usable_bytes{{{SEL}}} / "

@@ -5,7 +5,7 @@ Layout: `api` (the custom resources, in pydantic, one module each), `crd_render`
 broker/metadata/names.py), `status` and `events` (conditions and Events, pure), `reconcilers` (one
 per resource: read, decide with the builders, act, report), `clients` (the Kubernetes API, the
 clusters' Kafka admin APIs, certificates and credentials), `handlers` (the kopf registrations
-only), `settings`, `metrics`, `cli`.
+only), `election` (leader election between replicas, a Lease), `settings`, `metrics`, `cli`.
 """
 
 GROUP = "flotilla.io"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 from dataclasses import replace
 
 import yaml
 
-from .settings import Settings
+from .settings import LeaderElection, Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +30,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--resync-seconds", type=float, help="re-apply every KafkaCluster this often (default 60)")
     parser.add_argument("--broker-image", help="broker image for clusters without spec.image")
+    election = parser.add_argument_group("leader election (two or more replicas; docs/operator.md)")
+    election.add_argument("--leader-elect", action="store_true",
+                          help="campaign for a Lease and reconcile only while holding it ($FLOTILLA_OPERATOR_LEADER_ELECT)")
+    election.add_argument("--lease-namespace", help="the Lease's namespace (default $POD_NAMESPACE)")
+    election.add_argument("--lease-name", help="the Lease's name (default flotilla-operator)")
+    election.add_argument("--lease-duration", type=float, metavar="S",
+                          help="a standby takes over this long after the last renewal it saw (default 15)")
+    election.add_argument("--renew-deadline", type=float, metavar="S",
+                          help="the leader exits when it could not renew for this long (default 10)")
+    election.add_argument("--retry-period", type=float, metavar="S", help="renew and retry interval (default 2)")
+    election.add_argument("--health-address", metavar="HOST:PORT",
+                          help="/livez and /readyz under --leader-elect (default 127.0.0.1:8081)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log kopf's details")
 
 
@@ -46,7 +59,20 @@ def settings_from_args(args: argparse.Namespace, env: dict[str, str] | None = No
         s = replace(s, resync_seconds=args.resync_seconds)
     if args.broker_image:
         s = replace(s, broker_image=args.broker_image)
-    return s
+    return replace(s, election=election_from_args(args, s.election))
+
+
+def election_from_args(args: argparse.Namespace, e: LeaderElection) -> LeaderElection:
+    if getattr(args, "leader_elect", False):
+        e = replace(e, enabled=True)
+    for flag, key in (("lease_namespace", "namespace"), ("lease_name", "name"), ("lease_duration", "lease_duration_s"),
+                      ("renew_deadline", "renew_deadline_s"), ("retry_period", "retry_period_s")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            e = replace(e, **{key: value})
+    if getattr(args, "health_address", None):
+        e = e.with_health(args.health_address)
+    return e
 
 
 def describe_kube_context() -> str:
@@ -91,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
     from . import handlers  # noqa: F401  (registers the handlers)
 
     kopf.configure(verbose=args.verbose)
+    if settings.election.enabled:
+        from .election.process import run_elected
+
+        return asyncio.run(run_elected(settings))
     kopf.run(
         standalone=True,
         clusterwide=settings.clusterwide,

@@ -78,7 +78,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
     settings.watching.label_selectors["coordination.k8s.io", "leases"] = LEASE_ROLE_LABEL
     # The API client logs whole response bodies at DEBUG: too much even for --verbose.
     logging.getLogger("kubernetes_asyncio").setLevel(logging.INFO)
-    memo["kube"] = Kube(await load_api_client(), op.field_manager)
+    memo["kube"] = Kube(await load_api_client(), op.field_manager, on_status=metrics.observe_conditions)
     # Logged, never fatal: which Kubernetes Flotilla needs (1.30) and what is off below it; then one
     # release's migration of KafkaTopics that named their cluster by app.kubernetes.io/instance.
     await check_kube_version(memo["kube"])
@@ -92,7 +92,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logg
         memo[key] = set()
     for key in ("progress", "lease_holders", "rd_failures", "pod_problems"):
         memo[key] = {}
-    if op.metrics_port >= 0:
+    if op.metrics_port >= 0 and memo.get("metrics_server") is None:  # under --leader-elect: already up
         server = metrics.MetricsServer(op.metrics_host, op.metrics_port)
         memo["metrics_server"] = server
         logger.info(f"metrics: {server.start()}")

@@ -66,6 +66,14 @@ REBALANCE_PHASE = Gauge(
 _CLUSTER_GAUGES = (READY_BROKERS, DESIRED_BROKERS, REGISTERED_BROKERS, CONTROLLER, REBALANCE_MOVING,
                    REBALANCE_REMAINING)
 
+RESOURCE_STALLED = Gauge(
+    "flotilla_operator_resource_stalled",
+    "1 while a resource's Stalled condition is True (its spec cannot be reconciled as written: InvalidSpec, "
+    "InvalidConfig, Conflict, ...), 0 otherwise; as last written to its status, by kind.",
+    ["kind", "namespace", "name"],
+)
+_ELECTION: dict[str, Gauge] = {}
+
 RECORDS_DELETED = Counter(
     "flotilla_operator_records_deleted",
     "Records deleted by a RecordDeletion (its runs' DeleteRecords), by resource.",
@@ -103,8 +111,41 @@ def observe_rebalance(namespace: str, name: str, rebalance: dict) -> None:
     REBALANCE_REMAINING.labels(namespace, name).set(max(0, remaining))
 
 
+def election_gauges() -> tuple[Gauge, Gauge]:
+    """`flotilla_operator_leader` and `flotilla_operator_ready`, registered only under
+    --leader-elect (a lone operator exports neither, so no alert reads its 0 as "no leader")."""
+    if not _ELECTION:
+        _ELECTION["leader"] = Gauge(
+            "flotilla_operator_leader",
+            "1 while this replica holds the operator's election Lease and reconciles, 0 while it stands by.")
+        _ELECTION["ready"] = Gauge(
+            "flotilla_operator_ready",
+            "1 while this replica's /readyz answers 200: the leader with kopf started and its Lease renewed, "
+            "or a standby that reads the Lease.")
+    return _ELECTION["leader"], _ELECTION["ready"]
+
+
+def observe_conditions(kind: str, namespace: str, name: str, status: dict) -> None:
+    """The Stalled gauge from a status just written (clients/kube.py's on_status hook). A patch
+    without conditions (status.rebalance alone) changes nothing; one with them holds them all."""
+    conditions = status.get("conditions")
+    if conditions is None:
+        return
+    stalled = any(c.get("type") == "Stalled" and c.get("status") == "True" for c in conditions)
+    RESOURCE_STALLED.labels(kind, namespace, name).set(1 if stalled else 0)
+
+
+def forget_resource(kind: str, namespace: str, name: str) -> None:
+    """A deleted resource's Stalled series goes with it."""
+    try:
+        RESOURCE_STALLED.remove(kind, namespace, name)
+    except KeyError:
+        pass
+
+
 def forget_cluster(namespace: str, name: str) -> None:
     """A deleted KafkaCluster leaves no series behind (no alert on brokers nobody wants)."""
+    forget_resource("KafkaCluster", namespace, name)
     for metric in _CLUSTER_GAUGES:
         try:
             metric.remove(namespace, name)
@@ -119,6 +160,7 @@ def forget_cluster(namespace: str, name: str) -> None:
 
 def forget_record_deletion(namespace: str, name: str) -> None:
     """A deleted RecordDeletion leaves no series behind (labels stay bounded by live resources)."""
+    forget_resource("RecordDeletion", namespace, name)
     for metric in (RECORDS_DELETED, DELETION_LAST_SUCCESS):
         try:
             metric.remove(namespace, name)

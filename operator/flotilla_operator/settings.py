@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import uuid
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import Mapping
@@ -25,6 +27,67 @@ def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]
     if not 0 <= number <= 65535:
         raise ValueError(f"port out of range in {text!r}")
     return host, number
+
+
+def _identity(pod_name: str | None) -> str:
+    """Unique per process, even for two on one host (client-go: host name and a UUID)."""
+    return f"{pod_name or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """`--leader-elect`: which Lease the replicas campaign for, how fast, and where /readyz is."""
+
+    enabled: bool = False
+    """FLOTILLA_OPERATOR_LEADER_ELECT=true; off by default (a lone local run needs no Lease)."""
+
+    namespace: str = ""
+    """The Lease's namespace: FLOTILLA_OPERATOR_LEASE_NAMESPACE, else $POD_NAMESPACE (the chart sets
+    it), else the service account's namespace."""
+
+    name: str = "flotilla-operator"
+    """The Lease's name. FLOTILLA_OPERATOR_LEASE_NAME."""
+
+    identity: str = field(default_factory=lambda: _identity(None))
+    """This replica's holderIdentity: $POD_NAME (or the host name) and a random suffix."""
+
+    lease_duration_s: float = 15.0
+    """A standby takes over this long after it last saw the Lease renewed."""
+
+    renew_deadline_s: float = 10.0
+    """The leader stops (exits) when no renewal succeeded for this long."""
+
+    retry_period_s: float = 2.0
+    """How often the leader renews and a standby tries."""
+
+    health_host: str = "127.0.0.1"
+    """Address of /livez and /readyz (the chart sets 0.0.0.0). FLOTILLA_OPERATOR_HEALTH_ADDRESS."""
+
+    health_port: int = 8081
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> LeaderElection:
+        e = cls(enabled=env.get("FLOTILLA_OPERATOR_LEADER_ELECT", "").lower() in ("1", "true", "yes"),
+                namespace=env.get("FLOTILLA_OPERATOR_LEASE_NAMESPACE") or env.get("POD_NAMESPACE") or "",
+                name=env.get("FLOTILLA_OPERATOR_LEASE_NAME") or cls.name,
+                identity=_identity(env.get("POD_NAME")))
+        if env.get("FLOTILLA_OPERATOR_HEALTH_ADDRESS"):
+            e = e.with_health(env["FLOTILLA_OPERATOR_HEALTH_ADDRESS"])
+        return e
+
+    def with_health(self, address: str) -> LeaderElection:
+        host, port = parse_address(address)
+        return replace(self, health_host=host, health_port=port)
+
+    def lease_namespace(self, service_account_ns: str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace") -> str:
+        if self.namespace:
+            return self.namespace
+        try:
+            with open(service_account_ns) as fh:
+                return fh.read().strip()
+        except OSError:
+            raise ValueError("--leader-elect needs the Lease's namespace: --lease-namespace, "
+                             "$FLOTILLA_OPERATOR_LEASE_NAMESPACE or $POD_NAMESPACE") from None
 
 
 @dataclass(frozen=True)
@@ -59,6 +122,9 @@ class Settings:
     field_manager: str = "flotilla-operator"
     """Field manager name used for server-side apply."""
 
+    election: LeaderElection = field(default_factory=lambda: LeaderElection())
+    """Leader election among replicas (off unless asked for: the chart turns it on)."""
+
     @property
     def clusterwide(self) -> bool:
         return not self.namespaces
@@ -87,7 +153,7 @@ class Settings:
             s = replace(s, broker_image=env["FLOTILLA_BROKER_IMAGE"])
         if env.get("FLOTILLA_BROKER_IMAGE_PULL_POLICY"):
             s = replace(s, image_pull_policy=env["FLOTILLA_BROKER_IMAGE_PULL_POLICY"])
-        return s
+        return replace(s, election=LeaderElection.from_env(env))
 
     def with_metrics(self, address: str) -> Settings:
         if address in ("off", "none", ""):

@@ -77,10 +77,15 @@ def test_helm_lint_is_clean(helm):
     both = helm.helm("template", RELEASE, str(CHART), *kube, "--set", "watchAllNamespaces=true", "--set", "watchNamespaces={a}",
                      check=False)
     assert both.returncode != 0 and "leave watchNamespaces empty" in both.stderr
-    bad = helm.helm("lint", str(CHART), *kube, "--set", "replicaCount=2", check=False)
     too_old = helm.helm("template", RELEASE, str(CHART), "--kube-version", "1.29.9", check=False)
     assert too_old.returncode != 0 and ">=1.30.0-0" in too_old.stderr, too_old.stderr
+    # Two replicas without a leader would both reconcile (helm lint reports a template's fail only as INFO).
+    bad = helm.helm("template", RELEASE, str(CHART), *kube, "--set", "replicaCount=2", "--set",
+                    "leaderElection.enabled=false", check=False)
     assert bad.returncode != 0 and "replicaCount" in bad.stdout + bad.stderr
+    slow = helm.helm("template", RELEASE, str(CHART), *kube, "--set", "leaderElection.renewDeadlineSeconds=20",
+                     check=False)
+    assert slow.returncode != 0 and "renewDeadlineSeconds < leaseDurationSeconds" in slow.stderr
 
 
 def test_helm_template_renders_what_we_expect(helm):
@@ -90,7 +95,7 @@ def test_helm_template_renders_what_we_expect(helm):
     assert ("Deployment", "flotilla-operator") in kinds
     # Issue 38: by default its rights reach the release's namespace only.
     assert ("ClusterRole", "flotilla-operator") in kinds and ("ClusterRoleBinding", "flotilla-operator") not in kinds
-    assert [d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"] == ["ops"]
+    assert [d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"] == ["ops", "ops"]  # + election
     assert sum(1 for k, _ in kinds if k == "CustomResourceDefinition") == 5  # KafkaCluster, ClientQuota, RecordDeletion, KafkaTopic, KafkaUser
     assert not any(k == "PodMonitor" for k, _ in kinds)
     deployment = next(d for d in docs if d["kind"] == "Deployment")
@@ -98,7 +103,25 @@ def test_helm_template_renders_what_we_expect(helm):
     assert container["command"] == ["flotilla", "operator"]
     assert "--metrics-address=0.0.0.0:9405" in container["args"] and "--all-namespaces" not in container["args"]
     assert [a for a in container["args"] if a.startswith("--namespace")] == ["--namespace=ops"]
-    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    # Two replicas electing a leader (election.yaml): rolled one at a time, probed, one kept by a PDB.
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    assert "--leader-elect" in container["args"] and "--lease-name=flotilla-operator" in container["args"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "health"}
+    (pdb,) = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"]["minAvailable"] == 1 and pdb["spec"]["selector"]["matchLabels"] == \
+        deployment["spec"]["selector"]["matchLabels"]
+    assert ("Lease", "flotilla-operator") in kinds
+    (spread,) = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]
+    assert spread["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    single = [d for d in yaml.safe_load_all(helm.helm("template", RELEASE, str(CHART), "--kube-version", install_render.KUBE_VERSION,
+                                                      "--set", "replicaCount=1",
+                                                      "--set", "leaderElection.enabled=false").stdout) if d]
+    assert next(d for d in single if d["kind"] == "Deployment")["spec"]["strategy"]["type"] == "Recreate"
+    assert not [d for d in single if d["kind"] in {"Lease", "PodDisruptionBudget"}]
     # Chart CRDs are the rendered ones, byte for byte in content.
     for d in docs:
         if d["kind"] == "CustomResourceDefinition":
@@ -108,14 +131,14 @@ def test_helm_template_renders_what_we_expect(helm):
                        "--set", "podMonitor.enabled=true").stdout
     scoped_docs = [d for d in yaml.safe_load_all(scoped) if d]
     bindings = sorted(d["metadata"]["namespace"] for d in scoped_docs if d["kind"] == "RoleBinding")
-    assert bindings == ["team-a", "team-b"]
+    assert bindings == ["ops", "team-a", "team-b"]  # the election Lease's stays in the release's namespace
     assert not any(d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "flotilla-operator" for d in scoped_docs)
     assert any(d["kind"] == "PodMonitor" for d in scoped_docs)
     args = next(d for d in scoped_docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args and "--namespace=ops" not in args
     wide = [d for d in yaml.safe_load_all(helm.helm("template", RELEASE, str(CHART), "--kube-version", install_render.KUBE_VERSION, "--namespace", "ops", "--set",
                                                     "watchAllNamespaces=true").stdout) if d]
-    assert not [d for d in wide if d["kind"] == "RoleBinding"]
+    assert [d["metadata"]["name"] for d in wide if d["kind"] == "RoleBinding"] == ["flotilla-operator-election"]
     assert any(d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "flotilla-operator" for d in wide)
     args = next(d for d in wide if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--all-namespaces" in args and not [a for a in args if a.startswith("--namespace")]
@@ -137,7 +160,8 @@ def can_i(kube_env, ns: str, sa_ns: str, verb: str, resource: str, subresource: 
 
 def test_service_account_may_do_what_the_operator_does_and_no_more(helm, release, kube_namespace):
     sa_ns, _ = release
-    missing, excess = operator_rbac.missing_and_excess(helm, sa_ns, f"{sa_ns}:{SERVICE_ACCOUNT}")
+    missing, excess = operator_rbac.missing_and_excess(helm, sa_ns, f"{sa_ns}:{SERVICE_ACCOUNT}",
+                                                       operator_rbac.NEEDED + operator_rbac.ELECTION)
     assert not missing, f"chart RBAC lacks {missing}"
     assert not excess, f"chart RBAC grants {excess}"
     # Issue 38: nothing in a namespace it does not watch (Secrets, RoleBindings...).

@@ -12,7 +12,8 @@ manifest is applied as shipped except for the image (the test image, imagePullPo
 is no registry) and a shorter resync; the module removes the operator again at its end (the next
 module may run its own operator on the host) and leaves the CRDs, which every module re-applies.
 
-What it shows: the Deployment's ServiceAccount may do what the operator does (the development
+What it shows: the Deployment's two replicas both Ready by the kubelet's probes, one holding the
+election Lease (test_operator_rollout.py rolls them); its ServiceAccount may do what the operator does (the development
 example, examples/kafkacluster-dev.yaml applied as written, goes Ready; RecordDeletions get their
 status); a `consumedBy` RecordDeletion on `interval: 30s` keeps a
 topic that one client produces to and consumes from continuously (committing as it goes) bounded,
@@ -67,13 +68,25 @@ T0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the first record's CreateTime
 _QUIET = ("Handler 'lease_event' succeeded", "GET /healthz", "Activity 'kafkaclusters' succeeded")
 
 
+OPERATOR_PODS = "app.kubernetes.io/name=flotilla,app.kubernetes.io/component=operator"
+
+
 def operator_log(env, tail: int = 200) -> str:
-    """The operator's last `tail` log lines without the routine ones (tail=-1: its whole log, as is)."""
+    """The last `tail` log lines of both operator replicas (each line prefixed with its pod) without
+    the routine ones (tail=-1: their whole logs, as they are)."""
+    args = ["logs", "-l", OPERATOR_PODS, "-n", OPERATOR_NS, "--prefix", "--max-log-requests=4"]
     if tail < 0:
-        return env.kubectl("logs", "deployment/flotilla-operator", "-n", OPERATOR_NS, check=False).stdout
-    lines = env.kubectl("logs", "deployment/flotilla-operator", "-n", OPERATOR_NS, f"--tail={tail * 20}",
-                        check=False).stdout.splitlines()
+        return env.kubectl(*args, "--tail=-1", check=False).stdout
+    lines = env.kubectl(*args, f"--tail={tail * 20}", check=False).stdout.splitlines()
     return "\n".join([line for line in lines if not any(q in line for q in _QUIET)][-tail:])
+
+
+def leader_pod(env) -> dict:
+    """The operator replica holding the election Lease (its holderIdentity starts with the pod's name)."""
+    holder = get_json(env, "lease", "flotilla-operator", "-n", OPERATOR_NS)["spec"].get("holderIdentity") or ""
+    pods = get_json(env, "pods", "-n", OPERATOR_NS, "-l", OPERATOR_PODS)["items"]
+    (pod,) = [p for p in pods if holder.startswith(p["metadata"]["name"] + "_")]
+    return pod
 
 
 def topics_report(env, ns: str) -> str:
@@ -364,10 +377,16 @@ def rows(obj) -> dict[int, dict]:
 def test_operator_runs_in_the_cluster_from_the_install_manifest(kube_node_env, installed, fleet):
     env = kube_node_env
     pods = get_json(env, "pods", "-n", OPERATOR_NS, "-l", "app.kubernetes.io/component=operator")["items"]
-    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
-    spec = pods[0]["spec"]
-    assert spec["serviceAccountName"] == "flotilla-operator" and spec["containers"][0]["image"] == env.image
-    assert "in-cluster (service account)" in operator_log(env, tail=-1)
+    assert len(pods) == 2, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        spec = pod["spec"]
+        assert spec["serviceAccountName"] == "flotilla-operator" and spec["containers"][0]["image"] == env.image
+        # Both Ready (the kubelet's /readyz probe): the leader and a standby able to take over.
+        assert condition(pod, "Ready").get("status") == "True", pod["metadata"]["name"]
+    log = operator_log(env, tail=-1)
+    assert log.count("in-cluster (service account)") == 2, log[-3000:]
+    leader = leader_pod(env)["metadata"]["name"]
+    assert f"{leader}_" in log and "leads; starting the operator" in log and "standing by" in log, log[-3000:]
     # It created the brokers with the image it was told to use.
     sts = get_json(env, "statefulset", f"{NAME}-broker", "-n", fleet)
     assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == env.image
@@ -534,9 +553,9 @@ def test_every_metric_the_dashboards_and_alerts_use_is_exported_by_the_pods(kube
     env, ns = kube_node_env, fleet
     pages = []
     brokers = get_json(env, "pods", "-n", ns, "-l", "app.kubernetes.io/component=broker")["items"]
-    operator = get_json(env, "pods", "-n", OPERATOR_NS, "-l", "app.kubernetes.io/component=operator")["items"]
-    assert len(brokers) == 3 and len(operator) == 1
-    for pod, port in [(p, 9404) for p in brokers] + [(operator[0], 9405)]:
+    operator = leader_pod(env)  # the standby reports no cluster's gauges
+    assert len(brokers) == 3
+    for pod, port in [(p, 9404) for p in brokers] + [(operator, 9405)]:
         with urllib.request.urlopen(f"http://{pod['status']['podIP']}:{port}/metrics", timeout=10) as resp:
             pages.append(resp.read().decode())
     exported = set().union(*(monitoring_names.exported(page) for page in pages))

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "monitoring" / "prometheus-rules.yaml"
 DASHBOARDS = ROOT / "monitoring" / "dashboards"
 # Every metric the shipped files use is Flotilla's own: flotilla_* (scraped) or flotilla:* (recorded).
+ELECTION_ONLY = frozenset({"flotilla_operator_leader", "flotilla_operator_ready"})  # --leader-elect only
 _NAME = re.compile(r"(?<![A-Za-z0-9_:])(flotilla[_:][A-Za-z0-9_:]*)")
 
 

@@ -53,6 +53,10 @@ NEEDED = [
     # A removed broker's or listener's external (NodePort) Services: listed by label, deleted.
     ("list", "services"), ("delete", "services"),
 ]
+# Leader election between replicas, in the operator's own namespace only: the one Lease the chart
+# creates, by name (never another Lease: FORBIDDEN's create and update).
+ELECTION = [("get", "leases.coordination.k8s.io/flotilla-operator"),
+            ("update", "leases.coordination.k8s.io/flotilla-operator")]
 # What it must not do.
 FORBIDDEN = [
     ("delete", "secrets"), ("patch", "secrets"), ("create", "pods"), ("delete", "pods"),
@@ -71,6 +75,7 @@ FORBIDDEN = [
     ("delete", "kafkatopics.flotilla.io"), ("update", "kafkatopics.flotilla.io", "status"),
     ("update", "kafkatopics.flotilla.io"), ("patch", "persistentvolumeclaims"), ("delete", "persistentvolumeclaims"),
     ("bind", "clusterroles.rbac.authorization.k8s.io/admin"),
+    ("update", "leases.coordination.k8s.io/kube-controller-manager"),
 ]
 
 
@@ -90,14 +95,17 @@ def allowed(kube_env: Any, ns: str, account: str, checks: list) -> list:
     return [check for check, yes in zip(checks, answers) if yes]
 
 
-def missing_and_excess(kube_env: Any, ns: str, account: str) -> tuple[list, list]:
+def missing_and_excess(kube_env: Any, ns: str, account: str, needed: list | None = None) -> tuple[list, list]:
+    """What of `needed` (default NEEDED; NEEDED + ELECTION in the operator's own namespace) the
+    account lacks in `ns`, and what of FORBIDDEN it holds there."""
     # `can-i` answers "no" for a resource the API server does not serve: install cert-manager's CRDs,
     # as in a cluster where spec.certificates.issuerRef can be used.
     from flotilla.testenv import cert_manager
 
     cert_manager.install_crds(kube_env.kubectl)
-    granted = allowed(kube_env, ns, account, NEEDED + FORBIDDEN)
-    return [n for n in NEEDED if n not in granted], [n for n in FORBIDDEN if n in granted]
+    needed = NEEDED if needed is None else needed
+    granted = allowed(kube_env, ns, account, needed + FORBIDDEN)
+    return [n for n in needed if n not in granted], [n for n in FORBIDDEN if n in granted]
 
 
 # Issue 38: what an operator managing some namespaces must not do in the others (a RoleBinding's
@@ -111,7 +119,8 @@ ELSEWHERE_FORBIDDEN = [
 
 def granted_elsewhere(kube_env: Any, ns: str, account: str) -> list:
     """What the account may do in `ns`, a namespace it does not manage: should be nothing."""
-    return allowed(kube_env, ns, account, ELSEWHERE_FORBIDDEN + [n for n in NEEDED if n not in ELSEWHERE_FORBIDDEN])
+    return allowed(kube_env, ns, account,
+                   ELSEWHERE_FORBIDDEN + [n for n in NEEDED + ELECTION if n not in ELSEWHERE_FORBIDDEN])
 
 
 def can_i_everywhere(kube_env: Any, account: str, verb: str, resource: str) -> bool:

@@ -24,6 +24,9 @@ REQUIRED_ALERTS = {
     "FlotillaLogDirOffline", "FlotillaDiskNearlyFull",
     # issue 24: a rebalance that cannot go on.
     "FlotillaRebalanceBlocked", "FlotillaRebalanceStalled",
+    # issue 41: the operator itself, Stalled resources, and certificates the brokers serve.
+    "FlotillaOperatorDown", "FlotillaOperatorNoLeader", "FlotillaOperatorNotReady", "FlotillaReconcileErrors",
+    "FlotillaResourceStalled", "FlotillaCertificateExpiring",
 }
 
 

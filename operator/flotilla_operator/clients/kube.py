@@ -8,7 +8,7 @@ through one path: PATCH with `application/apply-patch+yaml`, a field manager and
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -106,9 +106,11 @@ def kubeconfig_user_needs_client(path: str | None) -> bool:
 class Kube:
     """The few API calls the reconcilers make."""
 
-    def __init__(self, api: client.ApiClient, field_manager: str) -> None:
+    def __init__(self, api: client.ApiClient, field_manager: str,
+                 on_status: Callable[[str, str, str, dict[str, Any]], None] | None = None) -> None:
         self.api = api
         self.field_manager = field_manager
+        self.on_status = on_status  # told of every status written (the operator's Stalled gauge)
 
     async def _call(self, method: str, path: str, *, body: Any = None, query: list | None = None,
                     content_type: str | None = None, accept: str = "application/json", returns: str = "object") -> Any:
@@ -192,7 +194,7 @@ class Kube:
     async def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
         """Merge-patch .status through the status subresource; None if the object is gone."""
         try:
-            return await self._call(
+            written = await self._call(
                 "PATCH",
                 object_path(kind, namespace, name, "status"),
                 body={"status": status},
@@ -202,6 +204,9 @@ class Kube:
             if err.status == 404:
                 return None
             raise
+        if self.on_status is not None:
+            self.on_status(kind, namespace, name, status)
+        return written
 
     async def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
         """Merge-patch an object (used only to remove an annotation the operator acted on); None if

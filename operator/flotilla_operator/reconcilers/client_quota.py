@@ -80,6 +80,7 @@ async def remove_client_quota(memo: kopf.Memo, body: kopf.Body) -> None:
     """A deleted ClientQuota's quota, removed from its cluster if this resource owned the entity
     (one that lost a conflict never applied anything); retried while the cluster is briefly
     unreachable, then the last AdminError (or ApiError) is raised."""
+    metrics.forget_resource(CLIENT_QUOTA.kind, body["metadata"]["namespace"], body["metadata"]["name"])
     meta, spec = body["metadata"], dict(body.get("spec") or {})
     try:
         parse_spec(CLIENT_QUOTA, spec)

@@ -202,6 +202,7 @@ async def remove_kafka_user(memo: kopf.Memo, body: kopf.Body) -> None:
     cluster, then dropped from the cluster's record; retried while the cluster is briefly
     unreachable, then the last AdminError (or ApiError) is raised and the orphan pass
     (reconcilers/orphans.py) retries. The garbage collector deletes its Secret."""
+    metrics.forget_resource(KAFKA_USER.kind, body["metadata"]["namespace"], body["metadata"]["name"])
     meta, spec = body["metadata"], dict(body.get("spec") or {})
     user = meta["name"]
     try:

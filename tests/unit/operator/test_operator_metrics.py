@@ -89,3 +89,45 @@ def test_a_restarted_operator_reports_the_stored_rebalance_with_the_cluster():
     assert _phase(ns, name, "Blocked") == 1
     assert _gauge("rebalance_partitions_remaining", ns, name) == 4
     metrics.forget_cluster(ns, name)
+
+
+def test_stalled_gauge_follows_the_conditions_written_and_goes_with_the_resource():
+    stalled = {"type": "Stalled", "status": "True", "reason": "InvalidSpec"}
+    ready = {"type": "Ready", "status": "False"}
+    metrics.observe_conditions("KafkaUser", "ns", "u", {"conditions": [ready, stalled]})
+    assert REGISTRY.get_sample_value("flotilla_operator_resource_stalled",
+                                     {"kind": "KafkaUser", "namespace": "ns", "name": "u"}) == 1
+    metrics.observe_conditions("KafkaUser", "ns", "u", {"rebalance": {}})  # no conditions: unchanged
+    assert REGISTRY.get_sample_value("flotilla_operator_resource_stalled",
+                                     {"kind": "KafkaUser", "namespace": "ns", "name": "u"}) == 1
+    metrics.observe_conditions("KafkaUser", "ns", "u", {"conditions": [ready, {**stalled, "status": "False"}]})
+    assert REGISTRY.get_sample_value("flotilla_operator_resource_stalled",
+                                     {"kind": "KafkaUser", "namespace": "ns", "name": "u"}) == 0
+    metrics.observe_conditions("KafkaCluster", "ns", "c", {"conditions": [stalled]})
+    metrics.forget_cluster("ns", "c")
+    assert REGISTRY.get_sample_value("flotilla_operator_resource_stalled",
+                                     {"kind": "KafkaCluster", "namespace": "ns", "name": "c"}) is None
+
+
+async def test_a_status_written_through_kube_reaches_the_hook():
+    from flotilla_operator.clients.kube import Kube
+
+    seen = []
+
+    class Api:
+        async def call_api(self, *args, **kwargs):
+            return {"status": {}}
+
+    kube = Kube(Api(), "test", on_status=lambda *a: seen.append(a))
+    await kube.patch_status("KafkaUser", "ns", "u", {"conditions": []})
+    assert seen == [("KafkaUser", "ns", "u", {"conditions": []})]
+
+
+def test_election_gauges_exist_only_once_asked_for():
+    names = {m.name for m in REGISTRY.collect()}
+    if "flotilla_operator_leader" not in names:  # another test module may have started an election
+        assert "flotilla_operator_ready" not in names
+    leader, ready = metrics.election_gauges()
+    assert metrics.election_gauges() == (leader, ready)
+    assert REGISTRY.get_sample_value("flotilla_operator_leader") is not None
+    assert REGISTRY.get_sample_value("flotilla_operator_ready") is not None
