@@ -1,7 +1,9 @@
 """One client connection: length-prefixed frames in, responses out in request order.
 
 Kafka processes one request per connection at a time (the channel is muted until the response
-is sent), which keeps responses in order without bookkeeping; this loop does the same. A frame
+is sent), which keeps responses in order without bookkeeping; this loop does the same, except that
+an acks=all Produce parked for its followers lets the next request be read (answers still leave in
+request order: see "pipelining" below). A frame
 that cannot be parsed, or one larger than socket.request.max.bytes, closes only this connection.
 
 Reads carry no timer of their own: the connection notes when bytes last arrived (`last_read`) and
