@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import threading
 import time
 
 import pytest
@@ -240,17 +239,7 @@ def test_java_consumer_goes_back_to_the_leader_when_its_follower_dies(cluster, k
                                                 "--offset-reset", "earliest", "--max", str(2 * RECORDS),
                                                 "--timeout-ms", "150000", "--config", str(rack_r2_config(cluster))),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    got: list[str] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("{"):
-                event = json.loads(line)
-                if event.get("event") == "record":
-                    got.append(event["value"])
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    got, reader = java_client.collect_records(proc)
     try:
         wait_for(f"the Java consumer in r2 to read the first {RECORDS} records", lambda: len(got), timeout=60,
                  until=lambda n: n >= RECORDS)

@@ -205,17 +205,7 @@ def consume_java(bootstrap: str, topic: str, isolation: str, want: int) -> list[
                                                 "--isolation", isolation, "--offset-reset", "earliest",
                                                 "--timeout-ms", "150000"),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    got: list[str] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("{"):
-                event = json.loads(line)
-                if event.get("event") == "record":
-                    got.append(event["value"])
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    got, reader = java_client.collect_records(proc)
     try:
         settle(lambda: len(got), want, f"Java {isolation}")
     finally:

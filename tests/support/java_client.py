@@ -123,3 +123,24 @@ if __name__ == "__main__":
     else:
         print("usage: python -m tests.support.java_client build|path")
         raise SystemExit(2)
+
+
+def collect_records(proc: subprocess.Popen) -> tuple[list[str], "threading.Thread"]:
+    """The values of the `record` events a running `consume` prints, appended to a list by a daemon
+    thread as they arrive (the list and the thread; the caller ends the process)."""
+    import json
+    import threading
+
+    got: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("{"):
+                event = json.loads(line)
+                if event.get("event") == "record":
+                    got.append(event["value"])
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return got, reader
