@@ -71,7 +71,9 @@ async def test_the_leader_names_the_in_sync_follower_of_the_consumers_rack(tmp_p
     rm.close()
 
 
-async def test_a_follower_serves_consumers_up_to_its_high_watermark(tmp_path):
+def leader_and_follower(tmp_path):
+    """Broker 1 leading t-0 at epoch 5 and broker 2 following it, in racks, on real logs:
+    (store, leader manager, its partition, follower manager, its partition)."""
     store = ImageStore(topic(PartitionState(1, 5, (1, 2, 3), (1, 2, 3))))
     with_racks(store)
     leader = manager(tmp_path / "leader", store, node_id=1)
@@ -80,6 +82,11 @@ async def test_a_follower_serves_consumers_up_to_its_high_watermark(tmp_path):
     follower = manager(tmp_path / "follower", store, node_id=2)
     follower.apply_image(store.image)
     fpart = follower.follower("t", 0, 5)
+    return store, leader, lpart, follower, fpart
+
+
+async def test_a_follower_serves_consumers_up_to_its_high_watermark(tmp_path):
+    store, leader, lpart, follower, fpart = leader_and_follower(tmp_path)
     assert fpart is not None
     for _ in range(3):  # offsets 0..2, one batch each
         leader.append(lpart, *batch(1))
@@ -145,14 +152,7 @@ async def test_read_committed_at_a_follower_stops_at_its_last_stable_offset_and_
     from broker.protocol import records as record_headers
     from flotilla.testenv import kafka_wire
 
-    store = ImageStore(topic(PartitionState(1, 5, (1, 2, 3), (1, 2, 3))))
-    with_racks(store)
-    leader = manager(tmp_path / "leader", store, node_id=1)
-    leader.apply_image(store.image)
-    lpart = leader.get("t", 0)
-    follower = manager(tmp_path / "follower", store, node_id=2)
-    follower.apply_image(store.image)
-    fpart = follower.follower("t", 0, 5)
+    store, leader, lpart, follower, fpart = leader_and_follower(tmp_path)
     txn = kafka_wire.build_batch([kafka_wire.Msg(None, b"in-txn")], producer_id=7, producer_epoch=0, base_sequence=0,
                                  transactional=True)
     leader.append(lpart, *batch(1))  # offset 0
